@@ -1,0 +1,5 @@
+//! Where limiter scripts run.
+
+mod redis;
+
+pub(crate) use self::redis::RedisBackend;

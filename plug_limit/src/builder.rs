@@ -1,0 +1,339 @@
+//! The [`Builder`] of a [`PlugLimit`], and the validation of its configuration.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use deadpool_redis::redis::Script;
+use deadpool_redis::{Pool, Runtime};
+use http::HeaderName;
+
+use crate::backend::RedisBackend;
+use crate::builtin::{self, BuiltIn};
+use crate::limiter::Source;
+use crate::plug_limit::{Entry, Inner};
+use crate::responder::TooManyRequests;
+use crate::{
+    BuildError, Config, Enabled, FailurePolicy, KeyExtractor, Limiter, LogLevel, PlugLimit,
+    Responder, key,
+};
+
+const DEFAULT_PREFIX: &str = "plug_limit";
+const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Builds a [`PlugLimit`] with every option of the configuration. Made by
+/// [`PlugLimit::builder`].
+///
+/// Invalid settings are reported by [`build`](Self::build), naming the field and the rule.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use plug_limit::{key, Enabled, FailurePolicy, Limiter, LogLevel, PlugLimit};
+///
+/// # fn make(pool: deadpool_redis::Pool) -> Result<PlugLimit, plug_limit::BuildError> {
+/// let limits = PlugLimit::builder(pool)
+///     .enabled(Enabled::env("PLUG_LIMIT_ENABLED", true))
+///     .prefix("myapp")
+///     .timeout(Duration::from_millis(100))
+///     .key(key::header("x-api-key"))
+///     .log_level(LogLevel::Warn)
+///     .on_failure(FailurePolicy::Open)
+///     .limiter("login", Limiter::token_bucket().on_failure(FailurePolicy::Closed))
+///     .build()?;
+/// # Ok(limits)
+/// # }
+/// ```
+#[must_use]
+pub struct Builder {
+    pool: Pool,
+    enabled: Enabled,
+    prefix: String,
+    timeout: Duration,
+    log_level: LogLevel,
+    on_failure: FailurePolicy,
+    key: Arc<dyn KeyExtractor>,
+    responder: Arc<dyn Responder>,
+    limiters: Vec<(String, Limiter)>,
+    errors: Vec<BuildError>,
+}
+
+impl Builder {
+    pub(crate) fn new(pool: Pool) -> Self {
+        Self {
+            pool,
+            enabled: Enabled::default(),
+            prefix: DEFAULT_PREFIX.to_owned(),
+            timeout: DEFAULT_TIMEOUT,
+            log_level: LogLevel::default(),
+            on_failure: FailurePolicy::default(),
+            key: Arc::new(key::peer_ip()),
+            responder: Arc::new(TooManyRequests),
+            limiters: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Whether limits apply (default: always), read on every request.
+    pub fn enabled(mut self, enabled: impl Into<Enabled>) -> Self {
+        self.enabled = enabled.into();
+        self
+    }
+
+    /// The prefix of every Redis key (default `plug_limit`).
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// The most a check may take, connection included (default 500 ms). A slower check
+    /// follows the failure policy.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The level errors are logged at (default [`LogLevel::Error`]).
+    pub fn log_level(mut self, level: LogLevel) -> Self {
+        self.log_level = level;
+        self
+    }
+
+    /// What a request gets when its limiter cannot decide (default [`FailurePolicy::Open`]).
+    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
+        self.on_failure = policy;
+        self
+    }
+
+    /// The default key extractor (default [`key::peer_ip`]).
+    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+        self.key = Arc::new(key);
+        self
+    }
+
+    /// The default responder for denied requests (default `429 Too Many Requests`).
+    pub fn responder(mut self, responder: impl Responder) -> Self {
+        self.responder = Arc::new(responder);
+        self
+    }
+
+    /// Registers a custom limiter under `name`, for [`Limit::LIMITER`](crate::Limit::LIMITER)
+    /// and `#[rate_limit(limiter = "name")]`.
+    pub fn limiter(mut self, name: impl Into<String>, limiter: Limiter) -> Self {
+        self.limiters.push((name.into(), limiter));
+        self
+    }
+
+    /// Applies a deserialized [`Config`]; its settings replace those set before.
+    pub fn config(mut self, config: Config) -> Self {
+        if let Some(enabled) = config.enabled {
+            self.enabled = enabled;
+        }
+        if let Some(prefix) = config.prefix {
+            self.prefix = prefix;
+        }
+        if let Some(ms) = config.timeout_ms {
+            self.timeout = Duration::from_millis(ms);
+        }
+        if let Some(level) = config.log_level {
+            self.log_level = level;
+        }
+        if let Some(policy) = config.on_failure {
+            self.on_failure = policy;
+        }
+        for (name, limiter) in config.limiters {
+            let field = format!("limiters.{name}");
+            let mut built = match (limiter.script, limiter.script_file) {
+                (Some(lua), None) => Limiter::script(lua),
+                (None, Some(path)) => Limiter::script_file(path),
+                _ => {
+                    self.errors.push(BuildError::invalid(
+                        field,
+                        "exactly one of `script` and `script_file` is required",
+                    ));
+                    continue;
+                }
+            }
+            .headers(limiter.headers);
+            if let Some(url) = limiter.redis_url {
+                match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
+                    Ok(pool) => built = built.pool(pool),
+                    Err(source) => {
+                        self.errors.push(BuildError::Pool {
+                            field: format!("{field}.redis_url"),
+                            source,
+                        });
+                        continue;
+                    }
+                }
+            }
+            if let Some(level) = limiter.log_level {
+                built = built.log_level(level);
+            }
+            if let Some(policy) = limiter.on_failure {
+                built = built.on_failure(policy);
+            }
+            self.limiters.push((name, built));
+        }
+        self
+    }
+
+    /// Validates the configuration and builds the [`PlugLimit`].
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
+    /// spaced `prefix`, a zero `timeout`, an empty `enabled` variable name, a limiter name that
+    /// is empty, taken twice or a built-in's, an empty or unreadable script, an invalid header
+    /// name, or a config limiter without exactly one script.
+    pub fn build(mut self) -> Result<PlugLimit, BuildError> {
+        if let Some(error) = self.errors.drain(..).next() {
+            return Err(error);
+        }
+        if self.prefix.is_empty() || self.prefix.contains(char::is_whitespace) {
+            return Err(BuildError::invalid(
+                "prefix",
+                "must be non-empty and contain no whitespace",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(BuildError::invalid("timeout", "must be greater than zero"));
+        }
+        if let Enabled::Env { env, .. } = &self.enabled
+            && (env.is_empty() || env.contains(['=', '\0']))
+        {
+            return Err(BuildError::invalid(
+                "enabled.env",
+                "must be a non-empty variable name without `=`",
+            ));
+        }
+        let mut entries = HashMap::new();
+        for builtin in builtin::ALL {
+            let entry = self.builtin_entry(&builtin);
+            entries.insert(builtin.name.into(), entry);
+        }
+        for (name, limiter) in std::mem::take(&mut self.limiters) {
+            let entry = self.custom_entry(&name, limiter)?;
+            if entries.insert(name.clone().into_boxed_str(), entry).is_some() {
+                let rule = if builtin::ALL.iter().any(|b| b.name == name) {
+                    "is a built-in limiter; register the script under another name"
+                } else {
+                    "is registered more than once"
+                };
+                return Err(BuildError::invalid(format!("limiters.{name}"), rule));
+            }
+        }
+        Ok(self.finish(entries))
+    }
+
+    /// Builds with the built-in limiters only; the defaults need no validation.
+    pub(crate) fn build_default(self) -> PlugLimit {
+        let entries = builtin::ALL
+            .iter()
+            .map(|builtin| (builtin.name.into(), self.builtin_entry(builtin)))
+            .collect();
+        self.finish(entries)
+    }
+
+    fn builtin_entry(&self, builtin: &BuiltIn) -> Entry {
+        Entry {
+            name: builtin.name.into(),
+            script: Arc::clone(builtin.script),
+            headers: builtin.headers.iter().map(|h| HeaderName::from_static(h)).collect(),
+            backend: None,
+            key: Arc::clone(&self.key),
+            responder: Arc::clone(&self.responder),
+            on_failure: self.on_failure,
+            log_level: self.log_level,
+        }
+    }
+
+    fn custom_entry(&self, name: &str, limiter: Limiter) -> Result<Entry, BuildError> {
+        let field = format!("limiters.{name}");
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
+            return Err(BuildError::invalid(
+                field,
+                "a limiter name must be non-empty, without whitespace or `:`",
+            ));
+        }
+        let (script, default_headers) = match limiter.source {
+            Source::BuiltIn(builtin) => (Arc::clone(builtin.script), builtin.headers.to_vec()),
+            Source::Lua(lua) => (Arc::new(script(&field, "script", &lua)?), Vec::new()),
+            Source::File(path) => {
+                let lua = std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
+                    field: format!("{field}.script_file"),
+                    path: path.clone(),
+                    source,
+                })?;
+                (Arc::new(script(&field, "script_file", &lua)?), Vec::new())
+            }
+        };
+        let headers = match limiter.headers {
+            Some(names) => names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        BuildError::invalid(
+                            format!("{field}.headers[{i}]"),
+                            format!("`{name}` is not a valid header name"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            None => default_headers
+                .iter()
+                .map(|h| HeaderName::from_static(h))
+                .collect(),
+        };
+        Ok(Entry {
+            name: name.into(),
+            script,
+            headers,
+            backend: limiter.pool.map(|pool| Arc::new(RedisBackend::new(pool))),
+            key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
+            responder: limiter
+                .responder
+                .unwrap_or_else(|| Arc::clone(&self.responder)),
+            on_failure: limiter.on_failure.unwrap_or(self.on_failure),
+            log_level: limiter.log_level.unwrap_or(self.log_level),
+        })
+    }
+
+    fn finish(self, limiters: HashMap<Box<str>, Entry>) -> PlugLimit {
+        PlugLimit::from_inner(Inner {
+            enabled: self.enabled,
+            prefix: self.prefix.into(),
+            timeout: self.timeout,
+            log_level: self.log_level,
+            on_failure: self.on_failure,
+            backend: Arc::new(RedisBackend::new(self.pool)),
+            limiters,
+        })
+    }
+}
+
+fn script(field: &str, which: &str, lua: &str) -> Result<Script, BuildError> {
+    if lua.trim().is_empty() {
+        return Err(BuildError::invalid(
+            format!("{field}.{which}"),
+            "the Lua script is empty",
+        ));
+    }
+    Ok(Script::new(lua))
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("enabled", &self.enabled)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("log_level", &self.log_level)
+            .field("on_failure", &self.on_failure)
+            .field("limiters", &self.limiters)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,72 @@
+//! Configuration that can be deserialized, e.g. from a TOML or JSON file.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::{Enabled, FailurePolicy, LogLevel};
+
+/// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
+/// code (key extractors and responders are set on the [`Builder`](crate::Builder)).
+///
+/// Apply it with [`Builder::config`](crate::Builder::config); the builder validates it.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::Config;
+///
+/// let config: Config = serde_json::from_str(r#"{
+///     "enabled": { "env": "PLUG_LIMIT_ENABLED", "default": true },
+///     "prefix": "myapp",
+///     "timeout_ms": 250,
+///     "log_level": "warn",
+///     "on_failure": "open",
+///     "limiters": {
+///         "quota": {
+///             "script_file": "lua/quota.lua",
+///             "headers": ["x-quota-limit", "x-quota-remaining"],
+///             "redis_url": "redis://127.0.0.1:6380/",
+///             "on_failure": "closed"
+///         }
+///     }
+/// }"#).unwrap();
+/// assert_eq!(config.timeout_ms, Some(250));
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Config {
+    /// Whether limits apply: a boolean, or `{ "env": "VAR", "default": true }`.
+    pub enabled: Option<Enabled>,
+    /// The prefix of every Redis key (default `plug_limit`).
+    pub prefix: Option<String>,
+    /// The time a check may take, in milliseconds (default 500).
+    pub timeout_ms: Option<u64>,
+    /// The level errors are logged at: `off`, `error` (default), `warn`, `info`, `debug`, `trace`.
+    pub log_level: Option<LogLevel>,
+    /// What a request gets when its limiter cannot decide: `open` (default) or `closed`.
+    pub on_failure: Option<FailurePolicy>,
+    /// Custom limiters by name.
+    pub limiters: BTreeMap<String, LimiterConfig>,
+}
+
+/// A custom limiter in a [`Config`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LimiterConfig {
+    /// The Lua source. Exactly one of `script` and `script_file` is required.
+    pub script: Option<String>,
+    /// A file holding the Lua source.
+    pub script_file: Option<PathBuf>,
+    /// The header names of the script's header values, in order.
+    pub headers: Vec<String>,
+    /// A Redis URL for this limiter's own pool.
+    pub redis_url: Option<String>,
+    /// This limiter's log level.
+    pub log_level: Option<LogLevel>,
+    /// This limiter's failure policy.
+    pub on_failure: Option<FailurePolicy>,
+}

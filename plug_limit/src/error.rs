@@ -1,0 +1,77 @@
+//! Errors: a failed rate-limit check, and an invalid configuration.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use deadpool_redis::PoolError;
+use deadpool_redis::redis::RedisError;
+
+use crate::key::KeyError;
+use crate::outcome::ReplyError;
+
+/// Why a rate-limit check could not decide. The request then follows its
+/// [`FailurePolicy`](crate::FailurePolicy).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No connection could be taken from the Redis pool.
+    #[error("redis pool: {0}")]
+    Pool(#[from] PoolError),
+    /// Redis answered with an error (connection lost, script error, ...).
+    #[error("redis: {0}")]
+    Redis(#[from] RedisError),
+    /// The check took longer than the configured timeout.
+    #[error("rate limit check timed out after {0:?}")]
+    Timeout(Duration),
+    /// The script's reply does not follow the script contract.
+    #[error("invalid script reply: {0}")]
+    Reply(#[from] ReplyError),
+    /// The key could not be extracted from the request.
+    #[error("key: {0}")]
+    Key(#[from] KeyError),
+    /// The limit names a limiter that is neither built in nor registered.
+    #[error("unknown limiter `{0}`; register it with `Builder::limiter`")]
+    UnknownLimiter(String),
+}
+
+/// An invalid configuration, reported by [`Builder::build`](crate::Builder::build) with the
+/// field at fault and the rule it breaks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A field breaks a rule, e.g. `timeout` must be greater than zero.
+    #[error("invalid `{field}`: {rule}")]
+    Invalid {
+        /// The field at fault, e.g. `limiters.login.headers`.
+        field: String,
+        /// The rule it breaks.
+        rule: String,
+    },
+    /// A limiter's script file could not be read.
+    #[error("cannot read `{field}` from {}: {source}", path.display())]
+    ScriptFile {
+        /// The field at fault, e.g. `limiters.login.script_file`.
+        field: String,
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A limiter's own Redis URL does not make a pool.
+    #[error("invalid `{field}`: {source}")]
+    Pool {
+        /// The field at fault, e.g. `limiters.login.redis_url`.
+        field: String,
+        /// Why the pool could not be made.
+        source: deadpool_redis::CreatePoolError,
+    },
+}
+
+impl BuildError {
+    pub(crate) fn invalid(field: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.into(),
+            rule: rule.into(),
+        }
+    }
+}

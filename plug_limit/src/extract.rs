@@ -1,0 +1,101 @@
+//! [`RateLimited`], the extractor that checks a handler's limit.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use axum::extract::{FromRef, FromRequestParts};
+use axum::response::{IntoResponseParts, ResponseParts};
+use http::request::Parts;
+
+use crate::plug_limit::LimitRef;
+use crate::{Limit, Outcome, PlugLimit, RateLimitRejection};
+
+/// Extractor that checks the limit `L` before the handler runs.
+///
+/// The [`PlugLimit`] comes from the router state (`PlugLimit: FromRef<S>`). On allow, the
+/// handler runs and receives this value; return it in the response tuple to send the
+/// rate-limit headers. On deny, the request is rejected with the limiter's responder (by
+/// default `429 Too Many Requests` plus headers) and the handler does not run.
+///
+/// When limits are disabled, or the check failed open, the handler runs and this value adds no
+/// headers.
+///
+/// # Example
+///
+/// ```no_run
+/// use axum::{extract::FromRef, routing::get, Router};
+/// use plug_limit::{PlugLimit, RateLimited, TokenBucket};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+/// }
+///
+/// type Expensive = RateLimited<TokenBucket<20, 600, 5>>;
+///
+/// async fn expensive(limited: Expensive) -> (Expensive, &'static str) {
+///     (limited, "done")
+/// }
+///
+/// # fn app(limits: PlugLimit) -> Router {
+/// Router::new()
+///     .route("/expensive", get(expensive))
+///     .with_state(AppState { limits })
+/// # }
+/// ```
+pub struct RateLimited<L> {
+    outcome: Option<Outcome>,
+    _limit: PhantomData<fn() -> L>,
+}
+
+impl<L> RateLimited<L> {
+    /// The limiter's outcome; `None` when limits are disabled or the check failed open.
+    #[must_use]
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    /// Takes the outcome out of the extractor.
+    #[must_use]
+    pub fn into_outcome(self) -> Option<Outcome> {
+        self.outcome
+    }
+}
+
+impl<S, L> FromRequestParts<S> for RateLimited<L>
+where
+    PlugLimit: FromRef<S>,
+    S: Send + Sync,
+    L: Limit,
+{
+    type Rejection = RateLimitRejection;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let limits = PlugLimit::from_ref(state);
+        let outcome = limits.decide(LimitRef::of::<L>(), parts).await?;
+        Ok(Self {
+            outcome,
+            _limit: PhantomData,
+        })
+    }
+}
+
+impl<L> IntoResponseParts for RateLimited<L> {
+    type Error = std::convert::Infallible;
+
+    fn into_response_parts(self, res: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        match self.outcome {
+            Some(outcome) => outcome.into_response_parts(res),
+            None => Ok(res),
+        }
+    }
+}
+
+impl<L> fmt::Debug for RateLimited<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimited")
+            .field("limit", &std::any::type_name::<L>())
+            .field("outcome", &self.outcome)
+            .finish()
+    }
+}

@@ -1,0 +1,159 @@
+//! [`RateLimitLayer`]: the limit `L` as tower middleware, for a whole router or route group.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
+use http::Request;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::plug_limit::LimitRef;
+use crate::{Limit, PlugLimit};
+
+/// Applies the limit `L` to every request of the services it wraps.
+///
+/// The same check as [`RateLimited`](crate::RateLimited), as middleware: a denied request gets
+/// the responder's response and never reaches the inner service; an allowed one gets the
+/// rate-limit headers on its response. Add it with `Router::route_layer` so the matched route
+/// scopes the budget.
+///
+/// # Example
+///
+/// ```no_run
+/// use axum::{routing::get, Router};
+/// use plug_limit::{FixedWindow, PlugLimit, RateLimitLayer};
+///
+/// # fn app(limits: PlugLimit) -> Router {
+/// Router::new()
+///     .route("/a", get(|| async { "a" }))
+///     .route("/b", get(|| async { "b" }))
+///     .route_layer(RateLimitLayer::<FixedWindow<100, 60>>::new(limits))
+/// # }
+/// ```
+pub struct RateLimitLayer<L> {
+    limits: PlugLimit,
+    _limit: PhantomData<fn() -> L>,
+}
+
+impl<L: Limit> RateLimitLayer<L> {
+    /// A layer checking `L` with `limits`.
+    #[must_use]
+    pub fn new(limits: PlugLimit) -> Self {
+        Self {
+            limits,
+            _limit: PhantomData,
+        }
+    }
+}
+
+impl<L> Clone for RateLimitLayer<L> {
+    fn clone(&self) -> Self {
+        Self {
+            limits: self.limits.clone(),
+            _limit: PhantomData,
+        }
+    }
+}
+
+impl<L> fmt::Debug for RateLimitLayer<L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimitLayer")
+            .field("limit", &std::any::type_name::<L>())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl<S, L> Layer<S> for RateLimitLayer<L> {
+    type Service = RateLimit<S, L>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit {
+            inner,
+            limits: self.limits.clone(),
+            _limit: PhantomData,
+        }
+    }
+}
+
+/// The middleware built by [`RateLimitLayer`].
+pub struct RateLimit<S, L> {
+    inner: S,
+    limits: PlugLimit,
+    _limit: PhantomData<fn() -> L>,
+}
+
+impl<S, L> RateLimit<S, L> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the middleware, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: Clone, L> Clone for RateLimit<S, L> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            limits: self.limits.clone(),
+            _limit: PhantomData,
+        }
+    }
+}
+
+impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RateLimit")
+            .field("inner", &self.inner)
+            .field("limit", &std::any::type_name::<L>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, L> Service<Request<Body>> for RateLimit<S, L>
+where
+    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    L: Limit,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // The check is awaited before the inner service runs: take the service that was
+        // polled ready and leave a fresh clone in its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let limits = self.limits.clone();
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let outcome = match limits.decide(LimitRef::of::<L>(), &parts).await {
+                Ok(outcome) => outcome,
+                Err(rejection) => return Ok(rejection.into_response()),
+            };
+            let response = inner.call(Request::from_parts(parts, body)).await?;
+            Ok(match outcome {
+                Some(outcome) => (outcome, response).into_response(),
+                None => response,
+            })
+        })
+    }
+}

@@ -1,0 +1,130 @@
+//! Rate limiting for [Axum](axum), decided atomically in Redis by Lua scripts, so every
+//! instance of an application shares one limit.
+//!
+//! Each decision is one `EVALSHA` round trip on a shared multiplexed connection: the script
+//! counts the request, decides `allow` or `deny`, and computes the rate-limit header values in
+//! one atomic step. Scripts are loaded by SHA1 and reloaded when Redis forgets them
+//! (`NOSCRIPT`), so they survive `SCRIPT FLUSH` and restarts.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use axum::{extract::FromRef, routing::get, Router};
+//! use plug_limit::{PlugLimit, RateLimited, TokenBucket};
+//!
+//! #[derive(Clone, FromRef)]
+//! struct AppState {
+//!     limits: PlugLimit,
+//! }
+//!
+//! // Bursts of 5, at most 20 requests per 10 minutes, per client IP.
+//! type Expensive = RateLimited<TokenBucket<20, 600, 5>>;
+//!
+//! async fn expensive(limited: Expensive) -> (Expensive, &'static str) {
+//!     (limited, "done") // returning `limited` sends the x-ratelimit-* headers
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let pool = deadpool_redis::Config::from_url("redis://127.0.0.1:6379/")
+//!         .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+//!     let app = Router::new()
+//!         .route("/expensive", get(expensive))
+//!         .with_state(AppState { limits: PlugLimit::redis(pool) });
+//!     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+//!     let service = app.into_make_service_with_connect_info::<std::net::SocketAddr>();
+//!     axum::serve(listener, service).await?;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Ways to limit
+//!
+//! - **[`RateLimited<L>`]** as a handler argument: an extractor that checks the limit `L`
+//!   before the handler runs. Limits are types: [`FixedWindow<LIMIT, WINDOW>`](FixedWindow),
+//!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), or any [`Limit`] implementation,
+//!   for example one naming a custom limiter.
+//! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
+//! - **[`PlugLimit::check`]** outside requests: for jobs, websockets and custom middleware.
+//!
+//! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
+//! or whatever the limiter's [`Responder`] renders.
+//!
+//! # Configuration
+//!
+//! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
+//! read per request), the key prefix, the timeout of a check, the default [`KeyExtractor`]
+//! (see [`key`]), the default [`Responder`], the [`FailurePolicy`] and [`LogLevel`], and custom
+//! [`Limiter`]s with their own Lua script, header names, pool, key and responder. The
+//! serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
+//! the field and the rule.
+//!
+//! # Failures
+//!
+//! A check that cannot decide (Redis down or slower than the timeout, a script error, a reply
+//! out of contract, a key that cannot be extracted) is logged and then follows the limiter's
+//! [`FailurePolicy`]: by default the request passes without headers ([`FailurePolicy::Open`]);
+//! [`FailurePolicy::Closed`] answers `503`. Nothing on these paths panics, and no check lasts
+//! longer than the timeout.
+//!
+//! # Redis scripts
+//!
+//! The built-in scripts live in `lua/` (one file per limiter). A script gets the request's
+//! namespaced keys as `KEYS` and the limit's options as `ARGV`, and answers
+//! `{"allow"|"deny", {header values...}, extra...}`. Header values are sent under the names the
+//! limiter declares, in order; a `{name, value}` pair sets its own name; extra values reach a
+//! custom [`Responder`] through [`Outcome::extra`]. `"block"` is accepted as the older spelling
+//! of `"deny"`; any other reply is an error, never a silent decision. Every key a built-in
+//! writes has a TTL, and each touches only `KEYS[1]`, so they run on Redis Cluster.
+//!
+//! | limiter | opts (`ARGV`) | headers |
+//! |---|---|---|
+//! | `fixed_window` | `[limit, window_s]` | `x-ratelimit-limit`, `x-ratelimit-reset`, `x-ratelimit-remaining` |
+//! | `token_bucket` | `[limit, window_s, burst]` | the same, plus `retry-after` once the bucket is empty |
+//!
+//! # Feature flags
+//!
+//! | name | description | default? |
+//! |---|---|---|
+//! | `macros` | the `#[rate_limit]` handler attribute | yes |
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod backend;
+mod builder;
+mod builtin;
+mod config;
+mod enabled;
+mod error;
+mod extract;
+pub mod key;
+mod layer;
+mod limit;
+mod limiter;
+mod log_level;
+mod outcome;
+#[allow(clippy::module_inception)]
+mod plug_limit;
+mod policy;
+mod rejection;
+mod responder;
+
+pub use self::builder::Builder;
+pub use self::config::{Config, LimiterConfig};
+pub use self::enabled::Enabled;
+pub use self::error::{BuildError, Error};
+pub use self::extract::RateLimited;
+#[doc(no_inline)]
+pub use self::key::{KeyExtractor, KeyError};
+pub use self::layer::{RateLimit, RateLimitLayer};
+pub use self::limit::{FixedWindow, Limit, Opt, TokenBucket};
+pub use self::limiter::Limiter;
+pub use self::log_level::LogLevel;
+pub use self::outcome::{Decision, Outcome, ReplyError};
+pub use self::plug_limit::PlugLimit;
+pub use self::policy::FailurePolicy;
+pub use self::rejection::{Denied, RateLimitRejection};
+pub use self::responder::{Responder, TooManyRequests};
+
+/// The Redis client library, as used by the pool: build `redis::Value`s for
+/// [`Outcome::extra`] and errors without a version mismatch.
+pub use deadpool_redis::redis;

@@ -1,0 +1,153 @@
+//! Limiter definitions: a Lua script, its header names, and per-limiter settings.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use deadpool_redis::Pool;
+
+use crate::builtin::{self, BuiltIn};
+use crate::{FailurePolicy, KeyExtractor, LogLevel, Responder};
+
+/// A limiter to register with [`Builder::limiter`](crate::Builder::limiter): a Lua script
+/// following the script contract, the names of the headers it returns, and optionally its own
+/// Redis pool, key extractor, responder, failure policy and log level.
+///
+/// Unset settings fall back to the [`PlugLimit`](crate::PlugLimit)'s.
+///
+/// # Script contract
+///
+/// `KEYS` are the request's namespaced keys, `ARGV` the limit's options. The script answers
+/// `{"allow"|"deny", {header values...}, extra...}`: each header value is sent under the name
+/// declared at its position, a `{name, value}` pair sets its own name, and extra values reach a
+/// custom [`Responder`] through [`Outcome::extra`](crate::Outcome::extra).
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{Limiter, LogLevel};
+///
+/// let quota = Limiter::script(
+///     "local n = redis.call('INCR', KEYS[1])
+///      if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+///      local left = math.max(tonumber(ARGV[1]) - n, 0)
+///      return {n <= tonumber(ARGV[1]) and 'allow' or 'deny', {ARGV[1], tostring(left)}}",
+/// )
+/// .headers(["x-quota-limit", "x-quota-remaining"])
+/// .log_level(LogLevel::Warn);
+/// # let _ = quota;
+/// ```
+#[must_use]
+pub struct Limiter {
+    pub(crate) source: Source,
+    pub(crate) headers: Option<Vec<String>>,
+    pub(crate) pool: Option<Pool>,
+    pub(crate) key: Option<Arc<dyn KeyExtractor>>,
+    pub(crate) responder: Option<Arc<dyn Responder>>,
+    pub(crate) on_failure: Option<FailurePolicy>,
+    pub(crate) log_level: Option<LogLevel>,
+}
+
+pub(crate) enum Source {
+    BuiltIn(BuiltIn),
+    Lua(String),
+    File(PathBuf),
+}
+
+impl Limiter {
+    fn from_source(source: Source) -> Self {
+        Self {
+            source,
+            headers: None,
+            pool: None,
+            key: None,
+            responder: None,
+            on_failure: None,
+            log_level: None,
+        }
+    }
+
+    /// A limiter running the Lua `source`.
+    pub fn script(source: impl Into<String>) -> Self {
+        Self::from_source(Source::Lua(source.into()))
+    }
+
+    /// A limiter running the Lua script in the file at `path`, read by
+    /// [`Builder::build`](crate::Builder::build).
+    pub fn script_file(path: impl Into<PathBuf>) -> Self {
+        Self::from_source(Source::File(path.into()))
+    }
+
+    /// The built-in fixed window script, for a limiter with its own settings (e.g. another
+    /// responder) under another name.
+    pub fn fixed_window() -> Self {
+        Self::from_source(Source::BuiltIn(builtin::FIXED_WINDOW))
+    }
+
+    /// The built-in token bucket script, for a limiter with its own settings under another
+    /// name.
+    pub fn token_bucket() -> Self {
+        Self::from_source(Source::BuiltIn(builtin::TOKEN_BUCKET))
+    }
+
+    /// The header names the script's header values are sent under, in order.
+    ///
+    /// Built-in scripts declare their own; setting this replaces them.
+    pub fn headers<I>(mut self, names: I) -> Self
+    where
+        I: IntoIterator,
+        I::Item: Into<String>,
+    {
+        self.headers = Some(names.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Runs this limiter on its own Redis pool (the seed's per-limiter `cmd`).
+    pub fn pool(mut self, pool: Pool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// The key extractor for this limiter's requests.
+    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+        self.key = Some(Arc::new(key));
+        self
+    }
+
+    /// The responder for this limiter's denied requests.
+    pub fn responder(mut self, responder: impl Responder) -> Self {
+        self.responder = Some(Arc::new(responder));
+        self
+    }
+
+    /// What this limiter's requests get when it cannot decide.
+    pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
+        self.on_failure = Some(policy);
+        self
+    }
+
+    /// The level this limiter's errors are logged at.
+    pub fn log_level(mut self, level: LogLevel) -> Self {
+        self.log_level = Some(level);
+        self
+    }
+}
+
+impl fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let source = match &self.source {
+            Source::BuiltIn(builtin) => builtin.name.to_owned(),
+            Source::Lua(lua) => format!("{} bytes of Lua", lua.len()),
+            Source::File(path) => path.display().to_string(),
+        };
+        f.debug_struct("Limiter")
+            .field("source", &source)
+            .field("headers", &self.headers)
+            .field("own_pool", &self.pool.is_some())
+            .field("own_key", &self.key.is_some())
+            .field("own_responder", &self.responder.is_some())
+            .field("on_failure", &self.on_failure)
+            .field("log_level", &self.log_level)
+            .finish()
+    }
+}

@@ -1,0 +1,344 @@
+//! The result of one limiter evaluation, and the parser of the script reply it comes from.
+
+use axum::response::{IntoResponseParts, ResponseParts};
+use deadpool_redis::redis::Value;
+use http::{HeaderName, HeaderValue};
+
+/// Whether a request may proceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Decision {
+    /// The request is within its limit.
+    Allow,
+    /// The request is over its limit.
+    Deny,
+}
+
+/// What a limiter decided for one request: the decision, the rate-limit headers, and any extra
+/// values a custom script returned after them.
+///
+/// Header values come ready-made from the script; Rust only maps each reply position to its
+/// declared header name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    decision: Decision,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    extra: Vec<Value>,
+}
+
+impl Outcome {
+    /// An outcome built by hand, e.g. in a custom responder's tests.
+    #[must_use]
+    pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self {
+            decision,
+            headers,
+            extra: Vec::new(),
+        }
+    }
+
+    /// The decision.
+    #[must_use]
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// `true` when the request may proceed.
+    #[must_use]
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+
+    /// The rate-limit headers, in the order the script returned them.
+    #[must_use]
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
+    /// The value of one rate-limit header, if the script set it.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&HeaderValue> {
+        self.headers
+            .iter()
+            .find(|(candidate, _)| candidate.as_str().eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
+    /// The values a custom script returned after the headers, for a custom
+    /// [`Responder`](crate::Responder).
+    #[must_use]
+    pub fn extra(&self) -> &[Value] {
+        &self.extra
+    }
+
+    /// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
+    ///
+    /// Header values map to `declared` names in order; a `{name, value}` pair sets its own
+    /// name. `"block"` is accepted as the older spelling of `"deny"`.
+    pub(crate) fn from_reply(reply: Value, declared: &[HeaderName]) -> Result<Self, ReplyError> {
+        let Value::Array(items) = reply else {
+            return Err(ReplyError::NotAnArray(kind(&reply)));
+        };
+        let mut items = items.into_iter();
+        let decision = match items.next() {
+            Some(Value::BulkString(word)) => match word.as_slice() {
+                b"allow" => Decision::Allow,
+                b"deny" | b"block" => Decision::Deny,
+                other => {
+                    return Err(ReplyError::UnknownDecision(
+                        String::from_utf8_lossy(other).into_owned(),
+                    ));
+                }
+            },
+            Some(Value::SimpleString(word)) if word == "allow" => Decision::Allow,
+            Some(Value::SimpleString(word)) if word == "deny" || word == "block" => Decision::Deny,
+            Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
+            None => return Err(ReplyError::Empty),
+        };
+        let headers = match items.next() {
+            Some(Value::Array(values)) => headers(values, declared)?,
+            None => Vec::new(),
+            Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
+        };
+        Ok(Self {
+            decision,
+            headers,
+            extra: items.collect(),
+        })
+    }
+}
+
+fn headers(
+    values: Vec<Value>,
+    declared: &[HeaderName],
+) -> Result<Vec<(HeaderName, HeaderValue)>, ReplyError> {
+    let mut headers = Vec::with_capacity(values.len());
+    for (position, value) in values.into_iter().enumerate() {
+        let header = match value {
+            Value::Array(pair) => {
+                let [name, value]: [Value; 2] = pair
+                    .try_into()
+                    .map_err(|_| ReplyError::BadOverride { position })?;
+                let name = HeaderName::from_bytes(&text(name, position)?)
+                    .map_err(|_| ReplyError::InvalidHeaderName { position })?;
+                (name, header_value(value, position)?)
+            }
+            value => {
+                let name = declared
+                    .get(position)
+                    .ok_or(ReplyError::UndeclaredHeader {
+                        position,
+                        declared: declared.len(),
+                    })?
+                    .clone();
+                (name, header_value(value, position)?)
+            }
+        };
+        headers.push(header);
+    }
+    Ok(headers)
+}
+
+fn text(value: Value, position: usize) -> Result<Vec<u8>, ReplyError> {
+    match value {
+        Value::BulkString(bytes) => Ok(bytes),
+        Value::SimpleString(text) => Ok(text.into_bytes()),
+        Value::Int(n) => Ok(n.to_string().into_bytes()),
+        other => Err(ReplyError::InvalidHeaderValue {
+            position,
+            found: kind(&other),
+        }),
+    }
+}
+
+fn header_value(value: Value, position: usize) -> Result<HeaderValue, ReplyError> {
+    let bytes = text(value, position)?;
+    HeaderValue::from_bytes(&bytes).map_err(|_| ReplyError::InvalidHeaderValue {
+        position,
+        found: "bytes not allowed in a header",
+    })
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Nil => "nil",
+        Value::Int(_) => "integer",
+        Value::BulkString(_) | Value::SimpleString(_) | Value::VerbatimString { .. } => "string",
+        Value::Array(_) => "array",
+        Value::Okay => "status",
+        Value::ServerError(_) => "error",
+        _ => "unexpected value",
+    }
+}
+
+/// A script reply that does not follow the script contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The reply is not an array.
+    #[error("reply must be an array `{{decision, {{headers}}, extra...}}`, found {0}")]
+    NotAnArray(&'static str),
+    /// The reply array is empty.
+    #[error("reply is empty; expected `\"allow\"` or `\"deny\"` first")]
+    Empty,
+    /// The first element is not `"allow"`, `"deny"` or `"block"`.
+    #[error("unknown decision `{0}`; expected `allow` or `deny`")]
+    UnknownDecision(String),
+    /// The second element is not an array of header values.
+    #[error("headers must be an array, found {0}")]
+    HeadersNotAnArray(&'static str),
+    /// A header value has no declared name and is not a `{name, value}` pair.
+    #[error("header value {position} has no declared name ({declared} declared)")]
+    UndeclaredHeader {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// How many header names the limiter declares.
+        declared: usize,
+    },
+    /// A header override is not a two-element `{name, value}` array.
+    #[error("header override {position} must be a `{{name, value}}` pair")]
+    BadOverride {
+        /// Zero-based position in the headers array.
+        position: usize,
+    },
+    /// A header override names an invalid header.
+    #[error("header override {position} has an invalid header name")]
+    InvalidHeaderName {
+        /// Zero-based position in the headers array.
+        position: usize,
+    },
+    /// A header value is not a string or integer, or holds bytes a header cannot carry.
+    #[error("header value {position} is invalid: {found}")]
+    InvalidHeaderValue {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// What was found instead.
+        found: &'static str,
+    },
+}
+
+impl IntoResponseParts for Outcome {
+    type Error = std::convert::Infallible;
+
+    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        let headers = res.headers_mut();
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        Ok(res)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    fn names() -> Vec<HeaderName> {
+        ["x-ratelimit-limit", "x-ratelimit-reset", "x-ratelimit-remaining"]
+            .map(HeaderName::from_static)
+            .to_vec()
+    }
+
+    fn rendered(outcome: &Outcome) -> Vec<(String, String)> {
+        outcome
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn maps_values_to_declared_names_in_order() {
+        let reply = Value::Array(vec![
+            s("allow"),
+            Value::Array(vec![s("10"), s("60"), s("9")]),
+        ]);
+        let outcome = Outcome::from_reply(reply, &names()).unwrap();
+        assert_eq!(outcome.decision(), Decision::Allow);
+        assert_eq!(
+            rendered(&outcome),
+            [
+                ("x-ratelimit-limit".into(), "10".into()),
+                ("x-ratelimit-reset".into(), "60".into()),
+                ("x-ratelimit-remaining".into(), "9".into()),
+            ]
+        );
+        assert!(outcome.extra().is_empty());
+    }
+
+    #[test]
+    fn pair_overrides_the_name_at_its_position_and_extra_is_kept() {
+        let reply = Value::Array(vec![
+            s("deny"),
+            Value::Array(vec![
+                s("10"),
+                Value::Array(vec![s("x-acme-header"), s("60")]),
+                Value::Int(0),
+            ]),
+            s("extra-1"),
+            Value::Int(42),
+        ]);
+        let outcome = Outcome::from_reply(reply, &names()).unwrap();
+        assert_eq!(outcome.decision(), Decision::Deny);
+        assert_eq!(
+            rendered(&outcome),
+            [
+                ("x-ratelimit-limit".into(), "10".into()),
+                ("x-acme-header".into(), "60".into()),
+                ("x-ratelimit-remaining".into(), "0".into()),
+            ]
+        );
+        assert_eq!(outcome.extra(), &[s("extra-1"), Value::Int(42)]);
+        assert_eq!(outcome.header("X-Acme-Header").unwrap(), "60");
+    }
+
+    #[test]
+    fn block_is_the_old_spelling_of_deny() {
+        let reply = Value::Array(vec![s("block"), Value::Array(vec![])]);
+        assert_eq!(
+            Outcome::from_reply(reply, &names()).unwrap().decision(),
+            Decision::Deny
+        );
+    }
+
+    #[test]
+    fn malformed_replies_are_errors_never_decisions() {
+        let cases = [
+            (Value::Int(1), "reply must be an array `{decision, {headers}, extra...}`, found integer"),
+            (Value::Array(vec![]), "reply is empty; expected `\"allow\"` or `\"deny\"` first"),
+            (
+                Value::Array(vec![s("maybe")]),
+                "unknown decision `maybe`; expected `allow` or `deny`",
+            ),
+            (
+                Value::Array(vec![s("allow"), s("10")]),
+                "headers must be an array, found string",
+            ),
+            (
+                Value::Array(vec![
+                    s("allow"),
+                    Value::Array(vec![s("1"), s("2"), s("3"), s("4")]),
+                ]),
+                "header value 3 has no declared name (3 declared)",
+            ),
+            (
+                Value::Array(vec![s("allow"), Value::Array(vec![Value::Array(vec![s("x")])])]),
+                "header override 0 must be a `{name, value}` pair",
+            ),
+            (
+                Value::Array(vec![s("allow"), Value::Array(vec![Value::Nil])]),
+                "header value 0 is invalid: nil",
+            ),
+        ];
+        for (reply, message) in cases {
+            assert_eq!(
+                Outcome::from_reply(reply, &names()).unwrap_err().to_string(),
+                message
+            );
+        }
+    }
+}

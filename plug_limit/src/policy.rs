@@ -1,0 +1,20 @@
+//! What happens to a request when its limiter cannot decide.
+
+use serde::Deserialize;
+
+/// What a request gets when its limit cannot be checked: Redis is down or slow, the script
+/// failed or answered out of contract, or the key could not be extracted.
+///
+/// The error is always logged (at the configured [`LogLevel`](crate::LogLevel)) first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FailurePolicy {
+    /// Let the request through with no rate-limit headers (the default): an outage of the
+    /// limiter never becomes an outage of the application.
+    #[default]
+    Open,
+    /// Refuse the request with `503 Service Unavailable`: for routes where an unchecked request
+    /// costs more than a refused one (logins, expensive exports).
+    Closed,
+}

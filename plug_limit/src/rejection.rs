@@ -1,0 +1,135 @@
+//! The rejection of [`RateLimited`](crate::RateLimited): a denied request, or a check that
+//! failed closed.
+
+use std::fmt;
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+
+use crate::{Error, Outcome, Responder};
+
+/// Why [`RateLimited`](crate::RateLimited) refused a request.
+///
+/// Its response is the limiter's [`Responder`] for a denied request (by default
+/// `429 Too Many Requests` with the rate-limit headers), and `503 Service Unavailable` for a
+/// limiter that could not decide under [`FailurePolicy::Closed`](crate::FailurePolicy::Closed).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RateLimitRejection {
+    /// The request is over its limit.
+    #[error("too many requests")]
+    TooManyRequests(Denied),
+    /// The limiter could not decide and its failure policy is closed.
+    #[error("rate limiter unavailable: {0}")]
+    Unavailable(#[source] Error),
+}
+
+impl RateLimitRejection {
+    pub(crate) fn denied(outcome: Outcome, responder: Arc<dyn Responder>) -> Self {
+        Self::TooManyRequests(Denied { outcome, responder })
+    }
+
+    /// The default status: `429` for a denied request, `503` for an unavailable limiter.
+    #[must_use]
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+        }
+    }
+
+    /// The default body text.
+    #[must_use]
+    pub fn body_text(&self) -> &'static str {
+        match self {
+            Self::TooManyRequests(_) => "Too Many Requests",
+            Self::Unavailable(_) => "Rate limiter unavailable",
+        }
+    }
+
+    /// The limiter's outcome, for a denied request.
+    #[must_use]
+    pub fn outcome(&self) -> Option<&Outcome> {
+        match self {
+            Self::TooManyRequests(denied) => Some(&denied.outcome),
+            Self::Unavailable(_) => None,
+        }
+    }
+}
+
+impl IntoResponse for RateLimitRejection {
+    fn into_response(self) -> Response {
+        match self {
+            Self::TooManyRequests(denied) => denied.responder.respond(&denied.outcome),
+            unavailable @ Self::Unavailable(_) => {
+                (unavailable.status(), unavailable.body_text()).into_response()
+            }
+        }
+    }
+}
+
+/// A denied request: the limiter's [`Outcome`], answered by its [`Responder`].
+pub struct Denied {
+    outcome: Outcome,
+    responder: Arc<dyn Responder>,
+}
+
+impl Denied {
+    /// The limiter's outcome: decision and headers.
+    #[must_use]
+    pub fn outcome(&self) -> &Outcome {
+        &self.outcome
+    }
+}
+
+impl fmt::Debug for Denied {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Denied")
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Decision;
+    use crate::responder::TooManyRequests;
+    use http::{HeaderName, HeaderValue};
+
+    #[tokio::test]
+    async fn unavailable_is_503() {
+        let rejection = RateLimitRejection::Unavailable(Error::Timeout(
+            std::time::Duration::from_millis(5),
+        ));
+        assert_eq!(
+            rejection.to_string(),
+            "rate limiter unavailable: rate limit check timed out after 5ms"
+        );
+        let response = rejection.into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let body = axum::body::to_bytes(response.into_body(), 64).await.unwrap();
+        assert_eq!(&body[..], b"Rate limiter unavailable");
+    }
+
+    #[test]
+    fn denied_renders_through_its_responder() {
+        let outcome = Outcome::new(
+            Decision::Deny,
+            vec![(
+                HeaderName::from_static("x-ratelimit-remaining"),
+                HeaderValue::from_static("0"),
+            )],
+        );
+        let rejection = RateLimitRejection::denied(outcome, Arc::new(TooManyRequests));
+        assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            rejection.outcome().unwrap().header("x-ratelimit-remaining").unwrap(),
+            "0"
+        );
+        let response = rejection.into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
+    }
+}
