@@ -216,7 +216,10 @@ impl Builder {
         }
         for (name, limiter) in std::mem::take(&mut self.limiters) {
             let entry = self.custom_entry(&name, limiter)?;
-            if entries.insert(name.clone().into_boxed_str(), entry).is_some() {
+            if entries
+                .insert(name.clone().into_boxed_str(), entry)
+                .is_some()
+            {
                 let rule = if builtin::ALL.iter().any(|b| b.name == name) {
                     "is a built-in limiter; register the script under another name"
                 } else {
@@ -241,7 +244,11 @@ impl Builder {
         Entry {
             name: builtin.name.into(),
             script: Arc::clone(builtin.script),
-            headers: builtin.headers.iter().map(|h| HeaderName::from_static(h)).collect(),
+            headers: builtin
+                .headers
+                .iter()
+                .map(|h| HeaderName::from_static(h))
+                .collect(),
             backend: None,
             key: Arc::clone(&self.key),
             responder: Arc::clone(&self.responder),
@@ -262,11 +269,12 @@ impl Builder {
             Source::BuiltIn(builtin) => (Arc::clone(builtin.script), builtin.headers.to_vec()),
             Source::Lua(lua) => (Arc::new(script(&field, "script", &lua)?), Vec::new()),
             Source::File(path) => {
-                let lua = std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
-                    field: format!("{field}.script_file"),
-                    path: path.clone(),
-                    source,
-                })?;
+                let lua =
+                    std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
+                        field: format!("{field}.script_file"),
+                        path: path.clone(),
+                        source,
+                    })?;
                 (Arc::new(script(&field, "script_file", &lua)?), Vec::new())
             }
         };

@@ -114,7 +114,7 @@ pub use self::enabled::Enabled;
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;
 #[doc(no_inline)]
-pub use self::key::{KeyExtractor, KeyError};
+pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{FixedWindow, Limit, Opt, TokenBucket};
 pub use self::limiter::Limiter;

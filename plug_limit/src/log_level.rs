@@ -28,7 +28,7 @@ impl LogLevel {
     pub(crate) fn log(self, limiter: &str, error: &dyn std::error::Error) {
         macro_rules! at {
             ($level:expr) => {
-                tracing::event!(target: "plug_limit", $level, limiter, error = %error, "rate limit check failed")
+                tracing::event!(target: "plug_limit", $level, limiter = %limiter, error = %error, "rate limit check failed")
             };
         }
         match self {

@@ -238,9 +238,13 @@ mod tests {
     }
 
     fn names() -> Vec<HeaderName> {
-        ["x-ratelimit-limit", "x-ratelimit-reset", "x-ratelimit-remaining"]
-            .map(HeaderName::from_static)
-            .to_vec()
+        [
+            "x-ratelimit-limit",
+            "x-ratelimit-reset",
+            "x-ratelimit-remaining",
+        ]
+        .map(HeaderName::from_static)
+        .to_vec()
     }
 
     fn rendered(outcome: &Outcome) -> Vec<(String, String)> {
@@ -308,8 +312,14 @@ mod tests {
     #[test]
     fn malformed_replies_are_errors_never_decisions() {
         let cases = [
-            (Value::Int(1), "reply must be an array `{decision, {headers}, extra...}`, found integer"),
-            (Value::Array(vec![]), "reply is empty; expected `\"allow\"` or `\"deny\"` first"),
+            (
+                Value::Int(1),
+                "reply must be an array `{decision, {headers}, extra...}`, found integer",
+            ),
+            (
+                Value::Array(vec![]),
+                "reply is empty; expected `\"allow\"` or `\"deny\"` first",
+            ),
             (
                 Value::Array(vec![s("maybe")]),
                 "unknown decision `maybe`; expected `allow` or `deny`",
@@ -326,7 +336,10 @@ mod tests {
                 "header value 3 has no declared name (3 declared)",
             ),
             (
-                Value::Array(vec![s("allow"), Value::Array(vec![Value::Array(vec![s("x")])])]),
+                Value::Array(vec![
+                    s("allow"),
+                    Value::Array(vec![Value::Array(vec![s("x")])]),
+                ]),
                 "header override 0 must be a `{name, value}` pair",
             ),
             (
@@ -336,7 +349,9 @@ mod tests {
         ];
         for (reply, message) in cases {
             assert_eq!(
-                Outcome::from_reply(reply, &names()).unwrap_err().to_string(),
+                Outcome::from_reply(reply, &names())
+                    .unwrap_err()
+                    .to_string(),
                 message
             );
         }

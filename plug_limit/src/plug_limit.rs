@@ -189,7 +189,12 @@ impl PlugLimit {
         }
         let Ok(entry) = self.entry(limit.limiter) else {
             let error = Error::UnknownLimiter(limit.limiter.to_owned());
-            return fail(limit.limiter, self.inner.log_level, self.inner.on_failure, error);
+            return fail(
+                limit.limiter,
+                self.inner.log_level,
+                self.inner.on_failure,
+                error,
+            );
         };
         let fail = |error| fail(&entry.name, entry.log_level, entry.on_failure, error);
         let extractor = limit.key.unwrap_or(&*entry.key);
@@ -199,17 +204,28 @@ impl PlugLimit {
         };
         let scope = limit
             .scope
-            .or_else(|| parts.extensions.get::<MatchedPath>().map(MatchedPath::as_str))
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<MatchedPath>()
+                    .map(MatchedPath::as_str)
+            })
             .unwrap_or("*");
         let keys: Vec<String> = key
             .iter()
             .map(|k| format!("{}:{}:{scope}:{k}", self.inner.prefix, entry.name))
             .collect();
-        match self.eval(entry, keys.iter().map(String::as_str), limit.opts).await {
+        match self
+            .eval(entry, keys.iter().map(String::as_str), limit.opts)
+            .await
+        {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
             Ok(outcome) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name, key = %keys[0], "request denied");
-                Err(RateLimitRejection::denied(outcome, Arc::clone(&entry.responder)))
+                Err(RateLimitRejection::denied(
+                    outcome,
+                    Arc::clone(&entry.responder),
+                ))
             }
             Err(error) => fail(error),
         }

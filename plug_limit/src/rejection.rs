@@ -100,16 +100,17 @@ mod tests {
 
     #[tokio::test]
     async fn unavailable_is_503() {
-        let rejection = RateLimitRejection::Unavailable(Error::Timeout(
-            std::time::Duration::from_millis(5),
-        ));
+        let rejection =
+            RateLimitRejection::Unavailable(Error::Timeout(std::time::Duration::from_millis(5)));
         assert_eq!(
             rejection.to_string(),
             "rate limiter unavailable: rate limit check timed out after 5ms"
         );
         let response = rejection.into_response();
         assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
-        let body = axum::body::to_bytes(response.into_body(), 64).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 64)
+            .await
+            .unwrap();
         assert_eq!(&body[..], b"Rate limiter unavailable");
     }
 
@@ -125,7 +126,11 @@ mod tests {
         let rejection = RateLimitRejection::denied(outcome, Arc::new(TooManyRequests));
         assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
-            rejection.outcome().unwrap().header("x-ratelimit-remaining").unwrap(),
+            rejection
+                .outcome()
+                .unwrap()
+                .header("x-ratelimit-remaining")
+                .unwrap(),
             "0"
         );
         let response = rejection.into_response();

@@ -82,10 +82,15 @@ mod tests {
         );
         let response = TooManyRequests.respond(&outcome);
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(response.headers()["content-type"], "text/plain; charset=utf-8");
+        assert_eq!(
+            response.headers()["content-type"],
+            "text/plain; charset=utf-8"
+        );
         assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
         assert_eq!(response.headers()["retry-after"], "7");
-        let body = axum::body::to_bytes(response.into_body(), 1024).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 1024)
+            .await
+            .unwrap();
         assert_eq!(&body[..], b"Too Many Requests");
     }
 }

@@ -78,7 +78,10 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("redis-server on port {} did not answer PING within 10 s", self.port);
+        panic!(
+            "redis-server on port {} did not answer PING within 10 s",
+            self.port
+        );
     }
 
     fn ping(&self) -> bool {
@@ -172,3 +175,123 @@ pub fn unique_prefix(test: &str) -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     format!("t{}-{test}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
+
+/// What a test reads of a response.
+#[derive(Debug)]
+pub struct Reply {
+    /// The status.
+    pub status: http::StatusCode,
+    /// The headers.
+    pub headers: http::HeaderMap,
+    /// The body, as text.
+    pub body: String,
+}
+
+impl Reply {
+    /// A header's value as text, `None` when absent.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(name)
+            .map(|v| v.to_str().expect("visible ASCII header"))
+    }
+
+    /// The `x-ratelimit-limit`, `x-ratelimit-reset`, `x-ratelimit-remaining` and
+    /// `retry-after` values, `None` where absent.
+    #[must_use]
+    pub fn rate_headers(&self) -> [Option<&str>; 4] {
+        [
+            self.header("x-ratelimit-limit"),
+            self.header("x-ratelimit-reset"),
+            self.header("x-ratelimit-remaining"),
+            self.header("retry-after"),
+        ]
+    }
+}
+
+/// Sends `GET uri` with `x-client: client` through `app` (no socket) and reads the reply.
+pub async fn get(app: &axum::Router, uri: &str, client: &str) -> Reply {
+    let request = http::Request::get(uri)
+        .header("x-client", client)
+        .body(axum::body::Body::empty())
+        .expect("request");
+    send(app, request).await
+}
+
+/// Sends `request` through `app` (no socket) and reads the reply.
+pub async fn send(app: &axum::Router, request: http::Request<axum::body::Body>) -> Reply {
+    use tower::ServiceExt;
+    let response = app
+        .clone()
+        .oneshot(request)
+        .await
+        .expect("infallible router");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .expect("read body");
+    Reply {
+        status,
+        headers,
+        body: String::from_utf8(body.to_vec()).expect("utf-8 body"),
+    }
+}
+
+/// Log lines captured from the `tracing` events of the current thread.
+#[derive(Debug, Clone, Default)]
+pub struct Logs(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl Logs {
+    /// Captures every event of this thread at `TRACE` and above until the guard drops. Use with
+    /// a current-thread runtime (the `#[tokio::test]` default).
+    #[must_use]
+    pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        let logs = Self::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .without_time()
+            .with_writer(logs.clone())
+            .finish();
+        let guard = tracing::subscriber::set_default(subscriber);
+        (logs, guard)
+    }
+
+    /// Everything logged so far.
+    #[must_use]
+    pub fn text(&self) -> String {
+        let bytes = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+impl Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logs {
+    type Writer = Self;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+// The README's examples compile as doctests of this package.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# Cost of the limiter scripts relative to an empty `return 1` script.
+#
+# Starts a private redis-server on a free loopback port, so results do not
+# depend on (or disturb) any shared instance, and prints a markdown table:
+# ops/s under pipelined load, the ratio to `return 1`, and bytes per key.
+#
+# Environment:
+#   N             requests per throughput run            (default 200000)
+#   RUNS          throughput runs per script, best kept  (default 3)
+#   MEM_KEYS      distinct keys for the memory figure    (default 100000)
+#   SCRIPTS       space-separated script files           (default lua/*.lua)
+#   OPTS_<name>   ARGV for lua/<name>.lua, e.g. OPTS_fixed_window="10 60"
+#   STEP_TIMEOUT  seconds before any single step is abandoned (default 120)
+set -euo pipefail
+
+die() { echo "script_cost: $*" >&2; exit 1; }
+
+for bin in redis-server redis-cli redis-benchmark timeout; do
+  command -v "$bin" >/dev/null 2>&1 || die "$bin not found in PATH; install redis-tools/redis-server (7.x)"
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+N=${N:-200000}
+RUNS=${RUNS:-3}
+MEM_KEYS=${MEM_KEYS:-100000}
+STEP_TIMEOUT=${STEP_TIMEOUT:-120}
+SCRIPTS=${SCRIPTS:-$(cd "$root" && echo lua/*.lua)}
+OPTS_fixed_window=${OPTS_fixed_window:-10 60}
+OPTS_token_bucket=${OPTS_token_bucket:-20 600 5}
+for v in N RUNS MEM_KEYS STEP_TIMEOUT; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
+done
+
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  if [[ -n $pid ]]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Probe random high ports; a port is ours only once *our* process answers on it,
+# which also rules out racing another server for the same port. 6379 is never tried.
+port=
+for _ in $(seq 20); do
+  p=$((20000 + RANDOM % 40000))
+  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
+  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$tmp" --logfile "$tmp/redis.log" &
+  pid=$!
+  for _ in $(seq 50); do
+    kill -0 "$pid" 2>/dev/null || break
+    if [[ $(redis-cli -p "$p" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') == "$pid" ]]; then
+      port=$p
+      break 2
+    fi
+    sleep 0.1
+  done
+  kill "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  pid=
+done
+[[ -n $port ]] || die "could not start redis-server on a free loopback port (last log: $(tail -n 3 "$tmp/redis.log" 2>/dev/null))"
+
+cli() { timeout "$STEP_TIMEOUT" redis-cli -h 127.0.0.1 -p "$port" "$@"; }
+
+names=("return 1")
+bodies=("return 1")
+opts=("")
+for f in $SCRIPTS; do
+  [[ $f = /* ]] || f="$root/$f"
+  [[ -r $f ]] || die "cannot read $f"
+  name=$(basename "$f" .lua)
+  ov="OPTS_$name"
+  [[ -n ${!ov:-} ]] || die "no opts for $name; set $ov"
+  names+=("$name")
+  bodies+=("$(cat "$f")")
+  opts+=("${!ov}")
+done
+
+declare -a shas ops bytes
+for i in "${!names[@]}"; do
+  shas[i]=$(cli SCRIPT LOAD "${bodies[i]}")
+  [[ ${shas[i]} =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD failed for ${names[i]}: ${shas[i]}"
+  # redis-benchmark counts error replies as successes, so fail on one up front.
+  # shellcheck disable=SC2086
+  reply=$(cli EVALSHA "${shas[i]}" 1 smoke:key ${opts[i]} 2>&1)
+  [[ $reply != *ERR* ]] || die "${names[i]} with opts '${opts[i]}' fails: $reply"
+done
+
+for i in "${!names[@]}"; do
+  best=0
+  for _ in $(seq "$RUNS"); do
+    cli FLUSHALL SYNC >/dev/null
+    # shellcheck disable=SC2086
+    rps=$(timeout "$STEP_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -n "$N" -r 100000 --csv \
+      EVALSHA "${shas[i]}" 1 "key:__rand_int__" ${opts[i]} |
+      awk -F'","' 'NR > 1 { print $2 + 0 }' | tail -n 1)
+    [[ $rps =~ ^[0-9.]+$ ]] || die "no ops/s parsed for ${names[i]}"
+    best=$(awk -v a="$best" -v b="$rps" 'BEGIN { print (b > a) ? b : a }')
+  done
+  ops[i]=$best
+
+  # One call per distinct key, fed as RESP through --pipe: -r would repeat keys.
+  cli FLUSHALL SYNC >/dev/null
+  before=$(cli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+  awk -v n="$MEM_KEYS" -v sha="${shas[i]}" -v o="${opts[i]}" 'BEGIN {
+    k = split(o, a, " ")
+    for (j = 0; j < n; j++) {
+      key = "mem:" j
+      printf "*%d\r\n$7\r\nEVALSHA\r\n$%d\r\n%s\r\n$1\r\n1\r\n$%d\r\n%s\r\n", 4 + k, length(sha), sha, length(key), key
+      for (m = 1; m <= k; m++) printf "$%d\r\n%s\r\n", length(a[m]), a[m]
+    }
+  }' | cli --pipe >"$tmp/pipe.out" 2>&1 || die "--pipe failed for ${names[i]}: $(tail -n 3 "$tmp/pipe.out")"
+  grep -q 'errors: 0,' "$tmp/pipe.out" || die "${names[i]} replied with errors: $(tail -n 3 "$tmp/pipe.out")"
+  after=$(cli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+  keyspace=$(cli INFO keyspace | tr -d '\r' | sed -n 's/^db0://p')
+  keys=$(sed -n 's/.*keys=\([0-9]*\).*/\1/p' <<<"$keyspace")
+  expires=$(sed -n 's/.*expires=\([0-9]*\).*/\1/p' <<<"$keyspace")
+  [[ ${keys:-0} == "${expires:-0}" ]] || die "${names[i]} left keys without a TTL ($keyspace)"
+  bytes[i]=$(awk -v a="$before" -v b="$after" -v n="$MEM_KEYS" 'BEGIN { printf "%.1f", (b - a) / n }')
+  keycount[i]=${keys:-0}
+done
+
+echo "redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), redis-benchmark -P 16 -n $N -r 100000, best of $RUNS; memory over $MEM_KEYS distinct keys"
+echo
+echo "| script | opts | ops/s | ratio to return 1 | bytes/key | keys (all with TTL) |"
+echo "|---|---|---:|---:|---:|---:|"
+for i in "${!names[@]}"; do
+  ratio=$(awk -v a="${ops[i]}" -v b="${ops[0]}" 'BEGIN { printf "%.2f", a / b }')
+  printf '| %s | %s | %.0f | %s | %s | %s |\n' "${names[i]}" "${opts[i]:--}" "${ops[i]}" "$ratio" "${bytes[i]}" "${keycount[i]}"
+done

@@ -1,0 +1,56 @@
+-- Fixed-window rate limiter: one atomic decision per call.
+--
+-- KEYS[1]  counter key; the only key touched, so the script is Redis Cluster safe
+-- ARGV[1]  limit   requests per window, integer 1..2147483647
+-- ARGV[2]  window  window length in seconds, integer 1..2147483647
+-- Reply    {"allow"|"deny", {limit, reset, remaining}}: the x-ratelimit-limit,
+--          x-ratelimit-reset and x-ratelimit-remaining values as strings.
+--          reset is the key's TTL, so the window is timed by Redis' own clock.
+--          Bad opts: error "ERR fixed_window: <rule>, got '<value>'".
+-- Cost     2 commands per call: INCR, then EXPIRE on the window's first hit or
+--          TTL after it (plus one EXPIRE if the key somehow lost its TTL).
+-- Memory   one integer string with a TTL per key, gone when the window ends.
+--
+-- Denied calls still INCR: that spares a read before the write, and remaining
+-- is clamped at 0, so the overshoot is invisible to callers.
+
+local MAX = 2147483647 -- keeps every value exact in a double and valid for EXPIRE
+local find = string.find
+local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+
+-- tonumber alone would take "1.5e1", "0x10" and " 3"; plain digits only.
+if not (limit and window and limit >= 1 and window >= 1 and limit <= MAX and window <= MAX
+    and find(ARGV[1], '^%d+$') and find(ARGV[2], '^%d+$')) then
+  local names = {'limit', 'window'}
+  for i = 1, 2 do
+    local v = ARGV[i] or ''
+    local n = find(v, '^%d+$') and tonumber(v)
+    local rule = (not n or n < 1) and 'must be a positive integer'
+      or n > MAX and 'must be <= 2147483647'
+    if rule then
+      return redis.error_reply("ERR fixed_window: " .. names[i] .. ' ' .. rule .. ", got '" .. v .. "'")
+    end
+  end
+end
+
+local key = KEYS[1]
+local count = redis.call('INCR', key)
+local ttl
+if count == 1 then
+  redis.call('EXPIRE', key, window)
+  ttl = window
+else
+  ttl = redis.call('TTL', key)
+  if ttl < 0 then
+    -- A counter without expiry would deny forever; restart its window instead.
+    redis.call('EXPIRE', key, window)
+    ttl = window
+  end
+end
+
+-- Values are integers below 2^31, so '' .. n prints them without a fraction.
+local headers = {'' .. limit, '' .. ttl, '' .. (count < limit and limit - count or 0)}
+if count <= limit then
+  return {'allow', headers}
+end
+return {'deny', headers}

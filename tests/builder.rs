@@ -1,0 +1,133 @@
+//! Invalid configuration is refused by `build()`, naming the field and the rule.
+
+use std::time::Duration;
+
+use plug_limit::{BuildError, Config, Enabled, Limiter, PlugLimit};
+use plug_limit_tests::dead_url;
+
+fn builder() -> plug_limit::Builder {
+    PlugLimit::builder(plug_limit_tests::pool(&dead_url()))
+}
+
+fn error(result: Result<PlugLimit, BuildError>) -> String {
+    result.unwrap_err().to_string()
+}
+
+#[test]
+fn every_rule_names_its_field() {
+    let cases: Vec<(Result<PlugLimit, BuildError>, &str)> = vec![
+        (
+            builder().prefix("").build(),
+            "invalid `prefix`: must be non-empty and contain no whitespace",
+        ),
+        (
+            builder().prefix("my app").build(),
+            "invalid `prefix`: must be non-empty and contain no whitespace",
+        ),
+        (
+            builder().timeout(Duration::ZERO).build(),
+            "invalid `timeout`: must be greater than zero",
+        ),
+        (
+            builder().enabled(Enabled::env("", true)).build(),
+            "invalid `enabled.env`: must be a non-empty variable name without `=`",
+        ),
+        (
+            builder()
+                .limiter("fixed_window", Limiter::script("return 1"))
+                .build(),
+            "invalid `limiters.fixed_window`: is a built-in limiter; register the script under another name",
+        ),
+        (
+            builder()
+                .limiter("a", Limiter::script("return 1"))
+                .limiter("a", Limiter::script("return 2"))
+                .build(),
+            "invalid `limiters.a`: is registered more than once",
+        ),
+        (
+            builder()
+                .limiter("has space", Limiter::script("return 1"))
+                .build(),
+            "invalid `limiters.has space`: a limiter name must be non-empty, without whitespace or `:`",
+        ),
+        (
+            builder().limiter("empty", Limiter::script("  \n")).build(),
+            "invalid `limiters.empty.script`: the Lua script is empty",
+        ),
+        (
+            builder()
+                .limiter(
+                    "h",
+                    Limiter::script("return 1").headers(["ok", "not a header"]),
+                )
+                .build(),
+            "invalid `limiters.h.headers[1]`: `not a header` is not a valid header name",
+        ),
+    ];
+    for (result, message) in cases {
+        assert_eq!(error(result), message);
+    }
+}
+
+#[test]
+fn an_unreadable_script_file_names_the_field_and_path() {
+    let message = error(
+        builder()
+            .limiter("f", Limiter::script_file("/nonexistent/quota.lua"))
+            .build(),
+    );
+    assert_eq!(
+        message,
+        "cannot read `limiters.f.script_file` from /nonexistent/quota.lua: No such file or directory (os error 2)"
+    );
+}
+
+#[test]
+fn config_deserializes_and_is_validated() {
+    let config: Config = serde_json::from_value(serde_json::json!({
+        "enabled": { "env": "PLUG_LIMIT_ENABLED" },
+        "prefix": "cfg",
+        "timeout_ms": 100,
+        "log_level": "debug",
+        "on_failure": "closed",
+        "limiters": {
+            "quota": { "script": "return {'allow', {}}", "headers": ["x-quota"] }
+        }
+    }))
+    .unwrap();
+    let limits = builder().config(config).build().unwrap();
+    let debug = format!("{limits:?}");
+    assert!(debug.contains(r#"prefix: "cfg""#), "{debug}");
+    assert!(debug.contains("timeout: 100ms"), "{debug}");
+    assert!(debug.contains("on_failure: Closed"), "{debug}");
+    assert!(
+        debug.contains(r#"limiters: ["fixed_window", "quota", "token_bucket"]"#),
+        "{debug}"
+    );
+
+    let both: Config = serde_json::from_value(serde_json::json!({
+        "limiters": { "q": { "script": "return 1", "script_file": "q.lua" } }
+    }))
+    .unwrap();
+    assert_eq!(
+        error(builder().config(both).build()),
+        "invalid `limiters.q`: exactly one of `script` and `script_file` is required"
+    );
+
+    let bad_url: Config = serde_json::from_value(serde_json::json!({
+        "limiters": { "q": { "script": "return 1", "redis_url": "not a url" } }
+    }))
+    .unwrap();
+    assert!(
+        error(builder().config(bad_url).build()).starts_with("invalid `limiters.q.redis_url`: ")
+    );
+
+    let unknown = serde_json::from_value::<Config>(serde_json::json!({ "prefx": "typo" }));
+    assert!(
+        unknown
+            .unwrap_err()
+            .to_string()
+            .starts_with("unknown field `prefx`")
+    );
+}
