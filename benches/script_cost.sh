@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Cost of the limiter scripts relative to an empty `return 1` script.
 #
-# Starts a private redis-server on a free loopback port, so results do not
-# depend on (or disturb) any shared instance, and prints a markdown table:
-# ops/s under pipelined load, the ratio to `return 1`, and bytes per key.
+# Starts a private redis-server on a free loopback port, so results neither
+# depend on nor disturb any shared instance, and prints a markdown table:
+# ops/s under pipelined load, the ratio to `return 1`, server CPU per call,
+# and memory per key.
+#
+# Every throughput run starts from an empty keyspace: with -r 100000 and the
+# default N, about 43% of calls open a new key, the expensive case. Runs go
+# round-robin over the scripts and the best of RUNS is kept, so a burst of
+# load from elsewhere on the host skews every script alike. Server CPU per
+# call (from INFO cpu) is the steadier figure when the host is busy.
 #
 # Environment:
 #   N             requests per throughput run            (default 200000)
-#   RUNS          throughput runs per script, best kept  (default 3)
+#   RUNS          throughput runs per script             (default 3)
 #   MEM_KEYS      distinct keys for the memory figure    (default 100000)
 #   SCRIPTS       space-separated script files           (default lua/*.lua)
 #   OPTS_<name>   ARGV for lua/<name>.lua, e.g. OPTS_fixed_window="10 60"
@@ -16,8 +23,8 @@ set -euo pipefail
 
 die() { echo "script_cost: $*" >&2; exit 1; }
 
-for bin in redis-server redis-cli redis-benchmark timeout; do
-  command -v "$bin" >/dev/null 2>&1 || die "$bin not found in PATH; install redis-tools/redis-server (7.x)"
+for bin in redis-server redis-cli redis-benchmark timeout awk; do
+  command -v "$bin" >/dev/null 2>&1 || die "$bin not found in PATH (redis-server, redis-cli and redis-benchmark 7.x are needed)"
 done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -44,8 +51,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# Probe random high ports; a port is ours only once *our* process answers on it,
-# which also rules out racing another server for the same port. 6379 is never tried.
+# Probe random high ports; a port is ours only once *our* process answers on
+# it, which also settles a race with anyone else binding it. 6379 is never tried.
 port=
 for _ in $(seq 20); do
   p=$((20000 + RANDOM % 40000))
@@ -55,7 +62,7 @@ for _ in $(seq 20); do
   pid=$!
   for _ in $(seq 50); do
     kill -0 "$pid" 2>/dev/null || break
-    if [[ $(redis-cli -p "$p" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') == "$pid" ]]; then
+    if [[ $(redis-cli -h 127.0.0.1 -p "$p" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') == "$pid" ]]; then
       port=$p
       break 2
     fi
@@ -65,9 +72,11 @@ for _ in $(seq 20); do
   wait "$pid" 2>/dev/null || true
   pid=
 done
-[[ -n $port ]] || die "could not start redis-server on a free loopback port (last log: $(tail -n 3 "$tmp/redis.log" 2>/dev/null))"
+[[ -n $port ]] || die "could not start redis-server on a free loopback port: $(tail -n 3 "$tmp/redis.log" 2>/dev/null)"
 
 cli() { timeout "$STEP_TIMEOUT" redis-cli -h 127.0.0.1 -p "$port" "$@"; }
+info() { cli INFO "$1" | tr -d '\r'; }
+cpu_seconds() { info cpu | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { printf "%.6f", s }'; }
 
 names=("return 1")
 bodies=("return 1")
@@ -83,7 +92,7 @@ for f in $SCRIPTS; do
   opts+=("${!ov}")
 done
 
-declare -a shas ops bytes
+declare -a shas ops cpu bytes keycount
 for i in "${!names[@]}"; do
   shas[i]=$(cli SCRIPT LOAD "${bodies[i]}")
   [[ ${shas[i]} =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD failed for ${names[i]}: ${shas[i]}"
@@ -91,24 +100,30 @@ for i in "${!names[@]}"; do
   # shellcheck disable=SC2086
   reply=$(cli EVALSHA "${shas[i]}" 1 smoke:key ${opts[i]} 2>&1)
   [[ $reply != *ERR* ]] || die "${names[i]} with opts '${opts[i]}' fails: $reply"
+  ops[i]=0
+  cpu[i]=
 done
 
-for i in "${!names[@]}"; do
-  best=0
-  for _ in $(seq "$RUNS"); do
+for _ in $(seq "$RUNS"); do
+  for i in "${!names[@]}"; do
     cli FLUSHALL SYNC >/dev/null
+    c0=$(cpu_seconds)
     # shellcheck disable=SC2086
     rps=$(timeout "$STEP_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -n "$N" -r 100000 --csv \
       EVALSHA "${shas[i]}" 1 "key:__rand_int__" ${opts[i]} |
       awk -F'","' 'NR > 1 { print $2 + 0 }' | tail -n 1)
+    c1=$(cpu_seconds)
     [[ $rps =~ ^[0-9.]+$ ]] || die "no ops/s parsed for ${names[i]}"
-    best=$(awk -v a="$best" -v b="$rps" 'BEGIN { print (b > a) ? b : a }')
+    ops[i]=$(awk -v a="${ops[i]}" -v b="$rps" 'BEGIN { print (b > a) ? b : a }')
+    cpu[i]=$(awk -v a="${cpu[i]}" -v c0="$c0" -v c1="$c1" -v n="$N" \
+      'BEGIN { u = (c1 - c0) * 1e6 / n; print (a == "" || u < a) ? u : a }')
   done
-  ops[i]=$best
+done
 
+for i in "${!names[@]}"; do
   # One call per distinct key, fed as RESP through --pipe: -r would repeat keys.
   cli FLUSHALL SYNC >/dev/null
-  before=$(cli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
+  before=$(info memory | sed -n 's/^used_memory://p')
   awk -v n="$MEM_KEYS" -v sha="${shas[i]}" -v o="${opts[i]}" 'BEGIN {
     k = split(o, a, " ")
     for (j = 0; j < n; j++) {
@@ -118,8 +133,8 @@ for i in "${!names[@]}"; do
     }
   }' | cli --pipe >"$tmp/pipe.out" 2>&1 || die "--pipe failed for ${names[i]}: $(tail -n 3 "$tmp/pipe.out")"
   grep -q 'errors: 0,' "$tmp/pipe.out" || die "${names[i]} replied with errors: $(tail -n 3 "$tmp/pipe.out")"
-  after=$(cli INFO memory | tr -d '\r' | sed -n 's/^used_memory://p')
-  keyspace=$(cli INFO keyspace | tr -d '\r' | sed -n 's/^db0://p')
+  after=$(info memory | sed -n 's/^used_memory://p')
+  keyspace=$(info keyspace | sed -n 's/^db0://p')
   keys=$(sed -n 's/.*keys=\([0-9]*\).*/\1/p' <<<"$keyspace")
   expires=$(sed -n 's/.*expires=\([0-9]*\).*/\1/p' <<<"$keyspace")
   [[ ${keys:-0} == "${expires:-0}" ]] || die "${names[i]} left keys without a TTL ($keyspace)"
@@ -127,11 +142,13 @@ for i in "${!names[@]}"; do
   keycount[i]=${keys:-0}
 done
 
-echo "redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), redis-benchmark -P 16 -n $N -r 100000, best of $RUNS; memory over $MEM_KEYS distinct keys"
+echo "redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), $(nproc 2>/dev/null || echo '?') CPUs;" \
+  "redis-benchmark -P 16 -n $N -r 100000, best of $RUNS from an empty keyspace; memory over $MEM_KEYS distinct keys"
 echo
-echo "| script | opts | ops/s | ratio to return 1 | bytes/key | keys (all with TTL) |"
-echo "|---|---|---:|---:|---:|---:|"
+echo "| script | opts | ops/s | ratio to return 1 | server CPU µs/call | CPU ratio | bytes/key | keys (all with TTL) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for i in "${!names[@]}"; do
-  ratio=$(awk -v a="${ops[i]}" -v b="${ops[0]}" 'BEGIN { printf "%.2f", a / b }')
-  printf '| %s | %s | %.0f | %s | %s | %s |\n' "${names[i]}" "${opts[i]:--}" "${ops[i]}" "$ratio" "${bytes[i]}" "${keycount[i]}"
+  printf '| %s | %s | %.0f | %s | %.2f | %s | %s | %s |\n' "${names[i]}" "${opts[i]:--}" "${ops[i]}" \
+    "$(awk -v a="${ops[i]}" -v b="${ops[0]}" 'BEGIN { printf "%.2f", a / b }')" "${cpu[i]}" \
+    "$(awk -v a="${cpu[i]}" -v b="${cpu[0]}" 'BEGIN { printf "%.2f", b / a }')" "${bytes[i]}" "${keycount[i]}"
 done

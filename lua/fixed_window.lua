@@ -15,12 +15,15 @@
 -- is clamped at 0, so the overshoot is invisible to callers.
 
 local MAX = 2147483647 -- keeps every value exact in a double and valid for EXPIRE
-local find = string.find
-local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
+local find, fmt = string.find, string.format
+local limit_s, window_s = ARGV[1], ARGV[2]
+local limit, window = tonumber(limit_s), tonumber(window_s)
 
--- tonumber alone would take "1.5e1", "0x10" and " 3"; plain digits only.
-if not (limit and window and limit >= 1 and window >= 1 and limit <= MAX and window <= MAX
-    and find(ARGV[1], '^%d+$') and find(ARGV[2], '^%d+$')) then
+-- Canonical digits are echoed as headers as they are: number-to-string
+-- conversion is a large share of this script's cost. tonumber alone would
+-- also take "1.5e1", "0x10" and " 3".
+if not (limit and window and limit <= MAX and window <= MAX
+    and find(limit_s, '^[1-9]%d*$') and find(window_s, '^[1-9]%d*$')) then
   local names = {'limit', 'window'}
   for i = 1, 2 do
     local v = ARGV[i] or ''
@@ -31,26 +34,27 @@ if not (limit and window and limit >= 1 and window >= 1 and limit <= MAX and win
       return redis.error_reply("ERR fixed_window: " .. names[i] .. ' ' .. rule .. ", got '" .. v .. "'")
     end
   end
+  limit_s, window_s = fmt('%d', limit), fmt('%d', window) -- leading zeros
 end
 
 local key = KEYS[1]
 local count = redis.call('INCR', key)
-local ttl
+local ttl_s
 if count == 1 then
   redis.call('EXPIRE', key, window)
-  ttl = window
+  ttl_s = window_s
 else
-  ttl = redis.call('TTL', key)
+  local ttl = redis.call('TTL', key)
   if ttl < 0 then
     -- A counter without expiry would deny forever; restart its window instead.
     redis.call('EXPIRE', key, window)
-    ttl = window
+    ttl_s = window_s
+  else
+    ttl_s = fmt('%d', ttl)
   end
 end
 
--- Values are integers below 2^31, so '' .. n prints them without a fraction.
-local headers = {'' .. limit, '' .. ttl, '' .. (count < limit and limit - count or 0)}
 if count <= limit then
-  return {'allow', headers}
+  return {'allow', {limit_s, ttl_s, fmt('%d', limit - count)}}
 end
-return {'deny', headers}
+return {'deny', {limit_s, ttl_s, '0'}}

@@ -17,74 +17,74 @@
 --          b = tokens (float), r = remaining, t = last refill (ms), e = expiry (ms).
 --          Keeping the expiry in the hash spares a PTTL call.
 
--- Only plain digits pass, so "1.5", "1e3", " 3" and missing values are refused;
--- the upper bound keeps every value exact in Lua's doubles and valid for PEXPIREAT.
-local function invalid(name, v, max)
-  local n = v and v:match('^%d+$') and tonumber(v)
-  local broken
-  if not n then
-    broken = 'must be a positive integer'
-  elseif n < 1 then
-    broken = name == 'burst' and 'must be >= 1' or 'must be a positive integer'
-  elseif n > max then
-    broken = name == 'burst' and 'must be <= limit' or 'must be <= 2147483647'
-  end
-  if broken then
-    return redis.error_reply(string.format("ERR token_bucket: %s %s, got '%s'", name, broken, v or ''))
-  end
-end
+local MAX = 2147483647 -- keeps every value exact in a double and valid for PEXPIREAT
+local find, fmt, floor, ceil, min = string.find, string.format, math.floor, math.ceil, math.min
+local limit_s, window_s, burst_s = ARGV[1], ARGV[2], ARGV[3]
+local limit, window, burst = tonumber(limit_s), tonumber(window_s), tonumber(burst_s)
 
-local err = invalid('limit', ARGV[1], 2147483647)
-  or invalid('window', ARGV[2], 2147483647)
-  or invalid('burst', ARGV[3], tonumber(ARGV[1]))
-if err then
-  return err
+-- Canonical digits are echoed into the policy header as they are: number-to-
+-- string conversion is a large share of this script's cost. tonumber alone
+-- would also take "1.5e1", "0x10" and " 3".
+if not (limit and window and burst and limit <= MAX and window <= MAX and burst <= limit
+    and find(limit_s, '^[1-9]%d*$') and find(window_s, '^[1-9]%d*$') and find(burst_s, '^[1-9]%d*$')) then
+  local names = {'limit', 'window', 'burst'}
+  for i = 1, 3 do
+    local v = ARGV[i] or ''
+    local n = find(v, '^%d+$') and tonumber(v)
+    local rule = not n and 'must be a positive integer'
+      or i == 3 and (n < 1 and 'must be >= 1' or n > limit and 'must be <= limit')
+      or i < 3 and (n < 1 and 'must be a positive integer' or n > MAX and 'must be <= 2147483647')
+    if rule then
+      return redis.error_reply("ERR token_bucket: " .. names[i] .. ' ' .. rule .. ", got '" .. v .. "'")
+    end
+  end
+  limit_s, window_s, burst_s = fmt('%d', limit), fmt('%d', window), fmt('%d', burst) -- leading zeros
 end
 
 local key = KEYS[1]
-local limit, window, burst = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local refill = limit - burst -- tokens added per window; 0 means no refill
-local fmt = string.format
-local policy = fmt('%d %d;w=%d;burst=%d;policy=token_bucket', limit, limit, window, burst)
+local policy = limit_s .. ' ' .. limit_s .. ';w=' .. window_s .. ';burst=' .. burst_s .. ';policy=token_bucket'
 
 local time = redis.call('TIME')
-local now = time[1] * 1000 + math.floor(time[2] / 1000)
+local now = time[1] * 1000 + floor(time[2] / 1000)
 local state = redis.call('HMGET', key, 'b', 'r', 't', 'e')
 local tokens, remaining = tonumber(state[1]), tonumber(state[2])
 local last, expiry = tonumber(state[3]), tonumber(state[4])
 
-if not (tokens and remaining and last and expiry) then
-  -- A missing or partial hash starts a new window.
+if not (tokens and remaining and last and expiry and expiry > now) then
+  -- A missing or partial hash starts a new window, and so does one that
+  -- outlived its stored expiry (its TTL was lost) rather than deny forever.
   tokens, remaining, expiry = burst - 1, limit - 1, now + window * 1000
-  redis.call('HSET', key, 'b', tokens, 'r', remaining, 't', now, 'e', expiry)
+  local remaining_s = fmt('%d', remaining)
+  redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
   redis.call('PEXPIREAT', key, expiry)
-  local headers = {policy, fmt('%d', window), fmt('%d', remaining)}
-  if tokens < 1 then
-    headers[4] = fmt('%d', refill > 0 and math.ceil(window / refill) or window)
+  if tokens >= 1 then
+    return {'allow', {policy, window_s, remaining_s}}
   end
-  return {'allow', headers}
+  return {'allow', {policy, window_s, remaining_s, fmt('%d', refill > 0 and ceil(window / refill) or window)}}
 end
 
 -- Same rounding as Redis TTL, without asking for it.
-local ttl = math.max(math.floor((expiry - now + 500) / 1000), 0)
-local elapsed = math.max(now - last, 0) -- TIME can step back
+local ttl = floor((expiry - now + 500) / 1000)
+local elapsed = now - last
+if elapsed < 0 then elapsed = 0 end -- TIME can step back
 if refill > 0 then
   tokens = tokens + refill * elapsed / window / 1000
 end
 
 if tokens >= 1 and remaining >= 1 then
   tokens, remaining = tokens - 1, remaining - 1
-  redis.call('HSET', key, 'b', tokens, 'r', remaining, 't', now)
-  local headers = {policy, fmt('%d', ttl), fmt('%d', remaining)}
-  if tokens < 1 then
-    headers[4] = fmt('%d', refill > 0 and math.min(math.ceil(window / refill), ttl) or ttl)
+  local remaining_s = fmt('%d', remaining)
+  redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+  if tokens >= 1 then
+    return {'allow', {policy, fmt('%d', ttl), remaining_s}}
   end
-  return {'allow', headers}
+  return {'allow', {policy, fmt('%d', ttl), remaining_s, fmt('%d', refill > 0 and min(ceil(window / refill), ttl) or ttl)}}
 end
 
 -- Nothing comes back before the window ends once remaining is spent or there is no refill.
 local retry = ttl
 if refill > 0 and remaining >= 1 then
-  retry = math.min(math.abs(math.ceil(window / refill - elapsed / 1000)), ttl)
+  retry = min(math.abs(ceil(window / refill - elapsed / 1000)), ttl)
 end
 return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining), fmt('%d', retry)}}
