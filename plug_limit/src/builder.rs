@@ -187,7 +187,8 @@ impl Builder {
     /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
     /// spaced `prefix`, a zero `timeout`, an empty `enabled` variable name, a limiter name that
     /// is empty, taken twice or a built-in's, an empty or unreadable script, an invalid header
-    /// name, or a config limiter without exactly one script.
+    /// name, a config limiter without exactly one script, or a limiter that a `#[rate_limit]`
+    /// handler of this program uses but that is not registered.
     pub fn build(mut self) -> Result<PlugLimit, BuildError> {
         if let Some(error) = self.errors.drain(..).next() {
             return Err(error);
@@ -228,6 +229,7 @@ impl Builder {
                 return Err(BuildError::invalid(format!("limiters.{name}"), rule));
             }
         }
+        crate::__private::check_limiters(|name| entries.contains_key(name))?;
         Ok(self.finish(entries))
     }
 

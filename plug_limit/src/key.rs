@@ -176,7 +176,7 @@ pub struct PeerIp;
 /// Keys requests by the IP address of the TCP peer, from axum's [`ConnectInfo`].
 ///
 /// Serve the app with `into_make_service_with_connect_info::<SocketAddr>()`; without it every
-/// request is a [`KeyError`]. Behind a reverse proxy the peer is the proxy: use [`client_ip`]
+/// request is a [`KeyError`]. Behind a reverse proxy the peer is the proxy: use [`client_ip()`]
 /// instead. This is the default key.
 #[must_use]
 pub const fn peer_ip() -> PeerIp {
@@ -201,7 +201,7 @@ fn peer(parts: &Parts) -> Result<IpAddr, KeyError> {
         })
 }
 
-/// Where a trusted proxy puts the client's IP address. See [`client_ip`].
+/// Where a trusted proxy puts the client's IP address. See [`client_ip()`].
 ///
 /// Pick the one your own proxy sets; a header no proxy of yours overwrites can be forged by the
 /// client. The `Rightmost*` sources take the address your proxy appended, never the leftmost
@@ -229,7 +229,7 @@ pub enum ClientIpSource {
     ConnectInfo,
 }
 
-/// Keys by the client IP a trusted proxy reports. See [`client_ip`].
+/// Keys by the client IP a trusted proxy reports. See [`client_ip()`].
 #[derive(Debug, Clone, Copy)]
 pub struct ClientIp(ClientIpSource);
 

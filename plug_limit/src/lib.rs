@@ -108,6 +108,10 @@ mod policy;
 mod rejection;
 mod responder;
 
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
 pub use self::builder::Builder;
 pub use self::config::{Config, LimiterConfig};
 pub use self::enabled::Enabled;
@@ -124,6 +128,9 @@ pub use self::plug_limit::PlugLimit;
 pub use self::policy::FailurePolicy;
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
+
+#[cfg(feature = "macros")]
+pub use plug_limit_macros::rate_limit;
 
 /// The Redis client library, as used by the pool: build `redis::Value`s for
 /// [`Outcome::extra`] and errors without a version mismatch.

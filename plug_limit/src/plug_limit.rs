@@ -100,8 +100,17 @@ impl PlugLimit {
     /// peer IP, fail open, 500 ms timeout.
     ///
     /// No connection is made until the first check.
+    ///
+    /// # Panics
+    ///
+    /// When a `#[rate_limit]` handler of this program uses a limiter that is not built in, so
+    /// that a missing limiter stops the application at start-up, not at the handler's first
+    /// request. Register custom limiters with [`PlugLimit::builder`], whose
+    /// [`build`](Builder::build) returns this as an error.
     #[must_use]
+    #[track_caller]
     pub fn redis(pool: Pool) -> Self {
+        crate::__private::assert_builtin_limiters();
         Builder::new(pool).build_default()
     }
 

@@ -1,1 +1,281 @@
-//! Procedural macros for `plug_limit`.
+//! Procedural macros for `plug_limit`: the `#[rate_limit]` handler attribute.
+//!
+//! Use it as `plug_limit::rate_limit`; the expansion names `::plug_limit` paths, so this crate
+//! is not meant to be used on its own.
+#![warn(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod errors;
+mod expand;
+mod parse;
+mod validate;
+
+use proc_macro::TokenStream;
+use quote::quote;
+
+/// Rate-limits an axum handler.
+///
+/// The limit is checked before the handler runs. Once it is reached the request is rejected
+/// (by default `429 Too Many Requests` with the rate-limit headers) and the handler does not
+/// run; otherwise the `x-ratelimit-*` headers are added to whatever the handler returns, an
+/// `Err` included. The `PlugLimit` comes from the router state, which needs
+/// `PlugLimit: FromRef<State>` (a `PlugLimit` field and `#[derive(FromRef)]`).
+///
+/// ```
+/// use axum::{extract::FromRef, routing::get, Router};
+/// use plug_limit::{rate_limit, PlugLimit};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+/// }
+///
+/// // 10 requests a minute per client: the fixed window limiter is the default.
+/// #[rate_limit(opts = [10, 60])]
+/// async fn search() -> &'static str {
+///     "results"
+/// }
+///
+/// // Bursts of 5, at most 20 requests per 10 minutes.
+/// #[rate_limit(limiter = "token_bucket", opts = [20, 600, 5])]
+/// async fn export() -> &'static str {
+///     "exported"
+/// }
+///
+/// fn app(limits: PlugLimit) -> Router {
+///     Router::new()
+///         .route("/search", get(search))
+///         .route("/export", get(export))
+///         .with_state(AppState { limits })
+/// }
+/// # let _ = app;
+/// ```
+///
+/// # Arguments
+///
+/// | argument | default | what it sets |
+/// |---|---|---|
+/// | `limiter = "<name>"` | `"fixed_window"` | the limiter: `fixed_window`, `token_bucket`, or one registered with `Builder::limiter` |
+/// | `opts = [..]` | required | the limiter's options, in the order of its script's `ARGV` |
+/// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
+/// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
+///
+/// ## `limiter` and `opts`
+///
+/// The built-in limiters take positive integers up to 2147483647:
+///
+/// - `fixed_window`: `[limit, window]`, at most `limit` requests per `window` seconds.
+/// - `token_bucket`: `[limit, window, burst]`, bursts of up to `burst` requests, at most
+///   `limit` per `window` seconds; `burst` is between 1 and `limit`.
+///
+/// A custom limiter takes integer and string literals, handed to its Lua script as `ARGV`:
+///
+/// ```no_run
+/// use axum::{extract::FromRef, routing::post, Router};
+/// use plug_limit::{rate_limit, BuildError, Limiter, PlugLimit};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+/// }
+///
+/// #[rate_limit(limiter = "quota", opts = [1000, "monthly"])]
+/// async fn upload() -> &'static str {
+///     "stored"
+/// }
+///
+/// const QUOTA: &str = "-- KEYS[1]: the key, ARGV: [1000, 'monthly']
+///     return {'allow', {ARGV[1], ARGV[2]}}";
+///
+/// fn app(pool: deadpool_redis::Pool) -> Result<Router, BuildError> {
+///     let limits = PlugLimit::builder(pool)
+///         .limiter("quota", Limiter::script(QUOTA).headers(["x-quota", "x-quota-period"]))
+///         .build()?;
+///     Ok(Router::new()
+///         .route("/upload", post(upload))
+///         .with_state(AppState { limits }))
+/// }
+/// # let _ = app;
+/// ```
+///
+/// A limiter that is neither built in nor registered is refused when the application starts:
+/// `Builder::build` returns an error naming the handler, and `PlugLimit::redis`, which
+/// registers only the built-ins, panics. It never waits for the handler's first request.
+///
+/// ## `key`
+///
+/// Any `KeyExtractor` that can be a constant: the constructors of `plug_limit::key`, or the
+/// path of a function `fn(&Parts) -> Result<K, KeyError>`.
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use plug_limit::{key, rate_limit, KeyError};
+///
+/// // One budget per API key.
+/// #[rate_limit(opts = [100, 3600], key = key::header("x-api-key"))]
+/// async fn api() -> &'static str {
+///     "data"
+/// }
+///
+/// fn tenant(parts: &Parts) -> Result<String, KeyError> {
+///     parts
+///         .uri
+///         .host()
+///         .map(str::to_owned)
+///         .ok_or_else(|| KeyError::new("request has no host"))
+/// }
+///
+/// // One budget per tenant.
+/// #[rate_limit(opts = [1000, 3600], key = tenant)]
+/// async fn report() -> &'static str {
+///     "report"
+/// }
+/// ```
+///
+/// ## `scope`
+///
+/// Each annotated handler has a budget of its own, named after its path
+/// (`concat!(module_path!(), "::", "handler")`), whatever route it is mounted on. Handlers
+/// share one only when they name the same scope:
+///
+/// ```
+/// use plug_limit::rate_limit;
+///
+/// // Five attempts a minute per client across both ways to log in.
+/// #[rate_limit(opts = [5, 60], scope = "login")]
+/// async fn login_form() -> &'static str {
+///     "welcome"
+/// }
+///
+/// #[rate_limit(opts = [5, 60], scope = "login")]
+/// async fn login_api() -> &'static str {
+///     "token"
+/// }
+/// ```
+///
+/// The Redis key is `{prefix}:{limiter}:{scope}:{client}`, so renaming or moving a handler
+/// without a `scope` starts its budget afresh.
+///
+/// # Handlers
+///
+/// The handler stays as written: any extractors (`State`, `Path`, `Json` last, ...), `return`
+/// and `?`, and any return type that implements `IntoResponse`: plain types, `Result`,
+/// `impl IntoResponse`, tuples.
+///
+/// ```
+/// use axum::{extract::{FromRef, Path, State}, http::StatusCode, routing::put, Json, Router};
+/// use plug_limit::{rate_limit, PlugLimit};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+///     names: Vec<String>,
+/// }
+///
+/// #[rate_limit(limiter = "token_bucket", opts = [20, 600, 5])]
+/// async fn rename(
+///     State(names): State<Vec<String>>,
+///     Path(id): Path<usize>,
+///     Json(name): Json<String>,
+/// ) -> Result<Json<String>, (StatusCode, &'static str)> {
+///     let old = names.get(id).ok_or((StatusCode::NOT_FOUND, "no such name"))?;
+///     if name.is_empty() {
+///         return Err((StatusCode::UNPROCESSABLE_ENTITY, "empty name"));
+///     }
+///     Ok(Json(format!("{old} -> {name}")))
+/// }
+///
+/// fn app(state: AppState) -> Router {
+///     Router::new().route("/names/{id}", put(rename)).with_state(state)
+/// }
+/// # let _ = app;
+/// ```
+///
+/// It must be an `async fn` without `self` or generics, with at most 15 arguments: the
+/// attribute adds one, and axum handlers take at most 16.
+///
+/// ## With `#[axum::debug_handler]`
+///
+/// Put `#[rate_limit]` first, so that `debug_handler` checks the handler as axum will call
+/// it. The other order does not compile: `debug_handler` would check a call with one argument
+/// too few. Without a `State` argument, `debug_handler` cannot infer the state the rate limit
+/// needs; name it:
+///
+/// ```
+/// use axum::{debug_handler, extract::FromRef};
+/// use plug_limit::{rate_limit, PlugLimit};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+/// }
+///
+/// #[rate_limit(opts = [10, 60])]
+/// #[debug_handler(state = AppState)]
+/// async fn checked() -> &'static str {
+///     "checked"
+/// }
+/// ```
+///
+/// The same holds for other attributes that read the arguments, such as
+/// `#[tracing::instrument]`, except that they go *above* `#[rate_limit]` to see the arguments
+/// as written.
+///
+/// # Expansion
+///
+/// The attribute generates a hidden type implementing `Limit` (the limiter, its options, the
+/// key and the scope), adds a `RateLimited` of that type as the first argument, and moves the
+/// body into an inner function with the original signature:
+///
+/// ```text
+/// struct __rate_limit_search {}
+/// impl plug_limit::Limit for __rate_limit_search { /* LIMITER, OPTS, SCOPE, KEY */ }
+///
+/// async fn search(limited: RateLimited<__rate_limit_search>, /* the arguments */) -> Response {
+///     async fn search(/* the arguments as written */) -> &'static str { "results" }
+///     (limited, search(/* .. */).await).into_response()
+/// }
+/// ```
+///
+/// So the handler takes one more argument than written: test it through the `Router`, as
+/// axum recommends, rather than by calling it.
+///
+/// # Errors
+///
+/// Mistakes are compile errors, all reported at once and pointing at the argument at fault:
+/// an unknown or repeated argument, missing `opts`, the wrong number of options for a built-in
+/// limiter, an option that is not a positive integer, a `burst` above `limit`, a function that
+/// is not `async`, takes `self`, is generic or has too many arguments.
+///
+/// ```compile_fail
+/// # use plug_limit::rate_limit;
+/// // `burst` must be at most `limit` (5), found 10
+/// #[rate_limit(limiter = "token_bucket", opts = [5, 60, 10])]
+/// async fn handler() {}
+/// ```
+#[proc_macro_attribute]
+pub fn rate_limit(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item = proc_macro2::TokenStream::from(item);
+    match try_expand(args.into(), item.clone()) {
+        Ok(tokens) => tokens.into(),
+        Err(error) => {
+            // The function as written comes with the errors, so that its callers and the IDE
+            // see no second, misleading error about a missing item.
+            let error = error.into_compile_error();
+            quote!(#item #error).into()
+        }
+    }
+}
+
+fn try_expand(
+    args: proc_macro2::TokenStream,
+    item: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    let item = syn::parse2(item)?;
+    let config = validate::config(parse::args(args), &item)?;
+    Ok(expand::handler(&config, item))
+}

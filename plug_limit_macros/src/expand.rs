@@ -1,0 +1,192 @@
+//! Code generation from a validated [`Config`]; infallible.
+//!
+//! ```text
+//! #[rate_limit(opts = [10, 60])]
+//! async fn search(Query(q): Query<Q>) -> Json<R> { body }
+//! ```
+//!
+//! becomes
+//!
+//! ```text
+//! struct __rate_limit_search {}
+//! impl Limit for __rate_limit_search { LIMITER, OPTS, SCOPE, KEY }
+//!
+//! async fn search(limited: RateLimited<__rate_limit_search>, arg0: Query<Q>) -> Response {
+//!     async fn search(Query(q): Query<Q>) -> Json<R> { body }
+//!     respond(limited, search(arg0).await)
+//! }
+//! ```
+//!
+//! The body stays in an inner fn with the original signature, so `return`, `?`, argument
+//! patterns and `impl IntoResponse` mean exactly what they did; the outer fn only adds the
+//! extractor in first position (always legal: it reads the request parts, not the body) and
+//! the headers to whatever the inner fn returns.
+
+use proc_macro2::{Ident, Literal, Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::{AttrStyle, Attribute, FnArg, ItemFn, ReturnType, Visibility};
+
+use crate::validate::{Config, Limiter, Opt};
+
+pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+        ..
+    } = item;
+    let (inner_attrs, outer_attrs): (Vec<Attribute>, Vec<Attribute>) = attrs
+        .into_iter()
+        .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
+    // A handler compiled out takes its limit with it: the key expression may name items that
+    // exist only under the same `cfg`.
+    let cfgs: Vec<&Attribute> = outer_attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("cfg"))
+        .collect();
+
+    let ident = &sig.ident;
+    let name = ident.unraw().to_string();
+    let marker = format_ident!("__rate_limit_{}", name, span = Span::call_site());
+    let handler_path = quote!(::core::concat!(::core::module_path!(), "::", #name));
+    // As visible as the handler, whose signature names it.
+    let limit = limit(config, &vis, &marker, &handler_path);
+    let registration = registration(&config.limiter, &handler_path);
+
+    // Generated names are hygienic (`mixed_site`): user code cannot see or shadow them.
+    let limited = Ident::new("__plug_limit_limited", Span::mixed_site());
+    let (args, types): (Vec<Ident>, Vec<&syn::Type>) = sig
+        .inputs
+        .iter()
+        .filter_map(|arg| match arg {
+            FnArg::Typed(typed) => Some(&*typed.ty),
+            FnArg::Receiver(_) => None,
+        })
+        .enumerate()
+        .map(|(i, ty)| {
+            (
+                format_ident!("__plug_limit_arg{}", i, span = Span::mixed_site()),
+                ty,
+            )
+        })
+        .unzip();
+    // Spanned on the attribute: a state without `PlugLimit: FromRef<S>` is reported there.
+    let limited_ty = quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<#marker>);
+    // Spanned on the return type: a type that is not `IntoResponse` is reported there.
+    let output_span = match &sig.output {
+        ReturnType::Type(_, ty) => ty.span(),
+        ReturnType::Default => ident.span(),
+    };
+    let respond = quote_spanned! {output_span=>
+        ::plug_limit::__private::respond(#limited, #ident(#(#args),*).await)
+    };
+    let stmts = &block.stmts;
+
+    quote! {
+        #(#cfgs)*
+        #limit
+        #(#cfgs)*
+        #registration
+        #(#outer_attrs)*
+        #vis async fn #ident(
+            #limited: #limited_ty,
+            #(#args: #types),*
+        ) -> ::plug_limit::__private::Response {
+            #sig {
+                #(#inner_attrs)*
+                #(#stmts)*
+            }
+            #respond
+        }
+    }
+}
+
+/// The hidden marker type and its `Limit` implementation.
+fn limit(
+    config: &Config,
+    vis: &Visibility,
+    marker: &Ident,
+    handler_path: &TokenStream,
+) -> TokenStream {
+    let limiter = config.limiter.name();
+    let opts = config.limiter.opts();
+    let scope = match &config.scope {
+        Some(scope) => quote!(#scope),
+        None => handler_path.clone(),
+    };
+    let key = config.key.as_ref().map(|expr| {
+        // Spanned on the expression: one that is not a `KeyExtractor` is reported there.
+        quote_spanned! {expr.span()=>
+            const KEY: ::core::option::Option<&'static dyn ::plug_limit::KeyExtractor> =
+                ::core::option::Option::Some(&#expr);
+        }
+    });
+    quote! {
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, unreachable_pub)]
+        #[derive(::core::fmt::Debug, ::core::clone::Clone, ::core::marker::Copy)]
+        #vis struct #marker {}
+
+        impl ::plug_limit::Limit for #marker {
+            const LIMITER: &'static str = #limiter;
+            const OPTS: &'static [::plug_limit::Opt] = &[#(#opts),*];
+            const SCOPE: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#scope);
+            #key
+        }
+    }
+}
+
+/// For a limiter that is not built in: the record that lets `Builder::build` refuse a
+/// `PlugLimit` in which it is not registered.
+fn registration(limiter: &Limiter, handler_path: &TokenStream) -> Option<TokenStream> {
+    let Limiter::Custom { name, .. } = limiter else {
+        return None;
+    };
+    Some(quote! {
+        ::plug_limit::__private::inventory::submit! {
+            ::plug_limit::__private::LimiterUse {
+                limiter: #name,
+                handler: #handler_path,
+            }
+        }
+    })
+}
+
+impl Limiter {
+    fn name(&self) -> &str {
+        match self {
+            Self::FixedWindow { .. } => "fixed_window",
+            Self::TokenBucket { .. } => "token_bucket",
+            Self::Custom { name, .. } => name,
+        }
+    }
+
+    fn opts(&self) -> Vec<TokenStream> {
+        let int = |n: u32| {
+            let n = Literal::i64_unsuffixed(i64::from(n));
+            quote!(::plug_limit::Opt::Int(#n))
+        };
+        match self {
+            Self::FixedWindow { limit, window } => vec![int(*limit), int(*window)],
+            Self::TokenBucket {
+                limit,
+                window,
+                burst,
+            } => vec![int(*limit), int(*window), int(*burst)],
+            Self::Custom { opts, .. } => opts
+                .iter()
+                .map(|opt| match opt {
+                    Opt::Int(n) => {
+                        let n = Literal::i64_unsuffixed(*n);
+                        quote!(::plug_limit::Opt::Int(#n))
+                    }
+                    Opt::Str(s) => quote!(::plug_limit::Opt::Str(#s)),
+                })
+                .collect(),
+        }
+    }
+}
