@@ -35,6 +35,11 @@ STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 SCRIPTS=${SCRIPTS:-$(cd "$root" && echo lua/*.lua)}
 OPTS_fixed_window=${OPTS_fixed_window:-10 60}
 OPTS_token_bucket=${OPTS_token_bucket:-20 600 5}
+OPTS_sliding_window=${OPTS_sliding_window:-10 60}
+OPTS_sliding_log=${OPTS_sliding_log:-10 60}
+OPTS_leaky_bucket=${OPTS_leaky_bucket:-10 60}
+OPTS_gcra=${OPTS_gcra:-20 600 5}
+OPTS_multi_window=${OPTS_multi_window:-10/60 100/3600}
 for v in N RUNS MEM_KEYS STEP_TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done

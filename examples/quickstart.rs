@@ -1,6 +1,8 @@
 //! A rate-limited Axum app: 20 requests per 10 minutes with bursts of 5, per client IP.
 //!
 //! Run with: `REDIS_URL=redis://127.0.0.1:6379/ cargo run --example quickstart`
+//!
+//! Without `REDIS_URL` it keeps its limits in memory (one instance), and says so.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -53,24 +55,32 @@ async fn main() -> ExitCode {
 }
 
 async fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned());
-    let pool = Config::from_url(url.as_str()).create_pool(Some(Runtime::Tokio1))?;
-    if let Err(error) = ping(&pool).await {
-        return Err(format!(
-            "cannot reach Redis at {url}: {error}\nstart one (`redis-server`) or point REDIS_URL at yours"
-        )
-        .into());
-    }
+    let (limits, store) = match std::env::var("REDIS_URL") {
+        Ok(url) => {
+            let pool = Config::from_url(url.as_str()).create_pool(Some(Runtime::Tokio1))?;
+            if let Err(error) = ping(&pool).await {
+                return Err(format!(
+                    "cannot reach Redis at {url}: {error}\n\
+                     start one (`redis-server`), point REDIS_URL at yours, \
+                     or unset it to keep limits in memory"
+                )
+                .into());
+            }
+            (PlugLimit::redis(pool), format!("limits in Redis at {url}"))
+        }
+        Err(_) => (
+            PlugLimit::memory(),
+            "REDIS_URL is unset: limits in this process's memory".to_owned(),
+        ),
+    };
 
     let app = Router::new()
         .route("/expensive", get(expensive))
         .route("/free", get(free))
-        .with_state(AppState {
-            limits: PlugLimit::redis(pool),
-        });
+        .with_state(AppState { limits });
 
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-    println!("listening on http://127.0.0.1:3000 (Redis at {url})");
+    println!("listening on http://127.0.0.1:3000 ({store})");
     println!(
         "try: for i in $(seq 7); do curl -si http://127.0.0.1:3000/expensive | head -n 6; done"
     );

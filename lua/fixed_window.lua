@@ -3,20 +3,35 @@
 -- KEYS[1]  counter key; the only key touched, so the script is Redis Cluster safe
 -- ARGV[1]  limit   requests per window, integer 1..2147483647
 -- ARGV[2]  window  window length in seconds, integer 1..2147483647
+-- ARGV[3]  cost    optional, units this request takes, integer 0..2147483647,
+--                  default 1. 0 peeks: the answer a cost-1 request would get
+--                  now, with nothing written.
+-- ARGV[4]  now     optional, the time in ms since the epoch, integer
+--                  0..9007199254740, default Redis TIME. The caller's clock may
+--                  run ahead of the server's, so with it every expiry decision
+--                  comes from PEXPIRETIME (Redis >= 7), never from Redis having
+--                  deleted the key.
 -- Reply    {"allow"|"deny", {limit, reset, remaining}}: the x-ratelimit-limit,
 --          x-ratelimit-reset and x-ratelimit-remaining values as strings.
---          reset is the key's TTL, so the window is timed by Redis' own clock.
---          Bad opts: error "ERR fixed_window: <rule>, got '<value>'".
--- Cost     2 commands per call: INCR, then EXPIRE on the window's first hit or
---          TTL after it (plus one EXPIRE if the key somehow lost its TTL).
+--          reset is the key's TTL rounded as Redis TTL rounds it, so the window
+--          is timed by Redis' own clock unless ARGV[4] is given. remaining is
+--          what the window has left after this request: 0 on a cost-1 deny.
+--          There is no retry-after: the reference sends none.
+--          Bad opts: error "ERR fixed_window: <field> <rule>, got '<value>'".
+-- Cost     2 commands per call: INCR (INCRBY for cost > 1 or with ARGV[4]),
+--          then EXPIRE (PEXPIREAT with ARGV[4]) on the window's first hit or
+--          TTL (PEXPIRETIME) after it. One more to undo a denied cost > 1
+--          (DECRBY), to drop a new key a denied cost created (DEL), to restart
+--          a window past its stored expiry (SET PXAT) or a counter that lost
+--          its TTL. A peek is GET, then TTL (PEXPIRETIME) when the key exists.
 -- Memory   one integer string with a TTL per key, gone when the window ends.
 --
--- Denied calls still INCR: that spares a read before the write, and remaining
--- is clamped at 0, so the overshoot is invisible to callers.
+-- Denied cost-1 calls still INCR: that spares a read before the write, and
+-- remaining is clamped at 0, so the overshoot is invisible to callers.
 
 local MAX = 2147483647 -- keeps every value exact in a double and valid for EXPIRE
-local find, fmt = string.find, string.format
-local limit_s, window_s = ARGV[1], ARGV[2]
+local find, fmt, floor = string.find, string.format, math.floor
+local limit_s, window_s, cost_s, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, window = tonumber(limit_s), tonumber(window_s)
 
 -- Canonical digits are echoed as headers as they are: number-to-string
@@ -37,24 +52,95 @@ if not (limit and window and limit <= MAX and window <= MAX
   limit_s, window_s = fmt('%d', limit), fmt('%d', window) -- leading zeros
 end
 
-local key = KEYS[1]
-local count = redis.call('INCR', key)
-local ttl_s
-if count == 1 then
-  redis.call('EXPIRE', key, window)
-  ttl_s = window_s
-else
-  local ttl = redis.call('TTL', key)
-  if ttl < 0 then
-    -- A counter without expiry would deny forever; restart its window instead.
-    redis.call('EXPIRE', key, window)
-    ttl_s = window_s
-  else
-    ttl_s = fmt('%d', ttl)
+local cost, now = 1, nil
+if cost_s then
+  cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost or cost > MAX then
+    return redis.error_reply("ERR fixed_window: cost " .. (cost and 'must be <= 2147483647'
+      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
   end
+end
+if now_s then
+  now = find(now_s, '^%d+$') and tonumber(now_s)
+  if not now or now > 9007199254740 then
+    return redis.error_reply("ERR fixed_window: now " .. (now and 'must be <= 9007199254740'
+      or 'must be a non-negative integer') .. ", got '" .. now_s .. "'")
+  end
+end
+
+local key = KEYS[1]
+
+if cost == 0 then
+  local count, ttl_s = tonumber(redis.call('GET', key)), window_s
+  if count then
+    if now then
+      local expiry = redis.call('PEXPIRETIME', key)
+      -- Same rounding as Redis TTL.
+      if expiry > now then ttl_s = fmt('%d', floor((expiry - now + 500) / 1000)) else count = 0 end
+    else
+      local ttl = redis.call('TTL', key)
+      if ttl >= 0 then ttl_s = fmt('%d', ttl) end
+    end
+  else
+    count = 0
+  end
+  if count < limit then
+    return {'allow', {limit_s, ttl_s, fmt('%d', limit - count - 1)}}
+  end
+  return {'deny', {limit_s, ttl_s, '0'}}
+end
+
+local count
+if cost == 1 and not now then
+  count = redis.call('INCR', key)
+else
+  count = redis.call('INCRBY', key, cost)
+end
+
+local ttl_s, fresh = window_s, count == cost
+if not fresh then
+  if now then
+    local expiry = redis.call('PEXPIRETIME', key)
+    if expiry > now then
+      ttl_s = fmt('%d', floor((expiry - now + 500) / 1000))
+    else
+      -- Past its stored expiry (or without one): this window is over.
+      fresh = true
+      if cost <= limit then
+        redis.call('SET', key, cost, 'PXAT', now + window * 1000)
+        return {'allow', {limit_s, window_s, fmt('%d', limit - cost)}}
+      end
+    end
+  else
+    local ttl = redis.call('TTL', key)
+    if ttl < 0 then
+      -- A counter without expiry would deny forever; restart its window instead.
+      redis.call('EXPIRE', key, window)
+    else
+      ttl_s = fmt('%d', ttl)
+    end
+  end
+end
+
+if fresh then
+  if cost > limit then
+    redis.call('DEL', key)
+    return {'deny', {limit_s, window_s, limit_s}}
+  end
+  if now then
+    redis.call('PEXPIREAT', key, now + window * 1000)
+  else
+    redis.call('EXPIRE', key, window)
+  end
+  return {'allow', {limit_s, window_s, fmt('%d', limit - count)}}
 end
 
 if count <= limit then
   return {'allow', {limit_s, ttl_s, fmt('%d', limit - count)}}
 end
-return {'deny', {limit_s, ttl_s, '0'}}
+if cost == 1 then
+  return {'deny', {limit_s, ttl_s, '0'}}
+end
+redis.call('DECRBY', key, cost)
+count = count - cost
+return {'deny', {limit_s, ttl_s, fmt('%d', count < limit and limit - count or 0)}}

@@ -5,21 +5,36 @@
 -- ARGV[2]  window  window length in seconds, integer 1..2147483647
 -- ARGV[3]  burst   tokens available at once, integer 1..limit; the other
 --                  limit - burst tokens refill evenly over the window
+-- ARGV[4]  cost    optional, tokens this request takes, integer 0..2147483647,
+--                  default 1; it needs tokens >= cost and remaining >= cost.
+--                  0 peeks: the answer a cost-1 request would get now, with
+--                  nothing written.
+-- ARGV[5]  now     optional, the time in ms since the epoch, integer
+--                  0..9007199254740, default Redis TIME. Expiry is decided by
+--                  the stored expiry either way, so a caller's clock running
+--                  ahead of the server's is fine.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}}: the
 --          x-ratelimit-limit ("<limit> <limit>;w=<window>;burst=<burst>;
---          policy=token_bucket"), x-ratelimit-reset (key TTL, seconds),
---          x-ratelimit-remaining and, only when no token is left, retry-after
---          (seconds), all as strings.
---          Bad opts: error "ERR token_bucket: <rule>, got '<value>'".
--- Cost     TIME + HMGET per call, then HSET to take a token, plus PEXPIREAT
---          when the window starts: 4 on a new key, 3 on allow, 2 on deny.
+--          policy=token_bucket"), x-ratelimit-reset (seconds left of the
+--          window, rounded as Redis TTL rounds), x-ratelimit-remaining (what
+--          the window has left after this request) and, on every deny and on
+--          an allow that leaves less than one token, retry-after (seconds),
+--          all as strings. retry-after on a deny: the window's reset when
+--          remaining < cost or nothing refills, else
+--          ceil((cost - whole tokens the last take left) * window / refill
+--          - seconds since that take), at most the reset; for cost 1 that is
+--          the reference's ceil(window / refill - seconds since the last take).
+--          Bad opts: error "ERR token_bucket: <field> <rule>, got '<value>'".
+-- Cost     TIME (unless ARGV[5]) + HMGET per call, then HSET to take tokens,
+--          plus PEXPIREAT when the window starts: 4 on a new key, 3 on allow,
+--          2 on deny or peek (one fewer each with ARGV[5]).
 -- Memory   one small hash with a TTL per key, gone when the window ends:
 --          b = tokens (float), r = remaining, t = last refill (ms), e = expiry (ms).
 --          Keeping the expiry in the hash spares a PTTL call.
 
 local MAX = 2147483647 -- keeps every value exact in a double and valid for PEXPIREAT
 local find, fmt, floor, ceil, min = string.find, string.format, math.floor, math.ceil, math.min
-local limit_s, window_s, burst_s = ARGV[1], ARGV[2], ARGV[3]
+local limit_s, window_s, burst_s, cost_s, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local limit, window, burst = tonumber(limit_s), tonumber(window_s), tonumber(burst_s)
 
 -- Canonical digits are echoed into the policy header as they are: number-to-
@@ -41,12 +56,31 @@ if not (limit and window and burst and limit <= MAX and window <= MAX and burst 
   limit_s, window_s, burst_s = fmt('%d', limit), fmt('%d', window), fmt('%d', burst) -- leading zeros
 end
 
+local cost, now = 1, nil
+if cost_s then
+  cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost or cost > MAX then
+    return redis.error_reply("ERR token_bucket: cost " .. (cost and 'must be <= 2147483647'
+      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+  end
+end
+if now_s then
+  now = find(now_s, '^%d+$') and tonumber(now_s)
+  if not now or now > 9007199254740 then
+    return redis.error_reply("ERR token_bucket: now " .. (now and 'must be <= 9007199254740'
+      or 'must be a non-negative integer') .. ", got '" .. now_s .. "'")
+  end
+end
+local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
+
 local key = KEYS[1]
 local refill = limit - burst -- tokens added per window; 0 means no refill
 local policy = limit_s .. ' ' .. limit_s .. ';w=' .. window_s .. ';burst=' .. burst_s .. ';policy=token_bucket'
 
-local time = redis.call('TIME')
-local now = time[1] * 1000 + floor(time[2] / 1000)
+if not now then
+  local time = redis.call('TIME')
+  now = time[1] * 1000 + floor(time[2] / 1000)
+end
 local state = redis.call('HMGET', key, 'b', 'r', 't', 'e')
 local tokens, remaining = tonumber(state[1]), tonumber(state[2])
 local last, expiry = tonumber(state[3]), tonumber(state[4])
@@ -54,10 +88,20 @@ local last, expiry = tonumber(state[3]), tonumber(state[4])
 if not (tokens and remaining and last and expiry and expiry > now) then
   -- A missing or partial hash starts a new window, and so does one that
   -- outlived its stored expiry (its TTL was lost) rather than deny forever.
-  tokens, remaining, expiry = burst - 1, limit - 1, now + window * 1000
+  if need > burst then
+    -- A full bucket cannot cover the cost: nothing is taken, nothing written.
+    local retry = window
+    if refill > 0 and limit >= need then
+      retry = min(ceil((need - burst) * window / refill), window)
+    end
+    return {'deny', {policy, window_s, limit_s, fmt('%d', retry)}}
+  end
+  tokens, remaining, expiry = burst - need, limit - need, now + window * 1000
   local remaining_s = fmt('%d', remaining)
-  redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
-  redis.call('PEXPIREAT', key, expiry)
+  if cost > 0 then
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
+    redis.call('PEXPIREAT', key, expiry)
+  end
   if tokens >= 1 then
     return {'allow', {policy, window_s, remaining_s}}
   end
@@ -68,14 +112,17 @@ end
 local ttl = floor((expiry - now + 500) / 1000)
 local elapsed = now - last
 if elapsed < 0 then elapsed = 0 end -- TIME can step back
+local taken = tokens -- what the last take left
 if refill > 0 then
   tokens = tokens + refill * elapsed / window / 1000
 end
 
-if tokens >= 1 and remaining >= 1 then
-  tokens, remaining = tokens - 1, remaining - 1
+if tokens >= need and remaining >= need then
+  tokens, remaining = tokens - need, remaining - need
   local remaining_s = fmt('%d', remaining)
-  redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+  if cost > 0 then
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+  end
   if tokens >= 1 then
     return {'allow', {policy, fmt('%d', ttl), remaining_s}}
   end
@@ -83,8 +130,9 @@ if tokens >= 1 and remaining >= 1 then
 end
 
 -- Nothing comes back before the window ends once remaining is spent or there is no refill.
+-- Counting only whole tokens left by the last take keeps cost 1 at the reference's value.
 local retry = ttl
-if refill > 0 and remaining >= 1 then
-  retry = min(math.abs(ceil(window / refill - elapsed / 1000)), ttl)
+if refill > 0 and remaining >= need then
+  retry = min(math.abs(ceil((need - floor(taken)) * window / refill - elapsed / 1000)), ttl)
 end
 return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining), fmt('%d', retry)}}

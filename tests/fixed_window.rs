@@ -1,10 +1,10 @@
-//! The built-in fixed window limiter, call for call, on real Redis.
+//! The built-in fixed window limiter, call for call, on real Redis and in memory.
 
 use std::time::Duration;
 
 use axum::{Router, routing::get};
 use plug_limit::{FixedWindow, Opt, PlugLimit, RateLimited, key};
-use plug_limit_tests::{RedisServer, get as send_get, unique_prefix};
+use plug_limit_tests::{RedisServer, backends, get as send_get};
 
 type Three = RateLimited<FixedWindow<3, 60>>;
 
@@ -54,54 +54,61 @@ async fn counts_down_then_denies_with_429_and_headers() {
 #[tokio::test]
 async fn script_reply_matches_the_reference_sequence() {
     let redis = RedisServer::start();
-    let limits = PlugLimit::builder(redis.pool())
-        .prefix(unique_prefix("fw"))
-        .build()
-        .unwrap();
-    let opts = [Opt::Int(3), Opt::Int(60)];
-    let mut seen = Vec::new();
-    for _ in 0..5 {
-        let outcome = limits.check("fixed_window", "k", &opts).await.unwrap();
-        let values: Vec<String> = outcome
-            .headers()
-            .iter()
-            .map(|(_, v)| v.to_str().unwrap().to_owned())
-            .collect();
-        seen.push((outcome.is_allowed(), values.join(",")));
+    for (backend, limits) in backends(&redis, |b| b) {
+        let opts = [Opt::Int(3), Opt::Int(60)];
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            let outcome = limits.check("fixed_window", "k", &opts).await.unwrap();
+            let values: Vec<String> = outcome
+                .headers()
+                .iter()
+                .map(|(_, v)| v.to_str().unwrap().to_owned())
+                .collect();
+            seen.push((outcome.is_allowed(), values.join(",")));
+        }
+        assert_eq!(
+            seen,
+            [
+                (true, "3,60,2".to_owned()),
+                (true, "3,60,1".to_owned()),
+                (true, "3,60,0".to_owned()),
+                (false, "3,60,0".to_owned()),
+                (false, "3,60,0".to_owned()),
+            ],
+            "{backend}"
+        );
     }
-    assert_eq!(
-        seen,
-        [
-            (true, "3,60,2".to_owned()),
-            (true, "3,60,1".to_owned()),
-            (true, "3,60,0".to_owned()),
-            (false, "3,60,0".to_owned()),
-            (false, "3,60,0".to_owned()),
-        ]
-    );
 }
 
 #[tokio::test]
 async fn window_restarts_after_window_elapses() {
     let redis = RedisServer::start();
-    let limits = PlugLimit::redis(redis.pool());
+    let both = backends(&redis, |b| b);
     let opts = [Opt::Int(1), Opt::Int(1)];
-    assert!(
-        limits
-            .check("fixed_window", "w", &opts)
-            .await
-            .unwrap()
-            .is_allowed()
-    );
-    let denied = limits.check("fixed_window", "w", &opts).await.unwrap();
-    assert!(!denied.is_allowed());
-    assert_eq!(denied.header("x-ratelimit-reset").unwrap(), "1");
+    for (backend, limits) in &both {
+        assert!(
+            limits
+                .check("fixed_window", "w", &opts)
+                .await
+                .unwrap()
+                .is_allowed()
+        );
+        let denied = limits.check("fixed_window", "w", &opts).await.unwrap();
+        assert!(!denied.is_allowed(), "{backend}");
+        assert_eq!(
+            denied.header("x-ratelimit-reset").unwrap(),
+            "1",
+            "{backend}"
+        );
+    }
 
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    let fresh = limits.check("fixed_window", "w", &opts).await.unwrap();
-    assert!(fresh.is_allowed());
-    assert_eq!(fresh.header("x-ratelimit-remaining").unwrap(), "0");
-    assert_eq!(fresh.header("x-ratelimit-reset").unwrap(), "1");
+    for (backend, limits) in &both {
+        let fresh = limits.check("fixed_window", "w", &opts).await.unwrap();
+        assert!(fresh.is_allowed(), "{backend}");
+        assert_eq!(fresh.header("x-ratelimit-remaining").unwrap(), "0");
+        assert_eq!(fresh.header("x-ratelimit-reset").unwrap(), "1");
+    }
 }
 
 #[tokio::test]
@@ -127,7 +134,6 @@ async fn every_key_gets_a_ttl() {
 #[tokio::test]
 async fn invalid_opts_are_refused_by_the_script_with_the_rule() {
     let redis = RedisServer::start();
-    let limits = PlugLimit::redis(redis.pool());
     let cases = [
         (
             vec![Opt::Int(0), Opt::Int(60)],
@@ -141,17 +147,16 @@ async fn invalid_opts_are_refused_by_the_script_with_the_rule() {
             vec![Opt::Str("1.5"), Opt::Int(60)],
             "limit must be a positive integer, got '1.5'",
         ),
-        (
-            vec![Opt::Int(3)],
-            "window must be a positive integer, got ''",
-        ),
+        (vec![Opt::Int(3)], "takes 2 options, found 1"),
     ];
-    for (opts, rule) in cases {
-        let error = limits
-            .check("fixed_window", "bad", &opts)
-            .await
-            .unwrap_err();
-        let text = error.to_string();
-        assert!(text.contains(&format!("fixed_window: {rule}")), "{text}");
+    for (backend, limits) in backends(&redis, |b| b) {
+        for (opts, rule) in &cases {
+            let error = limits.check("fixed_window", "bad", opts).await.unwrap_err();
+            let text = error.to_string();
+            assert!(
+                text.contains(&format!("fixed_window: {rule}")),
+                "{backend}: {text}"
+            );
+        }
     }
 }

@@ -2,21 +2,21 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use deadpool_redis::redis::Script;
 use deadpool_redis::{Pool, Runtime};
 use http::HeaderName;
 
-use crate::backend::RedisBackend;
+use crate::backend::{MemoryBackend, RedisBackend};
 use crate::builtin::{self, BuiltIn};
 use crate::limiter::Source;
-use crate::plug_limit::{Entry, Inner};
+use crate::plug_limit::{Backend, Entry, Inner};
 use crate::responder::TooManyRequests;
 use crate::{
-    BuildError, Config, Enabled, FailurePolicy, KeyExtractor, Limiter, LogLevel, PlugLimit,
-    Responder, key,
+    BuildError, Clock, Config, Enabled, FailurePolicy, KeyExtractor, Limiter, LogLevel, PlugLimit,
+    Responder, SystemClock, key,
 };
 
 const DEFAULT_PREFIX: &str = "plug_limit";
@@ -48,7 +48,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 /// ```
 #[must_use]
 pub struct Builder {
-    pool: Pool,
+    store: Store,
+    clock: Option<Arc<dyn Clock>>,
     enabled: Enabled,
     prefix: String,
     timeout: Duration,
@@ -60,10 +61,25 @@ pub struct Builder {
     errors: Vec<BuildError>,
 }
 
+/// Where the limiters will run.
+enum Store {
+    Redis(Pool),
+    Memory,
+}
+
 impl Builder {
     pub(crate) fn new(pool: Pool) -> Self {
+        Self::with_store(Store::Redis(pool))
+    }
+
+    pub(crate) fn memory() -> Self {
+        Self::with_store(Store::Memory)
+    }
+
+    fn with_store(store: Store) -> Self {
         Self {
-            pool,
+            store,
+            clock: None,
             enabled: Enabled::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout: DEFAULT_TIMEOUT,
@@ -116,6 +132,15 @@ impl Builder {
     /// The default responder for denied requests (default `429 Too Many Requests`).
     pub fn responder(mut self, responder: impl Responder) -> Self {
         self.responder = Arc::new(responder);
+        self
+    }
+
+    /// The clock limiters decide by. The memory backend uses the system clock by default; on
+    /// Redis, built-in limiters use the server's `TIME` unless a clock is set, which one
+    /// clock for every instance keeps exact. Set one to control time in tests and simulations
+    /// ([`ManualClock`](crate::ManualClock)); custom scripts always keep their own time.
+    pub fn clock(mut self, clock: impl Clock) -> Self {
+        self.clock = Some(Arc::new(clock));
         self
     }
 
@@ -245,6 +270,7 @@ impl Builder {
     fn builtin_entry(&self, builtin: &BuiltIn) -> Entry {
         Entry {
             name: builtin.name.into(),
+            builtin: Some(builtin.name),
             script: Arc::clone(builtin.script),
             headers: builtin
                 .headers
@@ -267,9 +293,33 @@ impl Builder {
                 "a limiter name must be non-empty, without whitespace or `:`",
             ));
         }
-        let (script, default_headers) = match limiter.source {
-            Source::BuiltIn(builtin) => (Arc::clone(builtin.script), builtin.headers.to_vec()),
-            Source::Lua(lua) => (Arc::new(script(&field, "script", &lua)?), Vec::new()),
+        let memory = matches!(self.store, Store::Memory);
+        let custom_rule = match (&limiter.source, memory) {
+            (Source::BuiltIn(_), _) => None,
+            (_, true) => {
+                Some("custom Lua scripts need Redis: the memory backend runs built-in limiters")
+            }
+            (_, false) if limiter.on_failure == Some(FailurePolicy::Memory) => Some(
+                "`on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
+            ),
+            (_, false) => None,
+        };
+        if let Some(rule) = custom_rule {
+            return Err(BuildError::invalid(field, rule));
+        }
+        if memory && limiter.pool.is_some() {
+            return Err(BuildError::invalid(
+                format!("{field}.pool"),
+                "a limiter's own Redis pool needs the Redis backend",
+            ));
+        }
+        let (builtin, script, default_headers) = match limiter.source {
+            Source::BuiltIn(builtin) => (
+                Some(builtin.name),
+                Arc::clone(builtin.script),
+                builtin.headers.to_vec(),
+            ),
+            Source::Lua(lua) => (None, Arc::new(script(&field, "script", &lua)?), Vec::new()),
             Source::File(path) => {
                 let lua =
                     std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
@@ -277,7 +327,11 @@ impl Builder {
                         path: path.clone(),
                         source,
                     })?;
-                (Arc::new(script(&field, "script_file", &lua)?), Vec::new())
+                (
+                    None,
+                    Arc::new(script(&field, "script_file", &lua)?),
+                    Vec::new(),
+                )
             }
         };
         let headers = match limiter.headers {
@@ -300,9 +354,12 @@ impl Builder {
         };
         Ok(Entry {
             name: name.into(),
+            builtin,
             script,
             headers,
-            backend: limiter.pool.map(|pool| Arc::new(RedisBackend::new(pool))),
+            backend: limiter
+                .pool
+                .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool)))),
             key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
             responder: limiter
                 .responder
@@ -319,7 +376,15 @@ impl Builder {
             timeout: self.timeout,
             log_level: self.log_level,
             on_failure: self.on_failure,
-            backend: Arc::new(RedisBackend::new(self.pool)),
+            backend: match self.store {
+                Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool))),
+                Store::Memory => {
+                    let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+                    Backend::Memory(Arc::new(MemoryBackend::new(clock)))
+                }
+            },
+            clock: self.clock,
+            fallback: OnceLock::new(),
             limiters,
         })
     }

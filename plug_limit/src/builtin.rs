@@ -12,32 +12,67 @@ pub(crate) struct BuiltIn {
     pub(crate) headers: &'static [&'static str],
 }
 
-// One `Script` per file for the life of the process: the SHA1 is computed once.
-static FIXED_WINDOW_SCRIPT: LazyLock<Arc<Script>> =
-    LazyLock::new(|| Arc::new(Script::new(include_str!("../lua/fixed_window.lua"))));
-static TOKEN_BUCKET_SCRIPT: LazyLock<Arc<Script>> =
-    LazyLock::new(|| Arc::new(Script::new(include_str!("../lua/token_bucket.lua"))));
+/// One `Script` per file for the life of the process: the SHA1 is computed once.
+macro_rules! script {
+    ($file:literal) => {{
+        static SCRIPT: LazyLock<Arc<Script>> =
+            LazyLock::new(|| Arc::new(Script::new(include_str!(concat!("../lua/", $file)))));
+        &SCRIPT
+    }};
+}
+
+const SEED_HEADERS: &[&str] = &[
+    "x-ratelimit-limit",
+    "x-ratelimit-reset",
+    "x-ratelimit-remaining",
+];
+
+const HEADERS: &[&str] = &[
+    "x-ratelimit-limit",
+    "x-ratelimit-reset",
+    "x-ratelimit-remaining",
+    "retry-after",
+];
 
 pub(crate) const FIXED_WINDOW: BuiltIn = BuiltIn {
     name: "fixed_window",
-    script: &FIXED_WINDOW_SCRIPT,
-    headers: &[
-        "x-ratelimit-limit",
-        "x-ratelimit-reset",
-        "x-ratelimit-remaining",
-    ],
+    script: script!("fixed_window.lua"),
+    headers: SEED_HEADERS,
 };
 
 pub(crate) const TOKEN_BUCKET: BuiltIn = BuiltIn {
     name: "token_bucket",
-    script: &TOKEN_BUCKET_SCRIPT,
-    headers: &[
-        "x-ratelimit-limit",
-        "x-ratelimit-reset",
-        "x-ratelimit-remaining",
-        "retry-after",
-    ],
+    script: script!("token_bucket.lua"),
+    headers: HEADERS,
 };
 
 /// Every built-in limiter, registered in every [`PlugLimit`](crate::PlugLimit).
-pub(crate) const ALL: [BuiltIn; 2] = [FIXED_WINDOW, TOKEN_BUCKET];
+pub(crate) const ALL: [BuiltIn; 7] = [
+    FIXED_WINDOW,
+    TOKEN_BUCKET,
+    BuiltIn {
+        name: "sliding_window",
+        script: script!("sliding_window.lua"),
+        headers: HEADERS,
+    },
+    BuiltIn {
+        name: "sliding_log",
+        script: script!("sliding_log.lua"),
+        headers: HEADERS,
+    },
+    BuiltIn {
+        name: "leaky_bucket",
+        script: script!("leaky_bucket.lua"),
+        headers: HEADERS,
+    },
+    BuiltIn {
+        name: "gcra",
+        script: script!("gcra.lua"),
+        headers: HEADERS,
+    },
+    BuiltIn {
+        name: "multi_window",
+        script: script!("multi_window.lua"),
+        headers: HEADERS,
+    },
+];

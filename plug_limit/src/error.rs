@@ -29,6 +29,16 @@ pub enum Error {
     /// The key could not be extracted from the request.
     #[error("key: {0}")]
     Key(#[from] KeyError),
+    /// A built-in limiter refused its options, cost or time (the memory backend; on Redis the
+    /// script's error arrives as [`Error::Redis`]).
+    #[error("invalid limiter input: {0}")]
+    Script(String),
+    /// A custom Lua limiter was asked for what only built-ins do: a cost other than 1, a
+    /// peek, an explicit clock, or the memory backend.
+    #[error(
+        "limiter `{0}` is a custom script: costs, peeks, clocks and the memory backend need a built-in"
+    )]
+    NotBuiltIn(String),
     /// The limit names a limiter that is neither built in nor registered.
     #[error("unknown limiter `{0}`; register it with `Builder::limiter`")]
     UnknownLimiter(String),

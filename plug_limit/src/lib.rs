@@ -89,10 +89,13 @@
 //! | `macros` | the `#[rate_limit]` handler attribute | yes |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod algorithm;
 mod backend;
 mod builder;
 mod builtin;
+mod clock;
 mod config;
+mod decide;
 mod enabled;
 mod error;
 mod extract;
@@ -100,6 +103,7 @@ pub mod key;
 mod layer;
 mod limit;
 mod limiter;
+mod limits;
 mod log_level;
 mod outcome;
 #[allow(clippy::module_inception)]
@@ -113,6 +117,7 @@ mod responder;
 pub mod __private;
 
 pub use self::builder::Builder;
+pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{Config, LimiterConfig};
 pub use self::enabled::Enabled;
 pub use self::error::{BuildError, Error};
@@ -120,8 +125,9 @@ pub use self::extract::RateLimited;
 #[doc(no_inline)]
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
-pub use self::limit::{FixedWindow, Limit, Opt, TokenBucket};
+pub use self::limit::{Limit, Opt};
 pub use self::limiter::Limiter;
+pub use self::limits::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 pub use self::log_level::LogLevel;
 pub use self::outcome::{Decision, Outcome, ReplyError};
 pub use self::plug_limit::PlugLimit;

@@ -71,6 +71,40 @@ impl Outcome {
         &self.extra
     }
 
+    /// The outcome of a built-in evaluated in memory: header values in declared order.
+    pub(crate) fn from_verdict(
+        verdict: crate::algorithm::Verdict,
+        declared: &[HeaderName],
+    ) -> Result<Self, ReplyError> {
+        let headers = verdict
+            .headers
+            .into_iter()
+            .enumerate()
+            .map(|(position, value)| {
+                let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+                    position,
+                    declared: declared.len(),
+                })?;
+                let value =
+                    HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
+                        position,
+                        found: "bytes not allowed in a header",
+                    })?;
+                Ok((name.clone(), value))
+            })
+            .collect::<Result<_, ReplyError>>()?;
+        let decision = if verdict.allow {
+            Decision::Allow
+        } else {
+            Decision::Deny
+        };
+        Ok(Self {
+            decision,
+            headers,
+            extra: Vec::new(),
+        })
+    }
+
     /// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
     ///
     /// Header values map to `declared` names in order; a `{name, value}` pair sets its own

@@ -2,19 +2,17 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use axum::extract::MatchedPath;
 use deadpool_redis::Pool;
 use deadpool_redis::redis::Script;
 use http::HeaderName;
-use http::request::Parts;
 
-use crate::backend::RedisBackend;
-use crate::rejection::RateLimitRejection;
+use crate::backend::{MemoryBackend, RedisBackend};
 use crate::{
-    Builder, Enabled, Error, FailurePolicy, KeyExtractor, Limit, LogLevel, Opt, Outcome, Responder,
+    Builder, Clock, Enabled, Error, FailurePolicy, KeyExtractor, Limit, LogLevel, Opt, Outcome,
+    Responder, SystemClock,
 };
 
 /// The rate limiter handle: a cheap [`Clone`] to keep in router state.
@@ -59,16 +57,40 @@ pub(crate) struct Inner {
     pub(crate) timeout: Duration,
     pub(crate) log_level: LogLevel,
     pub(crate) on_failure: FailurePolicy,
-    pub(crate) backend: Arc<RedisBackend>,
+    pub(crate) backend: Backend,
+    /// Set: built-ins on Redis decide by this clock instead of the server's `TIME`.
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    pub(crate) fallback: OnceLock<MemoryBackend>,
     pub(crate) limiters: HashMap<Box<str>, Entry>,
+}
+
+impl Inner {
+    /// The memory backend that [`FailurePolicy::Memory`] limiters fall back on, made on first
+    /// use.
+    fn fallback(&self) -> &MemoryBackend {
+        self.fallback.get_or_init(|| {
+            let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+            MemoryBackend::new(clock)
+        })
+    }
+}
+
+/// Where a limiter runs.
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    Redis(Arc<RedisBackend>),
+    Memory(Arc<MemoryBackend>),
 }
 
 /// A registered limiter with every setting resolved, so the hot path never falls back.
 pub(crate) struct Entry {
     pub(crate) name: Box<str>,
+    /// The built-in algorithm its script implements; `None` for a custom script.
+    pub(crate) builtin: Option<&'static str>,
     pub(crate) script: Arc<Script>,
     pub(crate) headers: Box<[HeaderName]>,
-    pub(crate) backend: Option<Arc<RedisBackend>>,
+    /// Its own backend (a limiter's own pool), if any.
+    pub(crate) backend: Option<Backend>,
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) responder: Arc<dyn Responder>,
     pub(crate) on_failure: FailurePolicy,
@@ -80,6 +102,7 @@ pub(crate) struct Entry {
 pub(crate) struct LimitRef {
     pub(crate) limiter: &'static str,
     pub(crate) opts: &'static [Opt],
+    pub(crate) cost: u32,
     pub(crate) scope: Option<&'static str>,
     pub(crate) key: Option<&'static dyn KeyExtractor>,
 }
@@ -89,6 +112,7 @@ impl LimitRef {
         Self {
             limiter: L::LIMITER,
             opts: L::OPTS,
+            cost: L::COST,
             scope: L::SCOPE,
             key: L::KEY,
         }
@@ -114,10 +138,30 @@ impl PlugLimit {
         Builder::new(pool).build_default()
     }
 
-    /// A [`Builder`] for every setting: enabled flag, prefix, timeout, key, responder, failure
-    /// policy, log level, and custom limiters.
+    /// Limits kept in this process's memory, with the default settings: for a single
+    /// instance, tests and local development. Every built-in limiter decides exactly as its
+    /// Lua script does on Redis; custom Lua limiters need Redis.
+    ///
+    /// # Panics
+    ///
+    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
+    /// limiter that is not built in.
+    #[must_use]
+    #[track_caller]
+    pub fn memory() -> Self {
+        crate::__private::assert_builtin_limiters();
+        Builder::memory().build_default()
+    }
+
+    /// A [`Builder`] for limits on the Redis behind `pool`, with every setting: enabled flag,
+    /// prefix, timeout, key, responder, failure policy, log level, clock, and custom limiters.
     pub fn builder(pool: Pool) -> Builder {
         Builder::new(pool)
+    }
+
+    /// A [`Builder`] for limits kept in this process's memory.
+    pub fn memory_builder() -> Builder {
+        Builder::memory()
     }
 
     pub(crate) fn from_inner(inner: Inner) -> Self {
@@ -132,125 +176,203 @@ impl PlugLimit {
         self.inner.enabled.is_enabled()
     }
 
+    /// How many keys the memory backend holds state for (expired keys not yet swept
+    /// included); `None` on Redis. For monitoring: it stays near the number of keys active
+    /// within their windows.
+    #[must_use]
+    pub fn memory_keys(&self) -> Option<usize> {
+        match &self.inner.backend {
+            Backend::Memory(memory) => Some(memory.len()),
+            Backend::Redis(_) => None,
+        }
+    }
+
     /// Evaluates `limiter` with `opts` for one key, outside any request: for jobs, websockets
-    /// or custom middleware.
+    /// or custom middleware. The request costs [`Limit::COST`]'s default, 1.
     ///
-    /// The Redis key is `{prefix}:{limiter}:{key}`; a request to a route is counted under
+    /// The key is `{prefix}:{limiter}:{key}`; a request to a route is counted under
     /// `{prefix}:{limiter}:{scope}:{client}`, so `key = "{scope}:{client}"` shares its budget.
     /// This ignores the enabled flag and the failure policy: the caller sees every error.
     ///
     /// # Errors
     ///
-    /// [`Error::UnknownLimiter`] for an unregistered limiter, and any Redis, timeout or reply
+    /// [`Error::UnknownLimiter`] for an unregistered limiter, and any backend, timeout or reply
     /// error.
     ///
     /// # Example
     ///
-    /// ```no_run
+    /// ```
     /// use plug_limit::{Opt, PlugLimit};
     ///
-    /// # async fn run(limits: PlugLimit) -> Result<(), plug_limit::Error> {
-    /// let outcome = limits
-    ///     .check("fixed_window", "emails:user-42", &[Opt::Int(3), Opt::Int(3600)])
-    ///     .await?;
-    /// if !outcome.is_allowed() {
-    ///     println!("no more emails this hour");
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let hourly = [Opt::Int(3), Opt::Int(3600)];
+    /// for _ in 0..3 {
+    ///     assert!(limits.check("fixed_window", "emails:user-42", &hourly).await?.is_allowed());
     /// }
+    /// let fourth = limits.check("fixed_window", "emails:user-42", &hourly).await?;
+    /// assert!(!fourth.is_allowed());
+    /// assert_eq!(fourth.header("x-ratelimit-remaining").unwrap(), "0");
     /// # Ok(())
     /// # }
     /// ```
     pub async fn check(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
-        let entry = self.entry(limiter)?;
-        let key = format!("{}:{}:{key}", self.inner.prefix, entry.name);
-        self.eval(entry, [key.as_str()], opts).await
+        self.check_cost(limiter, key, opts, 1).await
     }
 
-    fn entry(&self, limiter: &str) -> Result<&Entry, Error> {
+    /// Like [`check`](Self::check), for a request that costs `cost` units (built-in limiters
+    /// only): an upload of 5 files may cost 5.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter and a cost other
+    /// than 1.
+    pub async fn check_cost(
+        &self,
+        limiter: &str,
+        key: &str,
+        opts: &[Opt],
+        cost: u32,
+    ) -> Result<Outcome, Error> {
+        let entry = self.entry(limiter)?;
+        let key = self.key(entry, key);
+        self.eval(entry, std::slice::from_ref(&key), opts, cost)
+            .await
+    }
+
+    /// What a request of cost 1 would get now, without consuming anything (built-in limiters
+    /// only): to show a quota, or to refuse early.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter.
+    pub async fn peek(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
+        self.check_cost(limiter, key, opts, 0).await
+    }
+
+    /// Forgets everything `limiter` counted for `key`: the next request starts afresh.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimiter`] for an unregistered limiter, and any Redis or timeout error.
+    pub async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
+        let entry = self.entry(limiter)?;
+        let key = self.key(entry, key);
+        match self.backend(entry) {
+            Backend::Redis(redis) => {
+                let timeout = self.inner.timeout;
+                tokio::time::timeout(timeout, redis.delete(&key))
+                    .await
+                    .map_err(|_| Error::Timeout(timeout))?
+            }
+            Backend::Memory(memory) => {
+                memory.reset(&key);
+                Ok(())
+            }
+        }
+    }
+
+    fn key(&self, entry: &Entry, key: &str) -> String {
+        format!("{}:{}:{key}", self.inner.prefix, entry.name)
+    }
+
+    pub(crate) fn entry(&self, limiter: &str) -> Result<&Entry, Error> {
         self.inner
             .limiters
             .get(limiter)
             .ok_or_else(|| Error::UnknownLimiter(limiter.to_owned()))
     }
 
-    async fn eval<'k>(
-        &self,
-        entry: &Entry,
-        keys: impl IntoIterator<Item = &'k str>,
-        opts: &[Opt],
-    ) -> Result<Outcome, Error> {
-        let backend = entry.backend.as_ref().unwrap_or(&self.inner.backend);
-        let timeout = self.inner.timeout;
-        let reply = tokio::time::timeout(timeout, backend.eval(&entry.script, keys, opts))
-            .await
-            .map_err(|_| Error::Timeout(timeout))??;
-        Ok(Outcome::from_reply(reply, &entry.headers)?)
+    pub(crate) fn inner(&self) -> &Inner {
+        &self.inner
     }
 
-    /// Decides one request: `Ok(Some(outcome))` to allow it with headers, `Ok(None)` to let it
-    /// through without (disabled, or failed open), `Err` to refuse it.
-    pub(crate) async fn decide(
+    fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {
+        entry.backend.as_ref().unwrap_or(&self.inner.backend)
+    }
+
+    /// Evaluates `entry` for `keys` on its backend, within the timeout; a Redis failure of a
+    /// built-in under [`FailurePolicy::Memory`] is decided in memory instead.
+    pub(crate) async fn eval(
         &self,
-        limit: LimitRef,
-        parts: &Parts,
-    ) -> Result<Option<Outcome>, RateLimitRejection> {
-        if !self.is_enabled() {
-            return Ok(None);
+        entry: &Entry,
+        keys: &[String],
+        opts: &[Opt],
+        cost: u32,
+    ) -> Result<Outcome, Error> {
+        if let Some(builtin) = entry.builtin {
+            check_arity(builtin, opts)?;
         }
-        let Ok(entry) = self.entry(limit.limiter) else {
-            let error = Error::UnknownLimiter(limit.limiter.to_owned());
-            return fail(
-                limit.limiter,
-                self.inner.log_level,
-                self.inner.on_failure,
-                error,
-            );
-        };
-        let fail = |error| fail(&entry.name, entry.log_level, entry.on_failure, error);
-        let extractor = limit.key.unwrap_or(&*entry.key);
-        let key = match extractor.extract(parts) {
-            Ok(key) => key,
-            Err(error) => return fail(error.into()),
-        };
-        let scope = limit
-            .scope
-            .or_else(|| {
-                parts
-                    .extensions
-                    .get::<MatchedPath>()
-                    .map(MatchedPath::as_str)
-            })
-            .unwrap_or("*");
-        let keys: Vec<String> = key
-            .iter()
-            .map(|k| format!("{}:{}:{scope}:{k}", self.inner.prefix, entry.name))
-            .collect();
-        match self
-            .eval(entry, keys.iter().map(String::as_str), limit.opts)
-            .await
-        {
-            Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
-            Ok(outcome) => {
-                tracing::debug!(target: "plug_limit", limiter = %entry.name, key = %keys[0], "request denied");
-                Err(RateLimitRejection::denied(
-                    outcome,
-                    Arc::clone(&entry.responder),
-                ))
+        match self.backend(entry) {
+            Backend::Memory(memory) => eval_memory(memory, entry, keys, opts, cost),
+            Backend::Redis(redis) => {
+                let timeout = self.inner.timeout;
+                let now = self.inner.clock.as_ref().map(|clock| clock.now_ms());
+                let call = eval_redis(redis, entry, keys, opts, cost, now);
+                let result = match tokio::time::timeout(timeout, call).await {
+                    Ok(result) => result,
+                    Err(_) => Err(Error::Timeout(timeout)),
+                };
+                match result {
+                    Err(error) if entry.on_failure == FailurePolicy::Memory => {
+                        entry.log_level.log(&entry.name, &error);
+                        eval_memory(self.inner.fallback(), entry, keys, opts, cost)
+                    }
+                    result => result,
+                }
             }
-            Err(error) => fail(error),
         }
     }
 }
 
-fn fail(
-    limiter: &str,
-    level: LogLevel,
-    policy: FailurePolicy,
-    error: Error,
-) -> Result<Option<Outcome>, RateLimitRejection> {
-    level.log(limiter, &error);
-    match policy {
-        FailurePolicy::Open => Ok(None),
-        FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+async fn eval_redis(
+    redis: &RedisBackend,
+    entry: &Entry,
+    keys: &[String],
+    opts: &[Opt],
+    cost: u32,
+    now_ms: Option<i64>,
+) -> Result<Outcome, Error> {
+    // Built-ins take `[opts..., cost, now_ms]`; both are optional, so the seed's plain
+    // `ARGV = opts` calls stay valid and cost nothing extra.
+    let extra = [
+        Opt::Int(i64::from(cost)),
+        Opt::Int(now_ms.unwrap_or_default()),
+    ];
+    let extra = match (entry.builtin, cost, now_ms) {
+        (_, 1, None) => &extra[..0],
+        (None, _, _) => return Err(Error::NotBuiltIn(entry.name.to_string())),
+        (Some(_), _, now) => &extra[..if now.is_some() { 2 } else { 1 }],
+    };
+    let reply = redis.eval(&entry.script, keys, opts, extra).await?;
+    Ok(Outcome::from_reply(reply, &entry.headers)?)
+}
+
+fn eval_memory(
+    memory: &MemoryBackend,
+    entry: &Entry,
+    keys: &[String],
+    opts: &[Opt],
+    cost: u32,
+) -> Result<Outcome, Error> {
+    let builtin = entry
+        .builtin
+        .ok_or_else(|| Error::NotBuiltIn(entry.name.to_string()))?;
+    let key = keys.first().map_or("", String::as_str);
+    let verdict = memory.eval(builtin, key, opts, cost)?;
+    Ok(Outcome::from_verdict(verdict, &entry.headers)?)
+}
+
+/// A built-in's trailing `cost` and `now` are positional: a wrong number of options would
+/// shift them into an option's place. Checked before either backend, so both answer alike.
+fn check_arity(builtin: &str, opts: &[Opt]) -> Result<(), Error> {
+    match crate::algorithm::arity(builtin) {
+        Some(arity) if arity != opts.len() => Err(Error::Script(format!(
+            "{builtin}: takes {arity} options, found {}",
+            opts.len()
+        ))),
+        _ => Ok(()),
     }
 }
 

@@ -17,4 +17,9 @@ pub enum FailurePolicy {
     /// Refuse the request with `503 Service Unavailable`: for routes where an unchecked request
     /// costs more than a refused one (logins, expensive exports).
     Closed,
+    /// Decide in this process's memory instead, by the same rules as the built-in script: the
+    /// limit then holds per instance rather than across instances, until Redis answers again.
+    /// Built-in limiters only; a failure that memory cannot stand in for (a key that cannot be
+    /// extracted) passes the request, as [`Open`](Self::Open) does.
+    Memory,
 }

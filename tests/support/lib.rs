@@ -145,6 +145,23 @@ impl Drop for RedisServer {
     }
 }
 
+/// The same limits on both backends, `configure`d alike: `("redis", ..)` on `redis` and
+/// `("memory", ..)` in process. Call-for-call tests run on both.
+pub fn backends(
+    redis: &RedisServer,
+    configure: impl Fn(plug_limit::Builder) -> plug_limit::Builder,
+) -> [(&'static str, plug_limit::PlugLimit); 2] {
+    let build = |builder| {
+        configure(builder)
+            .build()
+            .expect("valid test configuration")
+    };
+    [
+        ("redis", build(plug_limit::PlugLimit::builder(redis.pool()))),
+        ("memory", build(plug_limit::PlugLimit::memory_builder())),
+    ]
+}
+
 /// A deadpool-redis pool for `url`.
 #[must_use]
 pub fn pool(url: &str) -> Pool {

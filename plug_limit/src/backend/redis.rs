@@ -37,17 +37,18 @@ impl RedisBackend {
     /// `redis::Script` loads the script and retries once on `NOSCRIPT`, so scripts survive
     /// `SCRIPT FLUSH` and restarts. A call that finds the shared connection broken retries once
     /// on a fresh connection: counting a request twice errs on the safe side of a limit.
-    pub(crate) async fn eval<'k>(
+    pub(crate) async fn eval(
         &self,
         script: &Script,
-        keys: impl IntoIterator<Item = &'k str>,
+        keys: &[String],
         opts: &[Opt],
+        extra: &[Opt],
     ) -> Result<Value, Error> {
         let mut invocation = script.prepare_invoke();
         for key in keys {
             invocation.key(key);
         }
-        for opt in opts {
+        for opt in opts.iter().chain(extra) {
             invocation.arg(opt);
         }
         let mut conn = self.connection().await?;
@@ -59,6 +60,24 @@ impl RedisBackend {
             }
             reply => Ok(reply?),
         }
+    }
+
+    /// Deletes `key`, on the same terms as [`eval`](Self::eval).
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
+        let mut del = deadpool_redis::redis::cmd("DEL");
+        del.arg(key);
+        let mut conn = self.connection().await?;
+        match del.query_async::<i64>(&mut conn).await {
+            Err(err) if err.is_connection_dropped() || err.is_io_error() => {
+                self.forget();
+                let mut conn = self.connection().await?;
+                del.query_async::<i64>(&mut conn).await?;
+            }
+            reply => {
+                reply?;
+            }
+        }
+        Ok(())
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, Error> {

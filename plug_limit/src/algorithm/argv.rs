@@ -1,0 +1,124 @@
+//! The scripts' ARGV as they read it: positions, plain-digit checks and error texts, so the
+//! mirror refuses exactly what the scripts refuse, with the same words.
+
+use super::Verdict;
+use crate::Opt;
+
+/// The largest opt or cost: every value stays exact in a double.
+pub(super) const MAX: f64 = 2_147_483_647.0;
+/// The largest `now`: microseconds (gcra) stay exact in a double.
+const NOW_MAX: f64 = 9_007_199_254_740.0;
+
+/// The script's ARGV: the opts, then cost and now.
+pub(super) struct Argv<'a> {
+    opts: &'a [Opt],
+    cost: u32,
+    now_ms: i64,
+}
+
+/// One ARGV entry.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Arg<'a> {
+    Missing,
+    Int(i64),
+    Str(&'a str),
+}
+
+impl<'a> Argv<'a> {
+    pub(super) fn new(opts: &'a [Opt], cost: u32, now_ms: i64) -> Self {
+        Self { opts, cost, now_ms }
+    }
+
+    /// `ARGV[index + 1]`.
+    pub(super) fn get(&self, index: usize) -> Arg<'a> {
+        let after = index.checked_sub(self.opts.len());
+        match (self.opts.get(index), after) {
+            (Some(Opt::Int(n)), _) => Arg::Int(*n),
+            (Some(Opt::Str(s)), _) => Arg::Str(s),
+            (None, Some(0)) => Arg::Int(i64::from(self.cost)),
+            (None, Some(1)) => Arg::Int(self.now_ms),
+            _ => Arg::Missing,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.opts.len() + 2
+    }
+
+    /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the
+    /// scripts check them.
+    pub(super) fn cost_and_now(&self, limiter: &str, index: usize) -> Result<(f64, f64), String> {
+        let cost = match self.get(index) {
+            Arg::Missing => 1.0,
+            arg => match arg.digits() {
+                Some(n) if n <= MAX => n,
+                Some(_) => return Err(fail(limiter, "cost", "must be <= 2147483647", arg)),
+                None => return Err(fail(limiter, "cost", "must be a non-negative integer", arg)),
+            },
+        };
+        // Where the script would read Redis TIME, the caller's clock stands in.
+        #[allow(clippy::cast_precision_loss)] // exact: checked against NOW_MAX first when given
+        let now = match self.get(index + 1) {
+            Arg::Missing => self.now_ms as f64,
+            arg => match arg.digits() {
+                Some(n) if n <= NOW_MAX => n,
+                Some(_) => return Err(fail(limiter, "now", "must be <= 9007199254740", arg)),
+                None => return Err(fail(limiter, "now", "must be a non-negative integer", arg)),
+            },
+        };
+        Ok((cost, now))
+    }
+}
+
+impl Arg<'_> {
+    /// The entry as the script sees it.
+    pub(super) fn text(self) -> String {
+        match self {
+            Self::Missing => String::new(),
+            Self::Int(n) => n.to_string(),
+            Self::Str(s) => s.to_owned(),
+        }
+    }
+
+    /// `find(v, '^%d+$') and tonumber(v)`: plain digits, read as a double.
+    #[allow(clippy::cast_precision_loss)] // as strtod rounds
+    pub(super) fn digits(self) -> Option<f64> {
+        match self {
+            Self::Int(n) if n >= 0 => Some(n as f64),
+            Self::Str(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+                s.parse().ok()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// An opt that must be an integer 1..=2147483647, checked as the scripts check it.
+pub(super) fn positive(limiter: &str, field: &str, arg: Arg<'_>) -> Result<f64, String> {
+    match arg.digits() {
+        Some(n) if (1.0..=MAX).contains(&n) => Ok(n),
+        Some(n) if n >= 1.0 => Err(fail(limiter, field, "must be <= 2147483647", arg)),
+        _ => Err(fail(limiter, field, "must be a positive integer", arg)),
+    }
+}
+
+/// A script's error text, without the "ERR " prefix.
+pub(super) fn fail(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> String {
+    format!("{limiter}: {field} {rule}, got '{}'", arg.text())
+}
+
+/// `string.format('%d', x)`.
+#[allow(clippy::cast_possible_truncation)] // truncation toward zero is what '%d' does
+pub(super) fn int(x: f64) -> String {
+    (x as i64).to_string()
+}
+
+pub(super) fn verdict<const N: usize>(
+    allow: bool,
+    headers: [String; N],
+) -> Result<Verdict, String> {
+    Ok(Verdict {
+        allow,
+        headers: headers.into(),
+    })
+}

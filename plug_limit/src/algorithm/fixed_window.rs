@@ -1,0 +1,123 @@
+//! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
+//! its first request.
+
+use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+
+const NAME: &str = "fixed_window";
+
+#[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))? as i64;
+    let window = positive(NAME, "window", argv.get(1))? as i64;
+    let (cost, now) = argv.cost_and_now(NAME, 2)?;
+    let (cost, now) = (cost as i64, now as i64);
+    let (limit_s, window_s) = (limit.to_string(), window.to_string());
+
+    let current = match slot {
+        Some(Stored {
+            state: State::FixedWindow { count },
+            expires_at_ms,
+        }) => Some((*count, *expires_at_ms)),
+        _ => None,
+    };
+    // Seconds left of the window, rounded as Redis TTL rounds.
+    let ttl = |expires_at_ms: i64| int(((expires_at_ms - now + 500) as f64 / 1000.0).floor());
+
+    if cost == 0 {
+        let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));
+        return if count < limit {
+            verdict(true, [limit_s, reset, (limit - count - 1).to_string()])
+        } else {
+            verdict(false, [limit_s, reset, "0".to_owned()])
+        };
+    }
+
+    let Some((count, expires_at_ms)) = current else {
+        // A new window: a cost it cannot hold leaves no key behind.
+        if cost > limit {
+            *slot = None;
+            return verdict(false, [limit_s, window_s, limit.to_string()]);
+        }
+        *slot = Some(Stored {
+            state: State::FixedWindow { count: cost },
+            expires_at_ms: now + window * 1000,
+        });
+        return verdict(true, [limit_s, window_s, (limit - cost).to_string()]);
+    };
+
+    let reset = ttl(expires_at_ms);
+    let count = count + cost;
+    if count <= limit || cost == 1 {
+        // A denied cost-1 call still counts, as its INCR does: remaining shows 0 either way.
+        set_count(slot, count);
+    }
+    if count <= limit {
+        return verdict(true, [limit_s, reset, (limit - count).to_string()]);
+    }
+    let left = (limit - (count - cost)).max(0);
+    verdict(false, [limit_s, reset, left.to_string()])
+}
+
+fn set_count(slot: &mut Option<Stored>, value: i64) {
+    if let Some(Stored {
+        state: State::FixedWindow { count },
+        ..
+    }) = slot
+    {
+        *count = value;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("fixed_window");
+    }
+
+    #[test]
+    fn state_is_the_counter_and_the_window_end() {
+        let opts = [Opt::Int(3), Opt::Int(60)];
+        let mut slot = None;
+        evaluate("fixed_window", &opts, 2, 1_000, &mut slot).unwrap();
+        let stored = |count| {
+            Some(Stored {
+                state: State::FixedWindow { count },
+                expires_at_ms: 61_000,
+            })
+        };
+        assert_eq!(slot, stored(2));
+        // A denied cost > 1 is undone; a denied cost 1 is counted, as INCR counts it.
+        assert!(
+            !evaluate("fixed_window", &opts, 2, 2_000, &mut slot)
+                .unwrap()
+                .allow
+        );
+        assert_eq!(slot, stored(2));
+        assert!(
+            evaluate("fixed_window", &opts, 1, 2_000, &mut slot)
+                .unwrap()
+                .allow
+        );
+        assert!(
+            !evaluate("fixed_window", &opts, 1, 2_000, &mut slot)
+                .unwrap()
+                .allow
+        );
+        assert_eq!(slot, stored(4));
+        // A peek writes nothing, and a cost above the limit leaves no key.
+        evaluate("fixed_window", &opts, 0, 2_000, &mut slot).unwrap();
+        assert_eq!(slot, stored(4));
+        let mut fresh = None;
+        assert!(
+            !evaluate("fixed_window", &opts, 4, 2_000, &mut fresh)
+                .unwrap()
+                .allow
+        );
+        assert_eq!(fresh, None);
+    }
+}

@@ -1,0 +1,84 @@
+//! `lua/gcra.lua`: the generic cell rate algorithm, one theoretical arrival time (TAT) per key,
+//! in integer microseconds.
+
+use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+
+const NAME: &str = "gcra";
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let window = positive(NAME, "window", argv.get(1))?;
+    let burst_arg = argv.get(2);
+    let burst = match burst_arg.digits() {
+        Some(n) if n >= 1.0 && n <= limit => n,
+        Some(n) if n >= 1.0 => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
+        _ => return Err(fail(NAME, "burst", "must be a positive integer", burst_arg)),
+    };
+    let (cost, now) = argv.cost_and_now(NAME, 3)?;
+    let now = now * 1000.0;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let burst_s = int(burst);
+
+    let interval = (window * 1_000_000.0 / limit).ceil();
+    let tat = match slot {
+        Some(Stored {
+            state: State::Gcra { tat_us },
+            ..
+        }) if *tat_us as f64 >= now => *tat_us as f64,
+        _ => now,
+    };
+    let new_tat = tat + interval * need;
+    let allow_at = new_tat - interval * burst;
+
+    if allow_at <= now {
+        if cost > 0.0 {
+            *slot = Some(Stored {
+                state: State::Gcra {
+                    tat_us: new_tat as i64,
+                },
+                expires_at_ms: (new_tat / 1000.0).ceil() as i64,
+            });
+        }
+        let reset = ((new_tat - now) / 1_000_000.0).ceil();
+        let remaining = ((now - allow_at) / interval).floor();
+        return verdict(true, [burst_s, int(reset), int(remaining)]);
+    }
+    let reset = ((tat - now) / 1_000_000.0).ceil();
+    let retry = ((allow_at - now) / 1_000_000.0).ceil();
+    verdict(false, [burst_s, int(reset), "0".to_owned(), int(retry)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("gcra");
+    }
+
+    #[test]
+    fn state_is_the_tat_in_microseconds() {
+        // 3 per second: T = 333334 us, rounded up so the rate never exceeds the limit.
+        let opts = [Opt::Int(3), Opt::Int(1), Opt::Int(3)];
+        let mut slot = None;
+        evaluate("gcra", &opts, 2, 7_000, &mut slot).unwrap();
+        let tat = |tat_us, expires_at_ms| {
+            Some(Stored {
+                state: State::Gcra { tat_us },
+                expires_at_ms,
+            })
+        };
+        assert_eq!(slot, tat(7_666_668, 7_667));
+        let third = evaluate("gcra", &opts, 1, 7_000, &mut slot).unwrap();
+        assert_eq!(third.headers, ["3", "2", "0"]);
+        assert_eq!(slot, tat(8_000_002, 8_001));
+        // Denied: nothing written; the next unit is due one interval after the TAT less tau.
+        let denied = evaluate("gcra", &opts, 1, 7_300, &mut slot).unwrap();
+        assert_eq!(denied.headers, ["3", "1", "0", "1"]);
+        assert_eq!(slot, tat(8_000_002, 8_001));
+    }
+}

@@ -1,0 +1,86 @@
+//! `lua/leaky_bucket.lua`: a bucket of `limit` units leaking `limit` units per window, its level
+//! kept in unit-milliseconds so that filling and leaking are exact integer steps.
+
+use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+
+const NAME: &str = "leaky_bucket";
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let window_arg = argv.get(1);
+    let window = positive(NAME, "window", window_arg)?;
+    if window * limit > 9_007_199_254_740.0 {
+        let rule = "must be <= 9007199254740 / limit";
+        return Err(fail(NAME, "window", rule, window_arg));
+    }
+    let (cost, now) = argv.cost_and_now(NAME, 2)?;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let limit_s = int(limit);
+
+    let span = window * 1000.0;
+    let (capacity, per_s) = (limit * span, limit * 1000.0);
+    let mut level = 0.0;
+    if let Some(Stored {
+        state: State::LeakyBucket { level: q, at_ms },
+        ..
+    }) = slot
+    {
+        let elapsed = (now - *at_ms as f64).max(0.0);
+        level = (*q as f64 - elapsed * limit).max(0.0);
+    }
+
+    let after = level + need * span;
+    if after <= capacity {
+        if cost > 0.0 {
+            *slot = Some(Stored {
+                state: State::LeakyBucket {
+                    level: after as i64,
+                    at_ms: now as i64,
+                },
+                expires_at_ms: (now + (after / limit).ceil()) as i64,
+            });
+        }
+        let reset = (after / per_s).ceil();
+        let remaining = ((capacity - after) / span).floor();
+        return verdict(true, [limit_s, int(reset), int(remaining)]);
+    }
+
+    let remaining = ((capacity - level) / span).floor().max(0.0);
+    let retry = ((after - capacity) / per_s).ceil();
+    let reset = (level / per_s).ceil();
+    verdict(false, [limit_s, int(reset), int(remaining), int(retry)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("leaky_bucket");
+    }
+
+    #[test]
+    fn level_is_exact_in_unit_milliseconds() {
+        // 3 units per second: a unit is 1000 unit-ms and 3 leak each ms.
+        let opts = [Opt::Int(3), Opt::Int(1)];
+        let mut slot = None;
+        evaluate("leaky_bucket", &opts, 2, 5_000, &mut slot).unwrap();
+        let bucket = |level, at_ms, expires_at_ms| {
+            Some(Stored {
+                state: State::LeakyBucket { level, at_ms },
+                expires_at_ms,
+            })
+        };
+        assert_eq!(slot, bucket(2_000, 5_000, 5_667));
+        // 333 ms drain 999 unit-ms, no rounding: 1001 remain.
+        evaluate("leaky_bucket", &opts, 1, 5_333, &mut slot).unwrap();
+        assert_eq!(slot, bucket(2_001, 5_333, 6_000));
+        let denied = evaluate("leaky_bucket", &opts, 2, 5_333, &mut slot).unwrap();
+        assert_eq!(denied.headers, ["3", "1", "0", "1"]);
+        assert_eq!(slot, bucket(2_001, 5_333, 6_000));
+    }
+}

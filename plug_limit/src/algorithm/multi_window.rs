@@ -1,0 +1,208 @@
+//! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
+//! counting.
+
+use super::{Arg, Argv, MAX, State, Stored, Verdict, int, verdict};
+
+const NAME: &str = "multi_window";
+
+/// One window's hash fields: `c<window>` and `e<window>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) window_s: i64,
+    pub(crate) count: i64,
+    pub(crate) ends_ms: i64,
+}
+
+/// One `"<limit>/<window>"` opt and its window's state at this call.
+struct Limit<'a> {
+    limit: f64,
+    window: f64,
+    text: &'a str,
+    count: f64,
+    ends: f64,
+}
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
+    let Some(last) = (0..argv.len()).rev().find(slashed) else {
+        let first = argv.get(0).text();
+        let rule = "must hold at least one \"<limit>/<window>\"";
+        return Err(format!("{NAME}: opts {rule}, got '{first}'"));
+    };
+    let mut limits = Vec::with_capacity(last + 1);
+    for i in 0..=last {
+        let arg = argv.get(i);
+        let (limit, window, text) = parse(arg).map_err(|rule| fail(i, rule, arg))?;
+        if let Some(j) = limits.iter().position(|l: &Limit<'_>| l.window == window) {
+            let rule = format!("must not repeat the window of opt {}", j + 1);
+            return Err(fail(i, &rule, arg));
+        }
+        limits.push(Limit {
+            limit,
+            window,
+            text,
+            count: 0.0,
+            ends: 0.0,
+        });
+    }
+    let (cost, now) = argv.cost_and_now(NAME, last + 1)?;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+
+    let stored: &[Window] = match slot {
+        Some(Stored {
+            state: State::MultiWindow { windows },
+            ..
+        }) => windows,
+        _ => &[],
+    };
+    let (mut denied, mut started) = (false, false);
+    for l in &mut limits {
+        let field = stored.iter().find(|w| w.window_s as f64 == l.window);
+        match field {
+            Some(w) if w.ends_ms as f64 > now => {
+                (l.count, l.ends) = (w.count as f64, w.ends_ms as f64)
+            }
+            _ => (l.count, l.ends, started) = (0.0, now + l.window * 1000.0, true),
+        }
+        denied |= l.count + need > l.limit;
+    }
+
+    if !denied && cost > 0.0 {
+        consume(slot, &limits, cost, started);
+    }
+
+    // The most restrictive limit, and on deny the longest wait among those that deny.
+    let (mut pick, mut pick_left, mut pick_reset, mut retry) = (0, 0.0, 0.0, 0.0);
+    for (i, l) in limits.iter().enumerate() {
+        let mut left = l.limit - l.count;
+        if !denied {
+            left -= need;
+        } else if left < 0.0 {
+            left = 0.0;
+        }
+        let reset = ((l.ends - now) / 1000.0).ceil();
+        if i == 0 || left < pick_left || (left == pick_left && reset > pick_reset) {
+            (pick, pick_left, pick_reset) = (i, left, reset);
+        }
+        if denied && l.count + need > l.limit && reset > retry {
+            retry = reset;
+        }
+    }
+    let headers = [
+        limits[pick].text.to_owned(),
+        int(pick_reset),
+        int(pick_left),
+    ];
+    if denied {
+        let [limit, reset, remaining] = headers;
+        return verdict(false, [limit, reset, remaining, int(retry)]);
+    }
+    verdict(true, headers)
+}
+
+/// HSET of every window's count (and end), PEXPIREAT at the last end when a window started.
+#[allow(clippy::cast_possible_truncation)] // values stay below 2^53
+fn consume(slot: &mut Option<Stored>, limits: &[Limit<'_>], cost: f64, started: bool) {
+    let stored = slot.get_or_insert_with(|| Stored {
+        state: State::MultiWindow {
+            windows: Vec::with_capacity(limits.len()),
+        },
+        expires_at_ms: 0,
+    });
+    if !matches!(stored.state, State::MultiWindow { .. }) {
+        stored.state = State::MultiWindow {
+            windows: Vec::with_capacity(limits.len()),
+        };
+    }
+    let State::MultiWindow { windows } = &mut stored.state else {
+        return;
+    };
+    let mut last = 0.0_f64;
+    for l in limits {
+        let (window_s, count, ends_ms) = (l.window as i64, (l.count + cost) as i64, l.ends as i64);
+        match windows.iter_mut().find(|w| w.window_s == window_s) {
+            Some(w) => (w.count, w.ends_ms) = (count, ends_ms),
+            None => windows.push(Window {
+                window_s,
+                count,
+                ends_ms,
+            }),
+        }
+        last = last.max(l.ends);
+    }
+    if started {
+        stored.expires_at_ms = last as i64;
+    }
+}
+
+/// `match(v, '^([1-9]%d*)/([1-9]%d*)$')`, then the bounds.
+fn parse(arg: Arg<'_>) -> Result<(f64, f64, &str), &'static str> {
+    let canonical = |s: &str| {
+        s.starts_with(|c: char| matches!(c, '1'..='9')) && s.bytes().all(|b| b.is_ascii_digit())
+    };
+    let parsed = match arg {
+        Arg::Str(s) => s
+            .split_once('/')
+            .filter(|(l, w)| canonical(l) && canonical(w)),
+        _ => None,
+    };
+    let Some((l, w)) = parsed else {
+        return Err("must be \"<limit>/<window>\" with positive integers");
+    };
+    match (l.parse::<f64>(), w.parse::<f64>()) {
+        (Ok(limit), Ok(window)) if limit <= MAX && window <= MAX => Ok((limit, window, l)),
+        _ => Err("must have limit and window <= 2147483647"),
+    }
+}
+
+fn fail(index: usize, rule: &str, arg: Arg<'_>) -> String {
+    format!("{NAME}: opt {} {rule}, got '{}'", index + 1, arg.text())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use super::Window;
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("multi_window");
+    }
+
+    #[test]
+    fn a_denied_request_counts_in_no_window() {
+        let opts = [Opt::Str("2/10"), Opt::Str("3/60")];
+        let mut slot = None;
+        evaluate("multi_window", &opts, 2, 0, &mut slot).unwrap();
+        let state = |short, long| {
+            Some(Stored {
+                state: State::MultiWindow {
+                    windows: vec![
+                        Window {
+                            window_s: 10,
+                            count: short,
+                            ends_ms: 10_000,
+                        },
+                        Window {
+                            window_s: 60,
+                            count: long,
+                            ends_ms: 60_000,
+                        },
+                    ],
+                },
+                expires_at_ms: 60_000,
+            })
+        };
+        assert_eq!(slot, state(2, 2));
+        // Denied by the 10 s limit: the 60 s one, which had room, counts nothing either.
+        assert!(
+            !evaluate("multi_window", &opts, 1, 5_000, &mut slot)
+                .unwrap()
+                .allow
+        );
+        assert_eq!(slot, state(2, 2));
+    }
+}

@@ -1,0 +1,108 @@
+//! `lua/sliding_log.lua`: the time of every admitted unit in the last window, exactly.
+
+use std::collections::VecDeque;
+
+use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+
+const NAME: &str = "sliding_log";
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let window = positive(NAME, "window", argv.get(1))?;
+    let (cost, now) = argv.cost_and_now(NAME, 2)?;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (limit_s, window_s) = (int(limit), int(window));
+
+    let span = window * 1000.0;
+    let (now_ms, span_ms) = (now as i64, span as i64);
+    let (mut stamps, mut expires_at_ms) = match slot.take() {
+        Some(Stored {
+            state: State::SlidingLog { stamps },
+            expires_at_ms,
+        }) => (stamps, expires_at_ms),
+        other => {
+            *slot = other;
+            (VecDeque::new(), 0)
+        }
+    };
+    while stamps.front().is_some_and(|&t| t <= now_ms - span_ms) {
+        stamps.pop_front();
+    }
+    let count = stamps.len() as f64;
+
+    let reply = if count + need <= limit {
+        if cost > 0.0 {
+            log(&mut stamps, now_ms, cost as usize);
+            expires_at_ms = now_ms + span_ms;
+        }
+        verdict(true, [limit_s, window_s, int(limit - count - need)])
+    } else {
+        let remaining = (limit - count).max(0.0);
+        let (mut reset, mut retry) = (0.0, 0.0);
+        if let Some(&newest) = stamps.back() {
+            reset = ((newest as f64 + span - now) / 1000.0).ceil();
+            retry = reset;
+            let leaving = count + need - limit;
+            if need <= limit && leaving < count {
+                let last = stamps[leaving as usize - 1] as f64;
+                retry = ((last + span - now) / 1000.0).ceil();
+            }
+        }
+        verdict(false, [limit_s, int(reset), int(remaining), int(retry)])
+    };
+    // Redis deletes a sorted set that loses its last member.
+    if !stamps.is_empty() {
+        *slot = Some(Stored {
+            state: State::SlidingLog { stamps },
+            expires_at_ms,
+        });
+    }
+    reply
+}
+
+/// ZADD of `n` entries at `now`: kept in score order, even if a clock stepped back.
+fn log(stamps: &mut VecDeque<i64>, now: i64, n: usize) {
+    let at = stamps.partition_point(|&t| t <= now);
+    if at == stamps.len() {
+        stamps.extend(std::iter::repeat_n(now, n));
+    } else {
+        for _ in 0..n {
+            stamps.insert(at, now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("sliding_log");
+    }
+
+    #[test]
+    fn state_is_the_log_and_empties_into_no_key() {
+        let opts = [Opt::Int(3), Opt::Int(10)];
+        let mut slot = None;
+        evaluate("sliding_log", &opts, 2, 1_000, &mut slot).unwrap();
+        evaluate("sliding_log", &opts, 1, 4_000, &mut slot).unwrap();
+        let log = |stamps: &[i64], expires_at_ms| {
+            Some(Stored {
+                state: State::SlidingLog {
+                    stamps: stamps.iter().copied().collect(),
+                },
+                expires_at_ms,
+            })
+        };
+        assert_eq!(slot, log(&[1_000, 1_000, 4_000], 14_000));
+        // A peek still drops what left the window.
+        evaluate("sliding_log", &opts, 0, 11_000, &mut slot).unwrap();
+        assert_eq!(slot, log(&[4_000], 14_000));
+        evaluate("sliding_log", &opts, 0, 14_000, &mut slot).unwrap();
+        assert_eq!(slot, None);
+    }
+}

@@ -1,0 +1,124 @@
+//! `lua/sliding_window.lua`: the current window's count plus the previous window's, weighted by
+//! how much of it still overlaps the sliding window.
+
+use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+
+const NAME: &str = "sliding_window";
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let window = positive(NAME, "window", argv.get(1))?;
+    let (cost, now) = argv.cost_and_now(NAME, 2)?;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let limit_s = int(limit);
+
+    let span = window * 1000.0;
+    // Lua's `now % span`.
+    let start = now - (now - (now / span).floor() * span);
+    let (mut current, mut previous) = (0.0, 0.0);
+    if let Some(Stored {
+        state:
+            State::SlidingWindow {
+                start_ms,
+                current: c,
+                previous: p,
+            },
+        ..
+    }) = slot
+    {
+        let s = *start_ms as f64;
+        if s == start {
+            (current, previous) = (*c as f64, *p as f64);
+        } else if s == start - span {
+            previous = *c as f64;
+        }
+    }
+
+    let elapsed = now - start;
+    let left = limit - (previous * (span - elapsed) / span + current);
+    if need <= left {
+        if cost > 0.0 {
+            *slot = Some(Stored {
+                state: State::SlidingWindow {
+                    start_ms: start as i64,
+                    current: (current + cost) as i64,
+                    previous: previous as i64,
+                },
+                expires_at_ms: (start + 2.0 * span) as i64,
+            });
+        }
+        let reset = ((start + 2.0 * span - now) / 1000.0).ceil();
+        return verdict(true, [limit_s, int(reset), int((left - need).floor())]);
+    }
+
+    let remaining = left.floor().max(0.0);
+    let mut reset = 0.0;
+    if current > 0.0 {
+        reset = ((start + 2.0 * span - now) / 1000.0).ceil();
+    } else if previous > 0.0 {
+        reset = ((start + span - now) / 1000.0).ceil();
+    }
+    let mut retry = reset;
+    if need <= limit {
+        let wait = if current + need <= limit {
+            span - elapsed - (limit - need - current) * span / previous
+        } else {
+            span - elapsed + span - (limit - need) * span / current
+        };
+        retry = (wait / 1000.0).ceil();
+        if retry < 0.0 {
+            retry = 0.0;
+        }
+    }
+    verdict(false, [limit_s, int(reset), int(remaining), int(retry)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("sliding_window");
+    }
+
+    #[test]
+    fn state_rolls_the_current_count_into_the_previous_one() {
+        let opts = [Opt::Int(10), Opt::Int(10)];
+        let mut slot = None;
+        evaluate("sliding_window", &opts, 4, 1_000_003_000, &mut slot).unwrap();
+        assert_eq!(
+            slot,
+            Some(Stored {
+                state: State::SlidingWindow {
+                    start_ms: 1_000_000_000,
+                    current: 4,
+                    previous: 0,
+                },
+                expires_at_ms: 1_000_020_000,
+            })
+        );
+        // Three quarters into the next window: 4 * 0.25 + 0 = 1 counted, so 9 fit.
+        let next = evaluate("sliding_window", &opts, 9, 1_000_017_500, &mut slot).unwrap();
+        assert_eq!(next.headers, ["10", "13", "0"]);
+        assert_eq!(
+            slot,
+            Some(Stored {
+                state: State::SlidingWindow {
+                    start_ms: 1_000_010_000,
+                    current: 9,
+                    previous: 4,
+                },
+                expires_at_ms: 1_000_030_000,
+            })
+        );
+        // A peek and a denial write nothing.
+        let before = slot.clone();
+        evaluate("sliding_window", &opts, 0, 1_000_017_500, &mut slot).unwrap();
+        evaluate("sliding_window", &opts, 5, 1_000_017_500, &mut slot).unwrap();
+        assert_eq!(slot, before);
+    }
+}

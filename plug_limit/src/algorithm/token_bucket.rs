@@ -1,0 +1,161 @@
+//! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
+//! `limit - burst` refilled evenly over the window, everything reset when the window ends.
+
+use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+
+const NAME: &str = "token_bucket";
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let window = positive(NAME, "window", argv.get(1))?;
+    let burst_arg = argv.get(2);
+    let burst = match burst_arg.digits() {
+        None => return Err(fail(NAME, "burst", "must be a positive integer", burst_arg)),
+        Some(n) if n < 1.0 => return Err(fail(NAME, "burst", "must be >= 1", burst_arg)),
+        Some(n) if n > limit => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
+        Some(n) => n,
+    };
+    let (cost, now) = argv.cost_and_now(NAME, 3)?;
+    let need = if cost > 0.0 { cost } else { 1.0 };
+
+    let refill = limit - burst;
+    let (limit_s, window_s) = (int(limit), int(window));
+    let policy = format!(
+        "{limit_s} {limit_s};w={window_s};burst={};policy=token_bucket",
+        int(burst)
+    );
+
+    let Some((mut tokens, remaining, last, expiry)) = (match slot {
+        Some(Stored {
+            state:
+                State::TokenBucket {
+                    tokens,
+                    remaining,
+                    last_ms,
+                },
+            expires_at_ms,
+        }) => Some((
+            *tokens,
+            *remaining as f64,
+            *last_ms as f64,
+            *expires_at_ms as f64,
+        )),
+        _ => None,
+    }) else {
+        if need > burst {
+            let mut retry = window;
+            if refill > 0.0 && limit >= need {
+                retry = ((need - burst) * window / refill).ceil().min(window);
+            }
+            return verdict(false, [policy, window_s, limit_s, int(retry)]);
+        }
+        let (tokens, remaining, expiry) = (burst - need, limit - need, now + window * 1000.0);
+        if cost > 0.0 {
+            *slot = Some(Stored {
+                state: State::TokenBucket {
+                    tokens,
+                    remaining: remaining as i64,
+                    last_ms: now as i64,
+                },
+                expires_at_ms: expiry as i64,
+            });
+        }
+        if tokens >= 1.0 {
+            return verdict(true, [policy, window_s, int(remaining)]);
+        }
+        let retry = if refill > 0.0 {
+            (window / refill).ceil()
+        } else {
+            window
+        };
+        return verdict(true, [policy, window_s, int(remaining), int(retry)]);
+    };
+
+    let ttl = ((expiry - now + 500.0) / 1000.0).floor();
+    let elapsed = (now - last).max(0.0);
+    let taken = tokens;
+    if refill > 0.0 {
+        tokens += refill * elapsed / window / 1000.0;
+    }
+
+    if tokens >= need && remaining >= need {
+        let (tokens, remaining) = (tokens - need, remaining - need);
+        if cost > 0.0
+            && let Some(Stored {
+                state:
+                    State::TokenBucket {
+                        tokens: stored_tokens,
+                        remaining: stored_remaining,
+                        last_ms,
+                    },
+                ..
+            }) = slot
+        {
+            (*stored_tokens, *stored_remaining, *last_ms) = (tokens, remaining as i64, now as i64);
+        }
+        if tokens >= 1.0 {
+            return verdict(true, [policy, int(ttl), int(remaining)]);
+        }
+        let retry = if refill > 0.0 {
+            (window / refill).ceil().min(ttl)
+        } else {
+            ttl
+        };
+        return verdict(true, [policy, int(ttl), int(remaining), int(retry)]);
+    }
+
+    let mut retry = ttl;
+    if refill > 0.0 && remaining >= need {
+        retry = ((need - taken.floor()) * window / refill - elapsed / 1000.0)
+            .ceil()
+            .abs()
+            .min(ttl);
+    }
+    verdict(false, [policy, int(ttl), int(remaining), int(retry)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::run_scenarios;
+    use super::super::{State, Stored, evaluate};
+    use crate::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("token_bucket");
+    }
+
+    #[test]
+    fn state_keeps_fractional_tokens_and_the_window_end() {
+        let opts = [Opt::Int(5), Opt::Int(2), Opt::Int(3)];
+        let mut slot = None;
+        evaluate("token_bucket", &opts, 3, 10_000, &mut slot).unwrap();
+        assert_eq!(
+            slot,
+            Some(Stored {
+                state: State::TokenBucket {
+                    tokens: 0.0,
+                    remaining: 2,
+                    last_ms: 10_000,
+                },
+                expires_at_ms: 12_000,
+            })
+        );
+        // One token a second: 1.25 after 1250 ms, 0.25 left once one is taken.
+        let taken = evaluate("token_bucket", &opts, 1, 11_250, &mut slot).unwrap();
+        assert!(taken.allow);
+        let Some(Stored {
+            state: State::TokenBucket { tokens, .. },
+            ..
+        }) = slot
+        else {
+            panic!("{slot:?}")
+        };
+        assert!((tokens - 0.25).abs() < 1e-12, "{tokens}");
+        // A peek writes nothing.
+        let before = slot.clone();
+        evaluate("token_bucket", &opts, 0, 11_900, &mut slot).unwrap();
+        assert_eq!(slot, before);
+    }
+}

@@ -1,0 +1,104 @@
+//! Clocks: where a limiter's "now" comes from.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The time limiters decide by, in milliseconds since the Unix epoch.
+///
+/// The memory backend always asks its clock ([`SystemClock`] by default). The Redis backend
+/// uses the Redis server's `TIME` unless a clock is set with
+/// [`Builder::clock`](crate::Builder::clock): one clock for every instance is what makes a
+/// shared limit exact, so set one only to control time, as tests and simulations do.
+pub trait Clock: Send + Sync + 'static {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system's wall clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        let since_epoch = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
+    }
+}
+
+/// A clock that moves only when told to: for tests and simulations.
+///
+/// Clones share one time.
+///
+/// # Example
+///
+/// ```
+/// use std::time::Duration;
+/// use plug_limit::{Clock, ManualClock};
+///
+/// let clock = ManualClock::new(1_700_000_000_000);
+/// let view = clock.clone();
+/// clock.advance(Duration::from_millis(1500));
+/// assert_eq!(view.now_ms(), 1_700_000_001_500);
+/// ```
+#[derive(Clone, Default)]
+pub struct ManualClock(Arc<AtomicI64>);
+
+impl ManualClock {
+    /// A clock standing at `now_ms`.
+    #[must_use]
+    pub fn new(now_ms: i64) -> Self {
+        Self(Arc::new(AtomicI64::new(now_ms)))
+    }
+
+    /// A clock standing at the system's current time.
+    #[must_use]
+    pub fn starting_now() -> Self {
+        Self::new(SystemClock.now_ms())
+    }
+
+    /// Moves the clock forward by `by` (whole milliseconds).
+    pub fn advance(&self, by: Duration) {
+        let ms = i64::try_from(by.as_millis()).unwrap_or(i64::MAX);
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to `now_ms`.
+    pub fn set(&self, now_ms: i64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Debug for ManualClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManualClock").field(&self.now_ms()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_clock_is_after_2020() {
+        assert!(SystemClock.now_ms() > 1_577_836_800_000);
+    }
+
+    #[test]
+    fn manual_clock_moves_when_told() {
+        let clock = ManualClock::new(10);
+        clock.advance(Duration::from_millis(5));
+        assert_eq!(clock.now_ms(), 15);
+        clock.set(3);
+        assert_eq!(clock.now_ms(), 3);
+    }
+}

@@ -1,0 +1,77 @@
+//! Deciding one request: key, scope, evaluation, and the failure policy.
+
+use std::sync::Arc;
+
+use axum::extract::MatchedPath;
+use http::request::Parts;
+
+use crate::plug_limit::LimitRef;
+use crate::rejection::RateLimitRejection;
+use crate::{Error, FailurePolicy, LogLevel, Outcome, PlugLimit};
+
+impl PlugLimit {
+    /// Decides one request: `Ok(Some(outcome))` to allow it with headers, `Ok(None)` to let it
+    /// through without (disabled, or failed open), `Err` to refuse it.
+    pub(crate) async fn decide(
+        &self,
+        limit: LimitRef,
+        parts: &Parts,
+    ) -> Result<Option<Outcome>, RateLimitRejection> {
+        if !self.is_enabled() {
+            return Ok(None);
+        }
+        let Ok(entry) = self.entry(limit.limiter) else {
+            let inner = self.inner();
+            let error = Error::UnknownLimiter(limit.limiter.to_owned());
+            return fail(limit.limiter, inner.log_level, inner.on_failure, error);
+        };
+        let fail = |error| fail(&entry.name, entry.log_level, entry.on_failure, error);
+        let extractor = limit.key.unwrap_or(&*entry.key);
+        let key = match extractor.extract(parts) {
+            Ok(key) => key,
+            Err(error) => return fail(error.into()),
+        };
+        // Scoped to the matched route by default, so two routes never share a budget by
+        // accident; `*` only when the router matched nothing (a fallback).
+        let scope = limit
+            .scope
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<MatchedPath>()
+                    .map(MatchedPath::as_str)
+            })
+            .unwrap_or("*");
+        let prefix = &self.inner().prefix;
+        let keys: Vec<String> = key
+            .iter()
+            .map(|k| format!("{prefix}:{}:{scope}:{k}", entry.name))
+            .collect();
+        match self.eval(entry, &keys, limit.opts, limit.cost).await {
+            Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
+            Ok(outcome) => {
+                tracing::debug!(target: "plug_limit", limiter = %entry.name, key = %keys.join(" "), "request denied");
+                Err(RateLimitRejection::denied(
+                    outcome,
+                    Arc::clone(&entry.responder),
+                ))
+            }
+            Err(error) => fail(error),
+        }
+    }
+}
+
+/// Logs a check that could not decide and applies the failure policy. A failure the memory
+/// backend cannot stand in for (no key, unknown limiter) passes the request, as `Open` does.
+fn fail(
+    limiter: &str,
+    level: LogLevel,
+    policy: FailurePolicy,
+    error: Error,
+) -> Result<Option<Outcome>, RateLimitRejection> {
+    level.log(limiter, &error);
+    match policy {
+        FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
+        FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+    }
+}

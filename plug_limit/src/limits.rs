@@ -1,0 +1,244 @@
+//! The built-in limits as zero-sized types: `RateLimited<TokenBucket<20, 600, 5>>`.
+//!
+//! The const parameters are the script's options in `ARGV` order; options a script would
+//! refuse are refused at compile time instead.
+
+use crate::{Limit, Opt};
+
+/// The fixed window limiter: at most `LIMIT` requests per `WINDOW` seconds.
+///
+/// The Lua script (`lua/fixed_window.lua`) keeps one counter per key that expires with the
+/// window. Headers: `x-ratelimit-limit`, `x-ratelimit-reset` (seconds until the window
+/// restarts), `x-ratelimit-remaining`.
+///
+/// Zero options are refused at compile time.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{FixedWindow, RateLimited};
+///
+/// // 10 requests per minute per client.
+/// async fn search(limited: RateLimited<FixedWindow<10, 60>>) -> (RateLimited<FixedWindow<10, 60>>, &'static str) {
+///     (limited, "results")
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FixedWindow<const LIMIT: u32, const WINDOW: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32> Limit for FixedWindow<LIMIT, WINDOW> {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "fixed_window: `limit` must be >= 1");
+        assert!(WINDOW >= 1, "fixed_window: `window` must be >= 1");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "fixed_window: options must be <= 2147483647"
+        );
+        &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
+    };
+}
+
+/// The token bucket limiter: a bucket of `BURST` tokens refilled at
+/// `(LIMIT - BURST) / WINDOW` tokens a second, at most `LIMIT` requests per `WINDOW` seconds.
+///
+/// The bucket starts full (`BURST` tokens) and resets every window. Headers:
+/// `x-ratelimit-limit` (`"20 20;w=600;burst=5;policy=token_bucket"`), `x-ratelimit-reset`,
+/// `x-ratelimit-remaining`, and `retry-after` once the bucket is empty.
+///
+/// `BURST` must be between 1 and `LIMIT`, and `WINDOW` at least 1; anything else is refused at
+/// compile time.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{RateLimited, TokenBucket};
+///
+/// // Bursts of 5, 20 requests per 10 minutes.
+/// async fn export(_limited: RateLimited<TokenBucket<20, 600, 5>>) -> &'static str {
+///     "exported"
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokenBucket<const LIMIT: u32, const WINDOW: u32, const BURST: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit
+    for TokenBucket<LIMIT, WINDOW, BURST>
+{
+    const LIMITER: &'static str = "token_bucket";
+    const OPTS: &'static [Opt] = {
+        assert!(WINDOW >= 1, "token_bucket: `window` must be >= 1");
+        assert!(BURST >= 1, "token_bucket: `burst` must be >= 1");
+        assert!(BURST <= LIMIT, "token_bucket: `burst` must be <= `limit`");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "token_bucket: options must be <= 2147483647"
+        );
+        &[
+            Opt::Int(LIMIT as i64),
+            Opt::Int(WINDOW as i64),
+            Opt::Int(BURST as i64),
+        ]
+    };
+}
+
+/// The sliding window limiter: at most `LIMIT` requests in any `WINDOW` seconds, estimated from
+/// the current and the previous fixed window (the previous one weighted by how much of it the
+/// sliding window still covers).
+///
+/// Smooths the fixed window's double burst at window edges for the cost of one small string per
+/// key. Headers: `x-ratelimit-limit`, `x-ratelimit-reset`, `x-ratelimit-remaining`, and
+/// `retry-after` on deny. Script: `lua/sliding_window.lua`.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{RateLimited, SlidingWindow};
+///
+/// async fn search(_limited: RateLimited<SlidingWindow<100, 60>>) -> &'static str {
+///     "results"
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlidingWindow<const LIMIT: u32, const WINDOW: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingWindow<LIMIT, WINDOW> {
+    const LIMITER: &'static str = "sliding_window";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "sliding_window: `limit` must be >= 1");
+        assert!(WINDOW >= 1, "sliding_window: `window` must be >= 1");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "sliding_window: options must be <= 2147483647"
+        );
+        &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
+    };
+}
+
+/// The sliding log limiter: exactly at most `LIMIT` requests in any `WINDOW` seconds.
+///
+/// Exact, for the cost of one sorted-set entry per admitted request (about 60 bytes each, up
+/// to `LIMIT` per key): for small limits where precision matters (logins, payments). Headers:
+/// `x-ratelimit-limit`, `x-ratelimit-reset`, `x-ratelimit-remaining`, and `retry-after` on deny.
+/// Script: `lua/sliding_log.lua`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SlidingLog<const LIMIT: u32, const WINDOW: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingLog<LIMIT, WINDOW> {
+    const LIMITER: &'static str = "sliding_log";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "sliding_log: `limit` must be >= 1");
+        assert!(WINDOW >= 1, "sliding_log: `window` must be >= 1");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "sliding_log: options must be <= 2147483647"
+        );
+        &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
+    };
+}
+
+/// The leaky bucket limiter: a bucket of capacity `LIMIT` that leaks `LIMIT` units per
+/// `WINDOW` seconds; a request is admitted while it fits.
+///
+/// Admits bursts up to the capacity, then a steady `LIMIT / WINDOW` per second. Headers:
+/// `x-ratelimit-limit`, `x-ratelimit-reset` (seconds until empty), `x-ratelimit-remaining`, and
+/// `retry-after` on deny. Script: `lua/leaky_bucket.lua`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LeakyBucket<const LIMIT: u32, const WINDOW: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32> Limit for LeakyBucket<LIMIT, WINDOW> {
+    const LIMITER: &'static str = "leaky_bucket";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "leaky_bucket: `limit` must be >= 1");
+        assert!(WINDOW >= 1, "leaky_bucket: `window` must be >= 1");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "leaky_bucket: options must be <= 2147483647"
+        );
+        assert!(
+            (LIMIT as u64) * (WINDOW as u64) <= 9_007_199_254_740,
+            "leaky_bucket: `limit * window` must be <= 9007199254740"
+        );
+        &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
+    };
+}
+
+/// The generic cell rate algorithm (GCRA), as redis-cell and go-redis `redis_rate`: `LIMIT`
+/// requests per `WINDOW` seconds, evenly spaced, with bursts of up to `BURST`.
+///
+/// One integer per key and no refill bookkeeping: the cheapest smooth limiter. Headers:
+/// `x-ratelimit-limit` (the burst), `x-ratelimit-reset`, `x-ratelimit-remaining`, and
+/// `retry-after` on deny. Script: `lua/gcra.lua`.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{Gcra, RateLimited};
+///
+/// // 10 a second (20 per 2 s), bursts of up to 20.
+/// async fn api(_limited: RateLimited<Gcra<20, 2, 20>>) -> &'static str {
+///     "ok"
+/// }
+/// # let _ = api;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Gcra<const LIMIT: u32, const WINDOW: u32, const BURST: u32>;
+
+impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit for Gcra<LIMIT, WINDOW, BURST> {
+    const LIMITER: &'static str = "gcra";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "gcra: `limit` must be >= 1");
+        assert!(WINDOW >= 1, "gcra: `window` must be >= 1");
+        assert!(BURST >= 1, "gcra: `burst` must be >= 1");
+        assert!(BURST <= LIMIT, "gcra: `burst` must be <= `limit`");
+        assert!(
+            LIMIT <= MAX && WINDOW <= MAX,
+            "gcra: options must be <= 2147483647"
+        );
+        &[
+            Opt::Int(LIMIT as i64),
+            Opt::Int(WINDOW as i64),
+            Opt::Int(BURST as i64),
+        ]
+    };
+}
+
+/// The largest option the scripts take: every value stays exact in Lua's doubles.
+const MAX: u32 = 2_147_483_647;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_opts_follow_argv_order() {
+        assert_eq!(
+            <TokenBucket<20, 600, 5> as Limit>::OPTS,
+            &[Opt::Int(20), Opt::Int(600), Opt::Int(5)]
+        );
+        assert_eq!(
+            <FixedWindow<10, 60> as Limit>::OPTS,
+            &[Opt::Int(10), Opt::Int(60)]
+        );
+        assert_eq!(<Gcra<20, 2, 20> as Limit>::OPTS.len(), 3);
+        let names = [
+            <FixedWindow<1, 1> as Limit>::LIMITER,
+            <TokenBucket<1, 1, 1> as Limit>::LIMITER,
+            <SlidingWindow<1, 1> as Limit>::LIMITER,
+            <SlidingLog<1, 1> as Limit>::LIMITER,
+            <LeakyBucket<1, 1> as Limit>::LIMITER,
+            <Gcra<1, 1, 1> as Limit>::LIMITER,
+        ];
+        assert_eq!(
+            names,
+            [
+                "fixed_window",
+                "token_bucket",
+                "sliding_window",
+                "sliding_log",
+                "leaky_bucket",
+                "gcra"
+            ]
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! The memory backend against Redis: random sequences of keys, costs and time steps must get
+//! the same decision and the same header values from both, call for call, for every built-in.
+//!
+//! Both decide by one shared `ManualClock`: the Redis scripts take it as their trailing `now`
+//! argument, so time moves as fast as the test wants and no test sleeps.
+
+use std::time::Duration;
+
+use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
+use plug_limit_tests::{RedisServer, unique_prefix};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+/// Every built-in, with small limits and windows so that sequences cross every boundary.
+const LIMITERS: [(&str, &[Opt]); 7] = [
+    ("fixed_window", &[Opt::Int(3), Opt::Int(2)]),
+    ("token_bucket", &[Opt::Int(5), Opt::Int(2), Opt::Int(2)]),
+    ("sliding_window", &[Opt::Int(4), Opt::Int(2)]),
+    ("sliding_log", &[Opt::Int(4), Opt::Int(2)]),
+    ("leaky_bucket", &[Opt::Int(4), Opt::Int(2)]),
+    ("gcra", &[Opt::Int(4), Opt::Int(2), Opt::Int(2)]),
+    ("multi_window", &[Opt::Str("2/1"), Opt::Str("5/4")]),
+];
+
+/// One call: which limiter, which of three keys, what cost (0 is a peek), and how far the
+/// clock moves first.
+#[derive(Debug, Clone)]
+struct Call {
+    limiter: usize,
+    key: u8,
+    cost: u32,
+    advance_ms: u64,
+}
+
+fn call() -> impl Strategy<Value = Call> {
+    (
+        0..LIMITERS.len(),
+        0u8..3,
+        prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4],
+        prop_oneof![2 => Just(0u64), 3 => 1u64..400, 1 => 400u64..2_500],
+    )
+        .prop_map(|(limiter, key, cost, advance_ms)| Call {
+            limiter,
+            key,
+            cost,
+            advance_ms,
+        })
+}
+
+fn render(outcome: &Outcome) -> (bool, Vec<String>) {
+    let headers = outcome
+        .headers()
+        .iter()
+        .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap_or("<bytes>")))
+        .collect();
+    (outcome.is_allowed(), headers)
+}
+
+#[test]
+fn memory_backend_agrees_with_redis_call_for_call() {
+    let redis = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cases = std::env::var("DIFFERENTIAL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(256);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(call(), 1..60);
+    runner
+        .run(&strategy, |calls| {
+            runtime.block_on(async {
+                // Scripts see this clock as `now`; it starts at the real time and only moves
+                // forward, so the TTLs Redis keeps are never in its past.
+                let clock = ManualClock::starting_now();
+                let prefix = unique_prefix("diff");
+                let on_redis = PlugLimit::builder(redis.pool())
+                    .prefix(prefix.clone())
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                let in_memory = PlugLimit::memory_builder()
+                    .prefix(prefix)
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                for (i, call) in calls.iter().enumerate() {
+                    clock.advance(Duration::from_millis(call.advance_ms));
+                    let (limiter, opts) = LIMITERS[call.limiter];
+                    let key = format!("k{}", call.key);
+                    let redis_says = on_redis.check_cost(limiter, &key, opts, call.cost).await;
+                    let memory_says = in_memory.check_cost(limiter, &key, opts, call.cost).await;
+                    let redis_says = render(
+                        &redis_says
+                            .map_err(|e| TestCaseError::fail(format!("call {i} on redis: {e}")))?,
+                    );
+                    let memory_says =
+                        render(&memory_says.map_err(|e| {
+                            TestCaseError::fail(format!("call {i} in memory: {e}"))
+                        })?);
+                    prop_assert_eq!(
+                        &redis_says,
+                        &memory_says,
+                        "call {} ({:?}) disagrees: redis {:?}, memory {:?}",
+                        i,
+                        call,
+                        redis_says,
+                        memory_says
+                    );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}

@@ -1,0 +1,119 @@
+//! The memory backend's own rules: built-ins only, bounded memory, and the fallback policy.
+
+use std::time::Duration;
+
+use axum::{Router, routing::get};
+use plug_limit::{
+    FailurePolicy, FixedWindow, Limiter, LogLevel, ManualClock, Opt, PlugLimit, RateLimited, key,
+};
+use plug_limit_tests::{Logs, dead_url, get as send_get, pool};
+
+#[test]
+fn custom_lua_and_own_pools_are_refused_by_build() {
+    let lua = PlugLimit::memory_builder()
+        .limiter("quota", Limiter::script("return {'allow', {}}"))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        lua.to_string(),
+        "invalid `limiters.quota`: custom Lua scripts need Redis: the memory backend runs built-in limiters"
+    );
+    let own_pool = PlugLimit::memory_builder()
+        .limiter("strict", Limiter::fixed_window().pool(pool(&dead_url())))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        own_pool.to_string(),
+        "invalid `limiters.strict.pool`: a limiter's own Redis pool needs the Redis backend"
+    );
+    // A built-in script under another name runs in memory.
+    let renamed = PlugLimit::memory_builder()
+        .limiter("strict", Limiter::token_bucket())
+        .build();
+    assert!(renamed.is_ok());
+}
+
+#[test]
+fn memory_fallback_needs_a_built_in() {
+    let error = PlugLimit::builder(pool(&dead_url()))
+        .limiter(
+            "quota",
+            Limiter::script("return {'allow', {}}").on_failure(FailurePolicy::Memory),
+        )
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid `limiters.quota`: `on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts"
+    );
+}
+
+#[tokio::test]
+async fn expired_state_is_evicted_without_a_background_task() {
+    let clock = ManualClock::starting_now();
+    let limits = PlugLimit::memory_builder()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    let opts = [Opt::Int(5), Opt::Int(1)];
+    for i in 0..20_000 {
+        limits
+            .check("fixed_window", &format!("a{i}"), &opts)
+            .await
+            .unwrap();
+    }
+    assert_eq!(limits.memory_keys(), Some(20_000));
+    // Every window has ended; new traffic sweeps the old keys as it goes.
+    clock.advance(Duration::from_secs(2));
+    for i in 0..20_000 {
+        limits
+            .check("fixed_window", &format!("b{i}"), &opts)
+            .await
+            .unwrap();
+    }
+    let held = limits.memory_keys().unwrap();
+    assert!(
+        (20_000..30_000).contains(&held),
+        "{held} keys held for 20000 live ones"
+    );
+    // A key that expired and was not swept yet starts afresh, like an expired Redis key.
+    let again = limits.check("fixed_window", "b0", &opts).await.unwrap();
+    assert_eq!(again.header("x-ratelimit-remaining").unwrap(), "3");
+    clock.advance(Duration::from_secs(2));
+    let fresh = limits.check("fixed_window", "b0", &opts).await.unwrap();
+    assert_eq!(fresh.header("x-ratelimit-remaining").unwrap(), "4");
+}
+
+type Three = RateLimited<FixedWindow<3, 60>>;
+
+async fn three(limited: Three) -> (Three, &'static str) {
+    (limited, "ok")
+}
+
+#[tokio::test]
+async fn memory_policy_decides_in_process_while_redis_is_down() {
+    let limits = PlugLimit::builder(pool(&dead_url()))
+        .key(key::header("x-client"))
+        .on_failure(FailurePolicy::Memory)
+        .log_level(LogLevel::Warn)
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(three)).with_state(limits);
+    let (logs, _guard) = Logs::capture();
+    for remaining in ["2", "1", "0"] {
+        let reply = send_get(&app, "/", "a").await;
+        assert_eq!(reply.status, 200);
+        assert_eq!(
+            reply.rate_headers(),
+            [Some("3"), Some("60"), Some(remaining), None]
+        );
+    }
+    assert_eq!(send_get(&app, "/", "a").await.status, 429);
+    let text = logs.text();
+    assert_eq!(
+        text.matches("WARN plug_limit: rate limit check failed limiter=fixed_window")
+            .count(),
+        4,
+        "{text}"
+    );
+}

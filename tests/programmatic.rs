@@ -1,0 +1,131 @@
+//! Weighted costs, peeks and resets, on every built-in and both backends.
+
+use axum::{Router, routing::get};
+use plug_limit::{Limit, Opt, Outcome, RateLimited, key};
+use plug_limit_tests::{RedisServer, backends, get as send_get};
+
+/// Every built-in with a limit of 4 per 60 s (bursts of 4 where there is a burst).
+const FOUR: [(&str, &[Opt]); 7] = [
+    ("fixed_window", &[Opt::Int(4), Opt::Int(60)]),
+    ("token_bucket", &[Opt::Int(4), Opt::Int(60), Opt::Int(4)]),
+    ("sliding_window", &[Opt::Int(4), Opt::Int(60)]),
+    ("sliding_log", &[Opt::Int(4), Opt::Int(60)]),
+    ("leaky_bucket", &[Opt::Int(4), Opt::Int(60)]),
+    ("gcra", &[Opt::Int(4), Opt::Int(60), Opt::Int(4)]),
+    ("multi_window", &[Opt::Str("4/60"), Opt::Str("10/3600")]),
+];
+
+fn remaining(outcome: &Outcome) -> &str {
+    outcome
+        .header("x-ratelimit-remaining")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("<none>")
+}
+
+#[tokio::test]
+async fn cost_peek_and_reset_on_every_built_in() {
+    let redis = RedisServer::start();
+    for (backend, limits) in backends(&redis, |b| b) {
+        for (limiter, opts) in FOUR {
+            let at = format!("{backend}/{limiter}");
+            // A peek answers as a request of cost 1 would be answered, and writes nothing.
+            let peek = limits.peek(limiter, "k", opts).await.unwrap();
+            assert!(peek.is_allowed(), "{at}");
+            assert_eq!(remaining(&peek), "3", "{at}");
+
+            let three = limits.check_cost(limiter, "k", opts, 3).await.unwrap();
+            assert!(three.is_allowed(), "{at}");
+            assert_eq!(remaining(&three), "1", "{at}");
+
+            // Two more units do not fit, and a denied request consumes nothing.
+            let two = limits.check_cost(limiter, "k", opts, 2).await.unwrap();
+            assert!(!two.is_allowed(), "{at}");
+            let peek = limits.peek(limiter, "k", opts).await.unwrap();
+            assert!(peek.is_allowed(), "{at}");
+            assert_eq!(remaining(&peek), "0", "{at}");
+            let one = limits.check(limiter, "k", opts).await.unwrap();
+            assert!(one.is_allowed(), "{at}");
+            assert_eq!(remaining(&one), "0", "{at}");
+            assert!(
+                !limits.peek(limiter, "k", opts).await.unwrap().is_allowed(),
+                "{at}"
+            );
+
+            limits.reset(limiter, "k").await.unwrap();
+            let fresh = limits.check(limiter, "k", opts).await.unwrap();
+            assert!(fresh.is_allowed(), "{at}");
+            assert_eq!(remaining(&fresh), "3", "{at}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn custom_scripts_take_no_cost_and_cannot_peek() {
+    let redis = RedisServer::start();
+    let limits = plug_limit::PlugLimit::builder(redis.pool())
+        .limiter(
+            "custom",
+            plug_limit::Limiter::script("return {'allow', {}}"),
+        )
+        .build()
+        .unwrap();
+    assert!(limits.check("custom", "k", &[]).await.unwrap().is_allowed());
+    let message = "limiter `custom` is a custom script: costs, peeks, clocks and the memory backend need a built-in";
+    assert_eq!(
+        limits
+            .peek("custom", "k", &[])
+            .await
+            .unwrap_err()
+            .to_string(),
+        message
+    );
+    assert_eq!(
+        limits
+            .check_cost("custom", "k", &[], 2)
+            .await
+            .unwrap_err()
+            .to_string(),
+        message
+    );
+}
+
+struct Upload;
+
+impl Limit for Upload {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(10), Opt::Int(60)];
+    const COST: u32 = 4;
+}
+
+async fn upload(limited: RateLimited<Upload>) -> (RateLimited<Upload>, &'static str) {
+    (limited, "stored")
+}
+
+#[tokio::test]
+async fn a_limit_can_cost_more_than_one() {
+    let redis = RedisServer::start();
+    for (backend, limits) in backends(&redis, |b| b.key(key::header("x-client"))) {
+        let app = Router::new()
+            .route("/upload", get(upload))
+            .with_state(limits);
+        let statuses: Vec<(u16, Option<String>)> = {
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let reply = send_get(&app, "/upload", "u").await;
+                let remaining = reply.header("x-ratelimit-remaining").map(str::to_owned);
+                seen.push((reply.status.as_u16(), remaining));
+            }
+            seen
+        };
+        assert_eq!(
+            statuses,
+            [
+                (200, Some("6".to_owned())),
+                (200, Some("2".to_owned())),
+                // Denied: nothing consumed, two units left for a smaller request.
+                (429, Some("2".to_owned())),
+            ],
+            "{backend}"
+        );
+    }
+}

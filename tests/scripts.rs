@@ -1,0 +1,266 @@
+//! The built-in Lua scripts on a real Redis, called directly with EVALSHA: the shared scenarios
+//! of `tests/scripts/scenarios.rs` (which the Rust mirror's unit tests run too), with an explicit
+//! `now` so no test sleeps; then what only Redis can show: TTLs, server time, members.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use deadpool_redis::redis::{self, Script, Value, aio::MultiplexedConnection};
+use plug_limit_tests::{RedisServer, unique_prefix};
+
+#[path = "scripts/scenarios.rs"]
+mod scenarios;
+
+fn script(limiter: &str) -> Script {
+    Script::new(match limiter {
+        "fixed_window" => include_str!("../lua/fixed_window.lua"),
+        "token_bucket" => include_str!("../lua/token_bucket.lua"),
+        "sliding_window" => include_str!("../lua/sliding_window.lua"),
+        "sliding_log" => include_str!("../lua/sliding_log.lua"),
+        "leaky_bucket" => include_str!("../lua/leaky_bucket.lua"),
+        "gcra" => include_str!("../lua/gcra.lua"),
+        "multi_window" => include_str!("../lua/multi_window.lua"),
+        other => panic!("no script {other}"),
+    })
+}
+
+fn real_now_ms() -> i64 {
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
+}
+
+/// One EVALSHA with ARGV = `opts` then `tail` (cost, now), its reply rendered as the
+/// scenarios write it.
+async fn eval(
+    conn: &mut MultiplexedConnection,
+    (limiter, key): (&str, &str),
+    opts: &[&str],
+    tail: &[i64],
+) -> String {
+    let script = script(limiter);
+    let mut invocation = script.key(key);
+    invocation.arg(opts).arg(tail);
+    match invocation.invoke_async::<Value>(conn).await {
+        Ok(reply) => render(reply),
+        Err(err) => {
+            assert_eq!(err.code(), Some("ERR"), "{err}");
+            format!("error {}", err.detail().unwrap_or_default())
+        }
+    }
+}
+
+fn render(reply: Value) -> String {
+    let text = |value: &Value| match value {
+        Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
+        other => panic!("not a bulk string: {other:?}"),
+    };
+    let Value::Array(items) = reply else {
+        panic!("not an array: {reply:?}")
+    };
+    let [decision, Value::Array(headers)] = items.as_slice() else {
+        panic!("not {{decision, headers}}: {items:?}")
+    };
+    let headers: Vec<String> = headers.iter().map(text).collect();
+    scenarios::render(text(decision) == "allow", &headers)
+}
+
+async fn query<T: redis::FromRedisValue>(
+    conn: &mut MultiplexedConnection,
+    cmd: &str,
+    key: &str,
+) -> T {
+    redis::cmd(cmd).arg(key).query_async(conn).await.unwrap()
+}
+
+/// Typical opts for each script.
+const CATALOGUE: [(&str, &[&str]); 7] = [
+    ("fixed_window", &["10", "60"]),
+    ("token_bucket", &["20", "600", "5"]),
+    ("sliding_window", &["10", "60"]),
+    ("sliding_log", &["10", "60"]),
+    ("leaky_bucket", &["10", "60"]),
+    ("gcra", &["20", "600", "5"]),
+    ("multi_window", &["1/5", "5/3600"]),
+];
+
+#[tokio::test]
+async fn scenarios_get_the_same_replies_from_the_scripts() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    for scenario in scenarios::SCENARIOS {
+        let key = unique_prefix("scenario");
+        let start = scenarios::start(real_now_ms());
+        for (i, call) in scenario.calls.iter().enumerate() {
+            let tail = [call.cost.into(), start + call.at_ms];
+            let got = eval(&mut conn, (scenario.limiter, &key), scenario.opts, &tail).await;
+            assert_eq!(got, call.expect, "{} call {i}", scenario.name);
+        }
+    }
+    for line in scenarios::REFUSED {
+        let (limiter, opts, expect) = scenarios::refused(line);
+        let key = unique_prefix("refused");
+        let got = eval(&mut conn, (limiter, &key), &opts, &[1, real_now_ms()]).await;
+        assert_eq!(got, expect, "{line}");
+    }
+}
+
+#[tokio::test]
+async fn every_key_written_gets_a_ttl_and_a_peek_writes_none() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let start = scenarios::start(real_now_ms());
+    for (limiter, opts) in CATALOGUE {
+        for tail in [vec![], vec![1], vec![1, start]] {
+            let key = unique_prefix(limiter);
+            let reply = eval(&mut conn, (limiter, &key), opts, &tail).await;
+            assert!(reply.starts_with("allow"), "{limiter} {tail:?}: {reply}");
+            let pttl: i64 = query(&mut conn, "PTTL", &key).await;
+            assert!(pttl > 0, "{limiter} {tail:?}: PTTL {pttl}");
+        }
+        let key = unique_prefix(limiter);
+        for tail in [vec![0], vec![0, start]] {
+            let reply = eval(&mut conn, (limiter, &key), opts, &tail).await;
+            assert!(reply.starts_with("allow"), "{limiter} peek: {reply}");
+        }
+        let exists: i64 = query(&mut conn, "EXISTS", &key).await;
+        assert_eq!(exists, 0, "{limiter}: a peek wrote its key");
+    }
+}
+
+#[tokio::test]
+async fn new_scripts_decide_by_server_time_without_now() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let cases: [(&str, &[&str]); 5] = [
+        ("sliding_window", &["2", "60"]),
+        ("sliding_log", &["2", "60"]),
+        ("leaky_bucket", &["2", "60"]),
+        ("gcra", &["2", "60", "2"]),
+        ("multi_window", &["2/60", "5/3600"]),
+    ];
+    for (limiter, opts) in cases {
+        let key = unique_prefix(limiter);
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.push(eval(&mut conn, (limiter, &key), opts, &[]).await);
+        }
+        // "<decision> <limit>,<reset>,<remaining>[,<retry-after>]"
+        let fields: Vec<Vec<&str>> = replies
+            .iter()
+            .map(|r| r.split([' ', ',']).collect())
+            .collect();
+        let decisions = fields
+            .iter()
+            .map(|f| [f[0], f[1], f[3]])
+            .collect::<Vec<_>>();
+        assert_eq!(
+            decisions,
+            [["allow", "2", "1"], ["allow", "2", "0"], ["deny", "2", "0"]],
+            "{limiter}"
+        );
+        for seconds in [fields[2][2], fields[2][4]] {
+            let seconds: i64 = seconds.parse().unwrap();
+            assert!((1..=120).contains(&seconds), "{limiter}: {replies:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn fixed_window_and_token_bucket_take_a_cost_on_server_time() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("fw");
+    let mut seen = Vec::new();
+    for cost in [2, 2, 0, 1, 0] {
+        seen.push(eval(&mut conn, ("fixed_window", &key), &["3", "60"], &[cost]).await);
+    }
+    assert_eq!(
+        seen,
+        [
+            "allow 3,60,1",
+            "deny 3,60,1",
+            "allow 3,60,0",
+            "allow 3,60,0",
+            "deny 3,60,0"
+        ]
+    );
+    let count: i64 = query(&mut conn, "GET", &key).await;
+    assert_eq!(count, 3, "a denied cost is undone");
+
+    let key = unique_prefix("tb");
+    let p = "5 5;w=600;burst=3;policy=token_bucket";
+    let mut seen = Vec::new();
+    for cost in [2, 2, 0, 1] {
+        let opts = ["5", "600", "3"];
+        seen.push(eval(&mut conn, ("token_bucket", &key), &opts, &[cost]).await);
+    }
+    assert_eq!(
+        seen,
+        [
+            format!("allow {p},600,3"),
+            format!("deny {p},600,3,300"),
+            format!("allow {p},600,2,300"),
+            format!("allow {p},600,2,300"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_state_past_its_stored_expiry_restarts_while_redis_still_holds_it() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let start = scenarios::start(real_now_ms());
+    // Every call runs ahead of the server's clock, so Redis keeps keys the caller's time
+    // considers expired: only the stored expiry can tell.
+    for (limiter, opts) in CATALOGUE {
+        let key = unique_prefix(limiter);
+        let first = eval(&mut conn, (limiter, &key), opts, &[1, start]).await;
+        let later = start + 7_200_000;
+        let again = eval(&mut conn, (limiter, &key), opts, &[1, later]).await;
+        assert_eq!(again, first, "{limiter}");
+    }
+}
+
+#[tokio::test]
+async fn multi_window_stores_nothing_for_a_request_one_limit_denies() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("mw");
+    let start = scenarios::start(real_now_ms());
+    let opts = ["1/5", "5/3600"];
+    assert_eq!(
+        eval(&mut conn, ("multi_window", &key), &opts, &[1, start]).await,
+        "allow 1,5,0"
+    );
+    let before: Vec<String> = query(&mut conn, "HGETALL", &key).await;
+    assert_eq!(
+        eval(
+            &mut conn,
+            ("multi_window", &key),
+            &opts,
+            &[1, start + 1_000]
+        )
+        .await,
+        "deny 1,4,0,4"
+    );
+    let after: Vec<String> = query(&mut conn, "HGETALL", &key).await;
+    assert_eq!(before, after);
+    assert_eq!(after[..2], ["c5", "1"]);
+    assert_eq!(after[4..6], ["c3600", "1"]);
+}
+
+#[tokio::test]
+async fn sliding_log_keeps_one_entry_per_unit_even_when_time_steps_back() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("sl");
+    let start = scenarios::start(real_now_ms());
+    let opts = ["10", "1"];
+    // "t-0" at 0, "t-1" and "t-2" at 500; at 1000 the first leaves; back at 500 the next number
+    // is 2 again, already taken: the script must still log a third entry at 500.
+    for (cost, at) in [(1, 0), (2, 500), (0, 1_000), (1, 500)] {
+        let reply = eval(&mut conn, ("sliding_log", &key), &opts, &[cost, start + at]).await;
+        assert!(reply.starts_with("allow"), "{reply}");
+    }
+    let entries: i64 = query(&mut conn, "ZCARD", &key).await;
+    assert_eq!(entries, 3);
+}

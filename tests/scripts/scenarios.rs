@@ -1,0 +1,283 @@
+//! Call sequences for every built-in limiter and the exact replies they must get: one table that
+//! `tests/scripts.rs` runs against the Lua scripts on a real Redis, and the unit tests of
+//! `plug_limit/src/algorithm` (which include this file) run against the Rust mirror, so both
+//! are held to the same answers.
+//!
+//! Times are offsets from [`start`], a whole hour: sliding_window's windows are aligned on the
+//! epoch, and every window here divides an hour, so the answers do not depend on which hour.
+
+/// Where a sequence starts: the first whole hour at or after `now_ms`, so that simulated time
+/// never runs behind the real time.
+pub(crate) fn start(now_ms: i64) -> i64 {
+    const HOUR: i64 = 3_600_000;
+    (now_ms + HOUR - 1) / HOUR * HOUR
+}
+
+/// A limiter, its opts, and calls made one after the other on one key.
+pub(crate) struct Scenario {
+    pub(crate) name: &'static str,
+    pub(crate) limiter: &'static str,
+    pub(crate) opts: &'static [&'static str],
+    pub(crate) calls: &'static [Call],
+}
+
+/// One call: `at_ms` after the start, with `cost`, and its reply as [`render`] writes it, or
+/// `"error <message without ERR>"`.
+pub(crate) struct Call {
+    pub(crate) at_ms: i64,
+    pub(crate) cost: u32,
+    pub(crate) expect: &'static str,
+}
+
+const fn at(at_ms: i64, cost: u32, expect: &'static str) -> Call {
+    Call {
+        at_ms,
+        cost,
+        expect,
+    }
+}
+
+/// A reply as one line: `"allow 3,60,2"`.
+pub(crate) fn render(allow: bool, headers: &[String]) -> String {
+    let decision = if allow { "allow" } else { "deny" };
+    format!("{decision} {}", headers.join(","))
+}
+
+pub(crate) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "fixed_window counts down, peeks, undoes a denied cost and restarts",
+        limiter: "fixed_window",
+        opts: &["3", "60"],
+        calls: &[
+            at(0, 1, "allow 3,60,2"),
+            at(0, 0, "allow 3,60,1"),
+            at(1_000, 2, "allow 3,59,0"),
+            at(1_000, 0, "deny 3,59,0"),
+            at(1_500, 2, "deny 3,59,0"),
+            at(2_000, 1, "deny 3,58,0"),
+            at(59_499, 0, "deny 3,1,0"),
+            at(59_600, 0, "deny 3,0,0"),
+            at(60_000, 1, "allow 3,60,2"),
+            at(60_000, 5, "deny 3,60,2"),
+            at(60_000, 2, "allow 3,60,0"),
+        ],
+    },
+    Scenario {
+        name: "fixed_window never writes a cost above the limit",
+        limiter: "fixed_window",
+        opts: &["2", "10"],
+        calls: &[
+            at(0, 3, "deny 2,10,2"),
+            at(0, 0, "allow 2,10,1"),
+            at(0, 2, "allow 2,10,0"),
+            at(
+                0,
+                2_147_483_648,
+                "error fixed_window: cost must be <= 2147483647, got '2147483648'",
+            ),
+        ],
+    },
+    Scenario {
+        name: "fixed_window canonicalises leading zeros",
+        limiter: "fixed_window",
+        opts: &["03", "060"],
+        calls: &[at(0, 1, "allow 3,60,2")],
+    },
+    Scenario {
+        name: "token_bucket takes costs, peeks and refills one token a second",
+        limiter: "token_bucket",
+        opts: &["5", "2", "3"],
+        calls: &[
+            at(0, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            at(0, 0, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3"),
+            at(0, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1"),
+            at(0, 1, "deny 5 5;w=2;burst=3;policy=token_bucket,2,2,1"),
+            at(500, 2, "deny 5 5;w=2;burst=3;policy=token_bucket,2,2,2"),
+            at(1_000, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,1,1,1"),
+            at(1_000, 2, "deny 5 5;w=2;burst=3;policy=token_bucket,1,1,1"),
+            at(2_000, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            at(2_000, 4, "deny 5 5;w=2;burst=3;policy=token_bucket,2,4,2"),
+        ],
+    },
+    Scenario {
+        name: "token_bucket denies a new window a cost above the burst",
+        limiter: "token_bucket",
+        opts: &["5", "2", "3"],
+        calls: &[
+            at(0, 4, "deny 5 5;w=2;burst=3;policy=token_bucket,2,5,1"),
+            at(0, 6, "deny 5 5;w=2;burst=3;policy=token_bucket,2,5,2"),
+            at(0, 3, "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1"),
+        ],
+    },
+    Scenario {
+        name: "token_bucket without refill waits for the reset",
+        limiter: "token_bucket",
+        opts: &["2", "60", "2"],
+        calls: &[
+            at(0, 1, "allow 2 2;w=60;burst=2;policy=token_bucket,60,1"),
+            at(0, 1, "allow 2 2;w=60;burst=2;policy=token_bucket,60,0,60"),
+            at(0, 1, "deny 2 2;w=60;burst=2;policy=token_bucket,60,0,60"),
+        ],
+    },
+    Scenario {
+        name: "sliding_window weighs the previous window as it slides out",
+        limiter: "sliding_window",
+        opts: &["3", "10"],
+        calls: &[
+            at(0, 1, "allow 3,20,2"),
+            at(0, 0, "allow 3,20,1"),
+            at(5_000, 2, "allow 3,15,0"),
+            at(5_000, 1, "deny 3,15,0,9"),
+            at(12_000, 1, "deny 3,8,0,2"),
+            at(14_000, 1, "allow 3,16,0"),
+            at(14_000, 0, "deny 3,16,0,3"),
+            at(30_000, 0, "allow 3,20,2"),
+            at(30_000, 4, "deny 3,0,3,0"),
+        ],
+    },
+    Scenario {
+        name: "sliding_log waits for the entry that must leave",
+        limiter: "sliding_log",
+        opts: &["3", "10"],
+        calls: &[
+            at(0, 2, "allow 3,10,1"),
+            at(1_000, 1, "allow 3,10,0"),
+            at(2_000, 1, "deny 3,9,0,8"),
+            at(2_000, 0, "deny 3,9,0,8"),
+            at(9_999, 1, "deny 3,2,0,1"),
+            at(10_000, 2, "allow 3,10,0"),
+            at(10_500, 2, "deny 3,10,0,10"),
+            at(11_000, 1, "allow 3,10,0"),
+            at(11_000, 4, "deny 3,10,0,10"),
+        ],
+    },
+    Scenario {
+        name: "sliding_log logs every unit, many in one millisecond",
+        limiter: "sliding_log",
+        opts: &["5", "1"],
+        calls: &[
+            at(0, 1, "allow 5,1,4"),
+            at(0, 1, "allow 5,1,3"),
+            at(0, 1, "allow 5,1,2"),
+            at(0, 2, "allow 5,1,0"),
+            at(0, 1, "deny 5,1,0,1"),
+            at(1_000, 5, "allow 5,1,0"),
+        ],
+    },
+    Scenario {
+        name: "sliding_log denies an empty log a cost above the limit",
+        limiter: "sliding_log",
+        opts: &["2", "5"],
+        calls: &[at(0, 3, "deny 2,0,2,0"), at(0, 0, "allow 2,5,1")],
+    },
+    Scenario {
+        name: "leaky_bucket leaks limit units per window, exactly",
+        limiter: "leaky_bucket",
+        opts: &["3", "1"],
+        calls: &[
+            at(0, 2, "allow 3,1,1"),
+            at(0, 0, "allow 3,1,0"),
+            at(0, 2, "deny 3,1,1,1"),
+            at(333, 1, "allow 3,1,0"),
+            at(334, 1, "allow 3,1,0"),
+            at(334, 1, "deny 3,1,0,1"),
+            at(1_333, 0, "allow 3,1,1"),
+            at(1_334, 3, "allow 3,1,0"),
+            at(1_334, 4, "deny 3,1,0,2"),
+        ],
+    },
+    Scenario {
+        name: "leaky_bucket tells how long until a unit has leaked",
+        limiter: "leaky_bucket",
+        opts: &["10", "60"],
+        calls: &[
+            at(0, 10, "allow 10,60,0"),
+            at(6_000, 1, "allow 10,60,0"),
+            at(6_000, 1, "deny 10,60,0,6"),
+        ],
+    },
+    Scenario {
+        name: "gcra admits a burst, then one per emission interval",
+        limiter: "gcra",
+        opts: &["10", "1", "3"],
+        calls: &[
+            at(0, 1, "allow 3,1,2"),
+            at(0, 0, "allow 3,1,1"),
+            at(0, 2, "allow 3,1,0"),
+            at(0, 1, "deny 3,1,0,1"),
+            at(100, 1, "allow 3,1,0"),
+            at(250, 0, "allow 3,1,0"),
+            at(250, 2, "deny 3,1,0,1"),
+            at(400, 3, "allow 3,1,0"),
+            at(700, 4, "deny 3,0,0,1"),
+        ],
+    },
+    Scenario {
+        name: "gcra resets and retries in whole seconds",
+        limiter: "gcra",
+        opts: &["2", "60", "2"],
+        calls: &[
+            at(0, 1, "allow 2,30,1"),
+            at(0, 1, "allow 2,60,0"),
+            at(10_000, 1, "deny 2,50,0,20"),
+            at(30_000, 1, "allow 2,60,0"),
+        ],
+    },
+    Scenario {
+        name: "multi_window counts a denied request in no window",
+        limiter: "multi_window",
+        opts: &["2/10", "3/60"],
+        calls: &[
+            at(0, 1, "allow 2,10,1"),
+            at(0, 1, "allow 2,10,0"),
+            at(5_000, 1, "deny 2,5,0,5"),
+            // Had the denied call counted in the hour, this one would be denied too.
+            at(10_000, 1, "allow 3,50,0"),
+            at(10_000, 1, "deny 3,50,0,50"),
+            at(10_000, 0, "deny 3,50,0,50"),
+            at(60_000, 2, "allow 2,10,0"),
+            at(60_000, 3, "deny 2,10,0,60"),
+        ],
+    },
+    Scenario {
+        name: "multi_window breaks a tie of remaining by the longest reset",
+        limiter: "multi_window",
+        opts: &["5/10", "5/60"],
+        calls: &[at(0, 1, "allow 5,60,4")],
+    },
+];
+
+/// Opts each script refuses, as `"<limiter> <opts...> => <words>"`: the script answers
+/// `ERR <limiter>: <words>`.
+pub(crate) const REFUSED: &[&str] = &[
+    "fixed_window 0 60 => limit must be a positive integer, got '0'",
+    "fixed_window 3 1.5 => window must be a positive integer, got '1.5'",
+    "fixed_window 3 2147483648 => window must be <= 2147483647, got '2147483648'",
+    "token_bucket 2 2 3 => burst must be <= limit, got '3'",
+    "token_bucket 5 2 0 => burst must be >= 1, got '0'",
+    "token_bucket 5 2 x => burst must be a positive integer, got 'x'",
+    "sliding_window 3 0 => window must be a positive integer, got '0'",
+    "sliding_log x 10 => limit must be a positive integer, got 'x'",
+    "sliding_log 3 2147483648 => window must be <= 2147483647, got '2147483648'",
+    "leaky_bucket -3 5 => limit must be a positive integer, got '-3'",
+    "leaky_bucket 2147483647 5000 => window must be <= 9007199254740 / limit, got '5000'",
+    "gcra 3 1 4 => burst must be <= limit, got '4'",
+    "gcra 3 1 0 => burst must be a positive integer, got '0'",
+    "multi_window 2/10 3/10 => opt 2 must not repeat the window of opt 1, got '3/10'",
+    "multi_window 2/0 => opt 1 must be \"<limit>/<window>\" with positive integers, got '2/0'",
+    "multi_window 2147483648/5 => opt 1 must have limit and window <= 2147483647, got '2147483648/5'",
+    "multi_window 5 => opts must hold at least one \"<limit>/<window>\", got '5'",
+    "multi_window 7 1/5 => opt 1 must be \"<limit>/<window>\" with positive integers, got '7'",
+];
+
+/// A [`REFUSED`] line as the limiter, its opts and the whole error message.
+pub(crate) fn refused(line: &'static str) -> (&'static str, Vec<&'static str>, String) {
+    let (call, message) = line.split_once(" => ").expect("`=>` in a REFUSED line");
+    let mut words = call.split(' ');
+    let limiter = words.next().expect("a limiter");
+    (
+        limiter,
+        words.collect(),
+        format!("error {limiter}: {message}"),
+    )
+}
