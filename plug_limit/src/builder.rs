@@ -11,6 +11,7 @@ use http::HeaderName;
 
 use crate::backend::{MemoryBackend, RedisBackend};
 use crate::builtin::{self, BuiltIn};
+use crate::deny_cache::DenyCache;
 use crate::limiter::Source;
 use crate::plug_limit::{Backend, Entry, Inner};
 use crate::responder::TooManyRequests;
@@ -55,6 +56,7 @@ pub struct Builder {
     timeout: Duration,
     log_level: LogLevel,
     on_failure: FailurePolicy,
+    deny_cache: bool,
     key: Arc<dyn KeyExtractor>,
     responder: Arc<dyn Responder>,
     limiters: Vec<(String, Limiter)>,
@@ -64,12 +66,19 @@ pub struct Builder {
 /// Where the limiters will run.
 enum Store {
     Redis(Pool),
+    #[cfg(feature = "cluster")]
+    RedisCluster(deadpool_redis::cluster::Pool),
     Memory,
 }
 
 impl Builder {
     pub(crate) fn new(pool: Pool) -> Self {
         Self::with_store(Store::Redis(pool))
+    }
+
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(pool: deadpool_redis::cluster::Pool) -> Self {
+        Self::with_store(Store::RedisCluster(pool))
     }
 
     pub(crate) fn memory() -> Self {
@@ -85,6 +94,7 @@ impl Builder {
             timeout: DEFAULT_TIMEOUT,
             log_level: LogLevel::default(),
             on_failure: FailurePolicy::default(),
+            deny_cache: false,
             key: Arc::new(key::peer_ip()),
             responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
@@ -120,6 +130,19 @@ impl Builder {
     /// What a request gets when its limiter cannot decide (default [`FailurePolicy::Open`]).
     pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
         self.on_failure = policy;
+        self
+    }
+
+    /// Whether limiters keep a local deny cache (default `false`; a limiter may say otherwise
+    /// with [`Limiter::deny_cache`]).
+    ///
+    /// Once a key is denied until T (its `retry-after`, else its `x-ratelimit-reset`), this
+    /// instance denies it until T by itself, without a backend call, so a flood from one
+    /// denied client costs Redis nothing. The answers are the limiter's own, with their waits
+    /// counted down. It is opt-in because a [`PlugLimit::reset`] on *another* instance cannot
+    /// clear this one's cache: the key stays denied here until T.
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = on;
         self
     }
 
@@ -168,6 +191,9 @@ impl Builder {
         if let Some(policy) = config.on_failure {
             self.on_failure = policy;
         }
+        if let Some(on) = config.deny_cache {
+            self.deny_cache = on;
+        }
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
             let mut built = match (limiter.script, limiter.script_file) {
@@ -199,6 +225,9 @@ impl Builder {
             }
             if let Some(policy) = limiter.on_failure {
                 built = built.on_failure(policy);
+            }
+            if let Some(on) = limiter.deny_cache {
+                built = built.deny_cache(on);
             }
             self.limiters.push((name, built));
         }
@@ -281,6 +310,7 @@ impl Builder {
             key: Arc::clone(&self.key),
             responder: Arc::clone(&self.responder),
             on_failure: self.on_failure,
+            deny_cache: self.deny_cache,
             log_level: self.log_level,
         }
     }
@@ -365,6 +395,7 @@ impl Builder {
                 .responder
                 .unwrap_or_else(|| Arc::clone(&self.responder)),
             on_failure: limiter.on_failure.unwrap_or(self.on_failure),
+            deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
             log_level: limiter.log_level.unwrap_or(self.log_level),
         })
     }
@@ -376,8 +407,11 @@ impl Builder {
             timeout: self.timeout,
             log_level: self.log_level,
             on_failure: self.on_failure,
+            denials: DenyCache::new(),
             backend: match self.store {
                 Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool))),
+                #[cfg(feature = "cluster")]
+                Store::RedisCluster(pool) => Backend::Redis(Arc::new(RedisBackend::cluster(pool))),
                 Store::Memory => {
                     let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
                     Backend::Memory(Arc::new(MemoryBackend::new(clock)))
@@ -408,6 +442,7 @@ impl fmt::Debug for Builder {
             .field("timeout", &self.timeout)
             .field("log_level", &self.log_level)
             .field("on_failure", &self.on_failure)
+            .field("deny_cache", &self.deny_cache)
             .field("limiters", &self.limiters)
             .finish_non_exhaustive()
     }

@@ -48,6 +48,8 @@ pub struct Config {
     pub log_level: Option<LogLevel>,
     /// What a request gets when its limiter cannot decide: `open` (default) or `closed`.
     pub on_failure: Option<FailurePolicy>,
+    /// Whether limiters keep a local deny cache (default `false`).
+    pub deny_cache: Option<bool>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
@@ -69,4 +71,6 @@ pub struct LimiterConfig {
     pub log_level: Option<LogLevel>,
     /// This limiter's failure policy.
     pub on_failure: Option<FailurePolicy>,
+    /// Whether this limiter keeps a local deny cache.
+    pub deny_cache: Option<bool>,
 }

@@ -1,6 +1,7 @@
 //! Deciding one request: key, scope, evaluation, and the failure policy.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::MatchedPath;
 use http::request::Parts;
@@ -47,10 +48,26 @@ impl PlugLimit {
             .iter()
             .map(|k| format!("{prefix}:{}:{scope}:{k}", entry.name))
             .collect();
+        let denials = &self.inner().denials;
+        // `keys[0]` names the client for every built-in; a custom script's other keys only
+        // refine it.
+        let cached = entry.deny_cache.then(|| (keys[0].as_str(), Instant::now()));
+        if let Some((key, now)) = cached
+            && let Some(outcome) = denials.get(key, limit.cost, now)
+        {
+            tracing::trace!(target: "plug_limit", limiter = %entry.name, key, "request denied from the local deny cache");
+            return Err(RateLimitRejection::denied(
+                outcome,
+                Arc::clone(&entry.responder),
+            ));
+        }
         match self.eval(entry, &keys, limit.opts, limit.cost).await {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
             Ok(outcome) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name, key = %keys.join(" "), "request denied");
+                if let Some((key, now)) = cached {
+                    denials.insert(key, limit.cost, &outcome, now);
+                }
                 Err(RateLimitRejection::denied(
                     outcome,
                     Arc::clone(&entry.responder),

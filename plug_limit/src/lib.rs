@@ -4,7 +4,9 @@
 //! Each decision is one `EVALSHA` round trip on a shared multiplexed connection: the script
 //! counts the request, decides `allow` or `deny`, and computes the rate-limit header values in
 //! one atomic step. Scripts are loaded by SHA1 and reloaded when Redis forgets them
-//! (`NOSCRIPT`), so they survive `SCRIPT FLUSH` and restarts.
+//! (`NOSCRIPT`), so they survive `SCRIPT FLUSH` and restarts. For one instance, tests and local
+//! development, [`PlugLimit::memory`] runs the same built-in limiters in process, with the same
+//! decisions and headers.
 //!
 //! # Quick start
 //!
@@ -40,12 +42,16 @@
 //!
 //! # Ways to limit
 //!
+//! - **`#[rate_limit(limiter = "token_bucket", opts = [20, 600, 5])]`** on a handler (feature
+//!   `macros`): options checked at compile time, headers added to whatever the handler returns.
 //! - **[`RateLimited<L>`]** as a handler argument: an extractor that checks the limit `L`
 //!   before the handler runs. Limits are types: [`FixedWindow<LIMIT, WINDOW>`](FixedWindow),
-//!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), or any [`Limit`] implementation,
-//!   for example one naming a custom limiter.
+//!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), [`Gcra`], ..., or any [`Limit`]
+//!   implementation, for example one naming a custom limiter.
 //! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
-//! - **[`PlugLimit::check`]** outside requests: for jobs, websockets and custom middleware.
+//! - **[`PlugLimit::check`]**, [`check_cost`](PlugLimit::check_cost),
+//!   [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset) outside requests: for jobs,
+//!   websockets, quotas and custom middleware.
 //!
 //! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
 //! or whatever the limiter's [`Responder`] renders.
@@ -77,25 +83,34 @@
 //! of `"deny"`; any other reply is an error, never a silent decision. Every key a built-in
 //! writes has a TTL, and each touches only `KEYS[1]`, so they run on Redis Cluster.
 //!
-//! | limiter | opts (`ARGV`) | headers |
+//! | limiter | limit type | opts (`ARGV`) |
 //! |---|---|---|
-//! | `fixed_window` | `[limit, window_s]` | `x-ratelimit-limit`, `x-ratelimit-reset`, `x-ratelimit-remaining` |
-//! | `token_bucket` | `[limit, window_s, burst]` | the same, plus `retry-after` once the bucket is empty |
+//! | `fixed_window` | [`FixedWindow<LIMIT, WINDOW>`](FixedWindow) | `[limit, window_s]` |
+//! | `token_bucket` | [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket) | `[limit, window_s, burst]` |
+//! | `sliding_window` | [`SlidingWindow<LIMIT, WINDOW>`](SlidingWindow) | `[limit, window_s]` |
+//! | `sliding_log` | [`SlidingLog<LIMIT, WINDOW>`](SlidingLog) | `[limit, window_s]` |
+//! | `leaky_bucket` | [`LeakyBucket<LIMIT, WINDOW>`](LeakyBucket) | `[limit, window_s]` |
+//! | `gcra` | [`Gcra<LIMIT, WINDOW, BURST>`](Gcra) | `[limit, window_s, burst]` |
+//! | `multi_window` | an `impl Limit` | `["limit/window_s", ...]` |
+//!
+//! The built-ins also take an optional `cost` and `now_ms` after their options (see
+//! [`algorithms`], which compares them and shows what each admits of the same traffic).
 //!
 //! # Feature flags
 //!
 //! | name | description | default? |
 //! |---|---|---|
 //! | `macros` | the `#[rate_limit]` handler attribute | yes |
+//! | `cluster` | Redis Cluster: [`PlugLimit::redis_cluster`] and [`PlugLimit::cluster_builder`] | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod algorithm;
 mod backend;
 mod builder;
 mod builtin;
 mod clock;
 mod config;
 mod decide;
+mod deny_cache;
 mod enabled;
 mod error;
 mod extract;
@@ -105,6 +120,7 @@ mod limit;
 mod limiter;
 mod limits;
 mod log_level;
+mod native;
 mod outcome;
 #[allow(clippy::module_inception)]
 mod plug_limit;
@@ -115,6 +131,10 @@ mod responder;
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
+
+/// The algorithm catalogue: what each built-in limiter does, what it costs, and how to choose.
+#[doc = include_str!("../docs/algorithms.md")]
+pub mod algorithms {}
 
 pub use self::builder::Builder;
 pub use self::clock::{Clock, ManualClock, SystemClock};

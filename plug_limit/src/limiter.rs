@@ -45,6 +45,7 @@ pub struct Limiter {
     pub(crate) key: Option<Arc<dyn KeyExtractor>>,
     pub(crate) responder: Option<Arc<dyn Responder>>,
     pub(crate) on_failure: Option<FailurePolicy>,
+    pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
 }
 
@@ -63,6 +64,7 @@ impl Limiter {
             key: None,
             responder: None,
             on_failure: None,
+            deny_cache: None,
             log_level: None,
         }
     }
@@ -126,6 +128,14 @@ impl Limiter {
         self
     }
 
+    /// Whether this limiter keeps a local deny cache (see
+    /// [`Builder::deny_cache`](crate::Builder::deny_cache)). A custom script's denials are
+    /// cached only when it answers a `retry-after` or `x-ratelimit-reset` in seconds.
+    pub fn deny_cache(mut self, on: bool) -> Self {
+        self.deny_cache = Some(on);
+        self
+    }
+
     /// The level this limiter's errors are logged at.
     pub fn log_level(mut self, level: LogLevel) -> Self {
         self.log_level = Some(level);
@@ -147,6 +157,7 @@ impl fmt::Debug for Limiter {
             .field("own_key", &self.key.is_some())
             .field("own_responder", &self.responder.is_some())
             .field("on_failure", &self.on_failure)
+            .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
             .finish()
     }

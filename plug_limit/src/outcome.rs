@@ -73,7 +73,7 @@ impl Outcome {
 
     /// The outcome of a built-in evaluated in memory: header values in declared order.
     pub(crate) fn from_verdict(
-        verdict: crate::algorithm::Verdict,
+        verdict: crate::native::Verdict,
         declared: &[HeaderName],
     ) -> Result<Self, ReplyError> {
         let headers = verdict

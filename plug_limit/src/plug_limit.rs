@@ -10,6 +10,7 @@ use deadpool_redis::redis::Script;
 use http::HeaderName;
 
 use crate::backend::{MemoryBackend, RedisBackend};
+use crate::deny_cache::DenyCache;
 use crate::{
     Builder, Clock, Enabled, Error, FailurePolicy, KeyExtractor, Limit, LogLevel, Opt, Outcome,
     Responder, SystemClock,
@@ -57,6 +58,7 @@ pub(crate) struct Inner {
     pub(crate) timeout: Duration,
     pub(crate) log_level: LogLevel,
     pub(crate) on_failure: FailurePolicy,
+    pub(crate) denials: DenyCache,
     pub(crate) backend: Backend,
     /// Set: built-ins on Redis decide by this clock instead of the server's `TIME`.
     pub(crate) clock: Option<Arc<dyn Clock>>,
@@ -94,6 +96,8 @@ pub(crate) struct Entry {
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) responder: Arc<dyn Responder>,
     pub(crate) on_failure: FailurePolicy,
+    /// Denials are cached locally until their wait ends.
+    pub(crate) deny_cache: bool,
     pub(crate) log_level: LogLevel,
 }
 
@@ -162,6 +166,50 @@ impl PlugLimit {
     /// A [`Builder`] for limits kept in this process's memory.
     pub fn memory_builder() -> Builder {
         Builder::memory()
+    }
+
+    /// Limits on the Redis Cluster behind `pool`, with the default settings of
+    /// [`redis`](Self::redis).
+    ///
+    /// Every check is one `EVALSHA` on a shared cluster connection, routed to the node owning
+    /// the slot of its key. The built-in scripts touch only `KEYS[1]`; a custom script given
+    /// several keys needs them in one slot, e.g. with a `{hash tag}` in the key.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use plug_limit::PlugLimit;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let nodes = ["redis://cache-1/", "redis://cache-2/", "redis://cache-3/"];
+    /// let pool = deadpool_redis::cluster::Config::from_urls(nodes.map(String::from).to_vec())
+    ///     .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+    /// let limits = PlugLimit::redis_cluster(pool);
+    /// # let _ = limits;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
+    /// limiter that is not built in.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    #[must_use]
+    #[track_caller]
+    pub fn redis_cluster(pool: deadpool_redis::cluster::Pool) -> Self {
+        crate::__private::assert_builtin_limiters();
+        Builder::cluster(pool).build_default()
+    }
+
+    /// A [`Builder`] for limits on the Redis Cluster behind `pool`, with every setting of
+    /// [`builder`](Self::builder). A limiter's own [`pool`](crate::Limiter::pool) is still a
+    /// single Redis.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn cluster_builder(pool: deadpool_redis::cluster::Pool) -> Builder {
+        Builder::cluster(pool)
     }
 
     pub(crate) fn from_inner(inner: Inner) -> Self {
@@ -259,6 +307,7 @@ impl PlugLimit {
     pub async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
         let entry = self.entry(limiter)?;
         let key = self.key(entry, key);
+        self.inner.denials.remove(&key);
         match self.backend(entry) {
             Backend::Redis(redis) => {
                 let timeout = self.inner.timeout;
@@ -367,7 +416,7 @@ fn eval_memory(
 /// A built-in's trailing `cost` and `now` are positional: a wrong number of options would
 /// shift them into an option's place. Checked before either backend, so both answer alike.
 fn check_arity(builtin: &str, opts: &[Opt]) -> Result<(), Error> {
-    match crate::algorithm::arity(builtin) {
+    match crate::native::arity(builtin) {
         Some(arity) if arity != opts.len() => Err(Error::Script(format!(
             "{builtin}: takes {arity} options, found {}",
             opts.len()

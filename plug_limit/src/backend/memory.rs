@@ -6,7 +6,7 @@ use std::fmt;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use crate::algorithm::{self, Stored, Verdict};
+use crate::native::{self, Stored, Verdict};
 use crate::{Clock, Error, Opt};
 
 /// Independent locks, so concurrent requests for different keys rarely wait on each other.
@@ -94,7 +94,7 @@ impl MemoryBackend {
             Some((owned, _expired)) => (Some(owned), None),
             None => (None, None),
         };
-        let verdict = algorithm::evaluate(limiter, opts, cost, now_ms, &mut slot);
+        let verdict = native::evaluate(limiter, opts, cost, now_ms, &mut slot);
         if let Some(stored) = slot {
             let owned_key = owned_key.unwrap_or_else(|| key.into());
             shard.entries.insert(owned_key, stored);

@@ -1,11 +1,14 @@
-//! The Redis backend: scripts evaluated by SHA1 on one shared multiplexed connection.
+//! The Redis backend: scripts evaluated by SHA1 on one shared multiplexed connection, to a
+//! single Redis or (feature `cluster`) to a Redis Cluster.
 
 use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use deadpool_redis::redis::aio::MultiplexedConnection;
-use deadpool_redis::redis::{Script, Value};
+use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
+use deadpool_redis::redis::{Cmd, Pipeline, RedisFuture, Script, Value};
 use deadpool_redis::{Connection, Pool};
+#[cfg(feature = "cluster")]
+use deadpool_redis::{cluster, cluster::ClusterConnection};
 
 use crate::{Error, Opt};
 
@@ -16,15 +19,72 @@ use crate::{Error, Opt};
 /// connection out of the pool and shares it: a multiplexed connection pipelines concurrent
 /// requests by itself. When that connection breaks, the backend takes a fresh one from the
 /// pool, which recycles or reconnects as usual.
+///
+/// A cluster connection is shared the same way: it multiplexes too, routes each `EVALSHA` to
+/// the node owning the slot of `KEYS[1]`, and follows `MOVED` by itself.
 pub(crate) struct RedisBackend {
-    pool: Pool,
-    shared: Mutex<Option<MultiplexedConnection>>,
+    pool: Pools,
+    shared: Mutex<Option<Shared>>,
     // Serialises checkouts, so a burst of first requests takes one connection, not one each.
     checkout: tokio::sync::Mutex<()>,
 }
 
+enum Pools {
+    Single(Pool),
+    #[cfg(feature = "cluster")]
+    Cluster(cluster::Pool),
+}
+
+/// The connection every check shares; a cheap clone of a handle to one multiplexer.
+#[derive(Clone)]
+enum Shared {
+    Single(MultiplexedConnection),
+    #[cfg(feature = "cluster")]
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Shared {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
 impl RedisBackend {
     pub(crate) fn new(pool: Pool) -> Self {
+        Self::with_pool(Pools::Single(pool))
+    }
+
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(pool: cluster::Pool) -> Self {
+        Self::with_pool(Pools::Cluster(pool))
+    }
+
+    fn with_pool(pool: Pools) -> Self {
         Self {
             pool,
             shared: Mutex::new(None),
@@ -35,8 +95,9 @@ impl RedisBackend {
     /// Evaluates `script` with `KEYS = keys` and `ARGV = opts` in one `EVALSHA` round trip.
     ///
     /// `redis::Script` loads the script and retries once on `NOSCRIPT`, so scripts survive
-    /// `SCRIPT FLUSH` and restarts. A call that finds the shared connection broken retries once
-    /// on a fresh connection: counting a request twice errs on the safe side of a limit.
+    /// `SCRIPT FLUSH` and restarts (on a cluster, `SCRIPT LOAD` goes to every primary). A call
+    /// that finds the shared connection broken retries once on a fresh connection: counting a
+    /// request twice errs on the safe side of a limit.
     pub(crate) async fn eval(
         &self,
         script: &Script,
@@ -80,7 +141,7 @@ impl RedisBackend {
         Ok(())
     }
 
-    async fn connection(&self) -> Result<MultiplexedConnection, Error> {
+    async fn connection(&self) -> Result<Shared, Error> {
         if let Some(conn) = self.shared().clone() {
             return Ok(conn);
         }
@@ -88,7 +149,11 @@ impl RedisBackend {
         if let Some(conn) = self.shared().clone() {
             return Ok(conn);
         }
-        let conn = Connection::take(self.pool.get().await?);
+        let conn = match &self.pool {
+            Pools::Single(pool) => Shared::Single(Connection::take(pool.get().await?)),
+            #[cfg(feature = "cluster")]
+            Pools::Cluster(pool) => Shared::Cluster(cluster::Connection::take(pool.get().await?)),
+        };
         *self.shared() = Some(conn.clone());
         Ok(conn)
     }
@@ -97,7 +162,7 @@ impl RedisBackend {
         *self.shared() = None;
     }
 
-    fn shared(&self) -> MutexGuard<'_, Option<MultiplexedConnection>> {
+    fn shared(&self) -> MutexGuard<'_, Option<Shared>> {
         // The guarded value is a plain `Option` that no panic can leave half-written.
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -105,8 +170,14 @@ impl RedisBackend {
 
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, status) = match &self.pool {
+            Pools::Single(pool) => ("single", pool.status()),
+            #[cfg(feature = "cluster")]
+            Pools::Cluster(pool) => ("cluster", pool.status()),
+        };
         f.debug_struct("RedisBackend")
-            .field("pool", &self.pool.status())
+            .field("kind", &kind)
+            .field("pool", &status)
             .field("connected", &self.shared().is_some())
             .finish_non_exhaustive()
     }

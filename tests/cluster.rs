@@ -1,0 +1,379 @@
+//! Redis Cluster: the built-in limiters on a real three-master cluster, each decision routed to
+//! the node owning its key's slot, with the same answers as on a single Redis.
+
+use std::collections::BTreeSet;
+
+use axum::{Router, routing::get};
+use plug_limit::redis::{self, Script, Value, aio::MultiplexedConnection};
+use plug_limit::{FixedWindow, Opt, Outcome, PlugLimit, RateLimited, key};
+use plug_limit_tests::{RedisCluster, get as send_get, unique_prefix};
+
+/// Keys a test spreads over the cluster; enough that every node owns some.
+const KEYS: usize = 30;
+
+/// One decision as the assertions read it: allowed, `x-ratelimit-limit`,
+/// `x-ratelimit-remaining`.
+type Seen = (bool, String, String);
+
+/// Each built-in, its opts, and what five calls on a fresh key get: three admitted.
+const BUILTINS: [(&str, &[Opt], &str, [&str; 5]); 7] = [
+    (
+        "fixed_window",
+        &[Opt::Int(3), Opt::Int(60)],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "token_bucket",
+        &[Opt::Int(5), Opt::Int(60), Opt::Int(3)],
+        "5 5;w=60;burst=3;policy=token_bucket",
+        // The window's 5 are not spent: the burst of 3 is, and 2 more refill over 60 s.
+        ["4", "3", "2", "2", "2"],
+    ),
+    (
+        "sliding_window",
+        &[Opt::Int(3), Opt::Int(60)],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "sliding_log",
+        &[Opt::Int(3), Opt::Int(60)],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "leaky_bucket",
+        &[Opt::Int(3), Opt::Int(60)],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "gcra",
+        &[Opt::Int(3), Opt::Int(60), Opt::Int(3)],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "multi_window",
+        &[Opt::Str("3/60"), Opt::Str("10/3600")],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+];
+
+fn seen(outcome: &Outcome) -> Seen {
+    let header = |name| {
+        outcome
+            .header(name)
+            .unwrap_or_else(|| panic!("no {name}: {outcome:?}"))
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    (
+        outcome.is_allowed(),
+        header("x-ratelimit-limit"),
+        header("x-ratelimit-remaining"),
+    )
+}
+
+fn expected(limit: &str, remaining: [&str; 5]) -> Vec<Seen> {
+    remaining
+        .iter()
+        .enumerate()
+        .map(|(call, remaining)| (call < 3, limit.to_owned(), (*remaining).to_owned()))
+        .collect()
+}
+
+/// Which master owns which slots, read from the cluster itself.
+struct Slots {
+    ranges: Vec<(i64, i64, u16)>,
+    any: MultiplexedConnection,
+}
+
+impl Slots {
+    async fn read(cluster: &RedisCluster) -> Self {
+        let mut any = cluster.node(cluster.ports()[0]).await;
+        let reply: Value = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(&mut any)
+            .await
+            .unwrap();
+        let Value::Array(entries) = reply else {
+            panic!("CLUSTER SLOTS: {reply:?}")
+        };
+        let ranges = entries
+            .iter()
+            .map(|entry| match entry.as_sequence() {
+                Some([Value::Int(start), Value::Int(end), master, ..]) => {
+                    match master.as_sequence() {
+                        Some([_ip, Value::Int(port), ..]) => {
+                            (*start, *end, u16::try_from(*port).unwrap())
+                        }
+                        _ => panic!("CLUSTER SLOTS master: {master:?}"),
+                    }
+                }
+                _ => panic!("CLUSTER SLOTS entry: {entry:?}"),
+            })
+            .collect();
+        Self { ranges, any }
+    }
+
+    /// The port of the master owning `key`, by `CLUSTER KEYSLOT`.
+    async fn owner(&mut self, key: &str) -> u16 {
+        let slot: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(key)
+            .query_async(&mut self.any)
+            .await
+            .unwrap();
+        self.ranges
+            .iter()
+            .find(|(start, end, _)| (*start..=*end).contains(&slot))
+            .map(|&(_, _, port)| port)
+            .unwrap_or_else(|| panic!("no master owns slot {slot}"))
+    }
+}
+
+/// Whether the master on `port` holds `key` itself (a plain connection follows no `MOVED`).
+async fn node_holds(cluster: &RedisCluster, port: u16, key: &str) -> bool {
+    let mut node = cluster.node(port).await;
+    redis::cmd("EXISTS")
+        .arg(key)
+        .query_async::<i64>(&mut node)
+        .await
+        .unwrap()
+        == 1
+}
+
+fn all_ports(cluster: &RedisCluster) -> BTreeSet<u16> {
+    cluster.ports().iter().copied().collect()
+}
+
+#[tokio::test]
+async fn every_builtin_decides_on_the_node_owning_its_key() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("builtins");
+    let limits = PlugLimit::cluster_builder(cluster.pool())
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let mut slots = Slots::read(&cluster).await;
+    for (limiter, opts, limit, remaining) in BUILTINS {
+        let mut owners = BTreeSet::new();
+        for i in 0..KEYS {
+            let key = format!("client-{i}");
+            let mut calls = Vec::new();
+            for _ in 0..5 {
+                calls.push(seen(&limits.check(limiter, &key, opts).await.unwrap()));
+            }
+            assert_eq!(calls, expected(limit, remaining), "{limiter} {key}");
+            let stored = format!("{prefix}:{limiter}:{key}");
+            let owner = slots.owner(&stored).await;
+            assert!(
+                node_holds(&cluster, owner, &stored).await,
+                "{stored} is not on its owner {owner}"
+            );
+            owners.insert(owner);
+        }
+        assert_eq!(owners, all_ports(&cluster), "{limiter}");
+    }
+}
+
+type Two = RateLimited<FixedWindow<2, 60>>;
+
+async fn two(limited: Two) -> (Two, &'static str) {
+    (limited, "ok")
+}
+
+fn app(limits: PlugLimit) -> Router {
+    Router::new().route("/", get(two)).with_state(limits)
+}
+
+fn cluster_limits(cluster: &RedisCluster) -> PlugLimit {
+    PlugLimit::cluster_builder(cluster.pool())
+        .key(key::header("x-client"))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_route_counts_down_then_denies_with_429() {
+    let cluster = RedisCluster::start();
+    let app = app(cluster_limits(&cluster));
+    let first = send_get(&app, "/", "alice").await;
+    assert_eq!(first.status, 200);
+    assert_eq!(first.body, "ok");
+    assert_eq!(
+        first.rate_headers(),
+        [Some("2"), Some("60"), Some("1"), None]
+    );
+    let second = send_get(&app, "/", "alice").await;
+    assert_eq!(second.status, 200);
+    assert_eq!(
+        second.rate_headers(),
+        [Some("2"), Some("60"), Some("0"), None]
+    );
+    let denied = send_get(&app, "/", "alice").await;
+    assert_eq!(denied.status, 429);
+    assert_eq!(denied.body, "Too Many Requests");
+    assert_eq!(
+        denied.rate_headers(),
+        [Some("2"), Some("60"), Some("0"), None]
+    );
+    // Another client has its own budget, wherever its key lives.
+    let other = send_get(&app, "/", "bob").await;
+    assert_eq!(
+        other.rate_headers(),
+        [Some("2"), Some("60"), Some("1"), None]
+    );
+}
+
+type Fifty = RateLimited<FixedWindow<50, 60>>;
+
+async fn fifty(limited: Fifty) -> (Fifty, &'static str) {
+    (limited, "ok")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_requests_from_two_instances_admit_exactly_the_limit() {
+    let cluster = RedisCluster::start();
+    // Two app instances: separate PlugLimit handles, separate cluster pools, one cluster.
+    let apps: Vec<Router> = (0..2)
+        .map(|_| {
+            Router::new()
+                .route("/", get(fifty))
+                .with_state(cluster_limits(&cluster))
+        })
+        .collect();
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let app = apps[i % apps.len()].clone();
+            tokio::spawn(async move { send_get(&app, "/", "racer").await.status.as_u16() })
+        })
+        .collect();
+    let (mut ok, mut denied) = (0, 0);
+    for task in tasks {
+        match task.await.unwrap() {
+            200 => ok += 1,
+            429 => denied += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    assert_eq!((ok, denied), (50, 150));
+}
+
+/// Whether each master has the fixed-window script loaded, in port order.
+async fn script_loaded(cluster: &RedisCluster) -> Vec<bool> {
+    let hash = Script::new(include_str!("../lua/fixed_window.lua"))
+        .get_hash()
+        .to_owned();
+    let mut loaded = Vec::new();
+    for &port in cluster.ports() {
+        let mut node = cluster.node(port).await;
+        let exists: Vec<bool> = redis::cmd("SCRIPT")
+            .arg("EXISTS")
+            .arg(&hash)
+            .query_async(&mut node)
+            .await
+            .unwrap();
+        loaded.push(exists == [true]);
+    }
+    loaded
+}
+
+#[tokio::test]
+async fn scripts_survive_script_flush_on_every_node() {
+    let cluster = RedisCluster::start();
+    // The default settings: `plug_limit` is the key prefix.
+    let limits = PlugLimit::redis_cluster(cluster.pool());
+    let opts = [Opt::Int(3), Opt::Int(60)];
+    let mut slots = Slots::read(&cluster).await;
+    let mut owners = BTreeSet::new();
+    for i in 0..KEYS {
+        let key = format!("client-{i}");
+        let outcome = limits.check("fixed_window", &key, &opts).await.unwrap();
+        assert_eq!(
+            seen(&outcome),
+            (true, "3".to_owned(), "2".to_owned()),
+            "{key}"
+        );
+        owners.insert(slots.owner(&format!("plug_limit:fixed_window:{key}")).await);
+    }
+    assert_eq!(owners, all_ports(&cluster));
+    assert_eq!(script_loaded(&cluster).await, [true; 3]);
+
+    for &port in cluster.ports() {
+        let mut node = cluster.node(port).await;
+        let flushed: String = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut node)
+            .await
+            .unwrap();
+        assert_eq!(flushed, "OK");
+    }
+    assert_eq!(script_loaded(&cluster).await, [false; 3]);
+
+    // Each node answers NOSCRIPT once; the script is loaded again and the count goes on.
+    for i in 0..KEYS {
+        let key = format!("client-{i}");
+        let outcome = limits.check("fixed_window", &key, &opts).await.unwrap();
+        assert_eq!(
+            seen(&outcome),
+            (true, "3".to_owned(), "1".to_owned()),
+            "{key}"
+        );
+    }
+    assert_eq!(script_loaded(&cluster).await, [true; 3]);
+}
+
+#[tokio::test]
+async fn reset_and_peek_reach_the_node_owning_the_key() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("reset");
+    let limits = PlugLimit::cluster_builder(cluster.pool())
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let mut slots = Slots::read(&cluster).await;
+    let mut owners = BTreeSet::new();
+    for (limiter, opts, limit, remaining) in [BUILTINS[0], BUILTINS[1]] {
+        let fresh = (true, limit.to_owned(), remaining[0].to_owned());
+        for i in 0..KEYS {
+            let key = format!("client-{i}");
+            let stored = format!("{prefix}:{limiter}:{key}");
+            let owner = slots.owner(&stored).await;
+            owners.insert(owner);
+
+            // A peek on a fresh key answers as a first request would, and writes nothing.
+            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            assert_eq!(seen(&peek), fresh, "{limiter} {key}");
+            assert!(!node_holds(&cluster, owner, &stored).await, "{stored}");
+
+            for _ in 0..3 {
+                assert!(
+                    limits
+                        .check(limiter, &key, opts)
+                        .await
+                        .unwrap()
+                        .is_allowed()
+                );
+            }
+            let spent = (false, limit.to_owned(), remaining[3].to_owned());
+            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            assert_eq!(seen(&peek), spent, "{limiter} {key}");
+            let denied = limits.check(limiter, &key, opts).await.unwrap();
+            assert_eq!(seen(&denied), spent, "{limiter} {key}");
+            assert!(node_holds(&cluster, owner, &stored).await, "{stored}");
+
+            limits.reset(limiter, &key).await.unwrap();
+            assert!(!node_holds(&cluster, owner, &stored).await, "{stored}");
+            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            assert_eq!(seen(&peek), fresh, "{limiter} {key}");
+            let again = limits.check(limiter, &key, opts).await.unwrap();
+            assert_eq!(seen(&again), fresh, "{limiter} {key}");
+        }
+    }
+    assert_eq!(owners, all_ports(&cluster));
+}
