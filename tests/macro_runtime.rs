@@ -97,6 +97,21 @@ async fn debugged(State(state): State<AppState>) -> impl IntoResponse {
     (StatusCode::CREATED, [("x-handler", "debugged")], greeting)
 }
 
+#[rate_limit(limiter = "gcra", opts = [10, 60, 3])]
+async fn paced() -> &'static str {
+    "paced"
+}
+
+#[rate_limit(opts = [10, 60], cost = 3)]
+async fn costly() -> &'static str {
+    "costly"
+}
+
+#[rate_limit(limiter = "multi_window", opts = ["2/60", "5/3600"])]
+async fn windowed() -> &'static str {
+    "windowed"
+}
+
 #[rate_limit(limiter = "echo", opts = [7, "strict"])]
 async fn echoed() -> &'static str {
     "echoed"
@@ -136,6 +151,9 @@ fn app(limits: PlugLimit) -> Router {
         .route("/odd/{n}", get(fallible))
         .route("/items/{id}", put(update))
         .route("/debugged", get(debugged))
+        .route("/paced", get(paced))
+        .route("/costly", get(costly))
+        .route("/windowed", get(windowed))
         .route("/echo", get(echoed))
         .route("/audit", get(audited))
         .with_state(AppState {
@@ -354,6 +372,89 @@ async fn debug_handler_composes_at_run_time() {
     get_as(&app, "/debugged", "judy").await;
     let response = get_as(&app, "/debugged", "judy").await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+}
+
+fn seconds(headers: &HeaderMap, name: &str) -> u32 {
+    header(headers, name)
+        .and_then(|value| value.parse().ok())
+        .unwrap_or_else(|| panic!("a numeric `{name}`"))
+}
+
+#[tokio::test]
+async fn gcra_counts_down_the_burst() {
+    let server = RedisServer::start();
+    let app = app(limits(&server, "gcra"));
+
+    // One request every 6 s, bursts of 3: `x-ratelimit-limit` is the burst.
+    for remaining in ["2", "1", "0"] {
+        let response = get_as(&app, "/paced", "nina").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers();
+        assert_eq!(header(headers, "x-ratelimit-limit"), Some("3"));
+        assert_eq!(header(headers, "x-ratelimit-remaining"), Some(remaining));
+        assert!(header(headers, "retry-after").is_none());
+        assert_eq!(text(response).await, "paced");
+    }
+
+    let response = get_as(&app, "/paced", "nina").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let headers = response.headers();
+    assert_eq!(header(headers, "x-ratelimit-limit"), Some("3"));
+    assert_eq!(header(headers, "x-ratelimit-remaining"), Some("0"));
+    let retry_after = seconds(headers, "retry-after");
+    assert!((1..=6).contains(&retry_after), "retry-after {retry_after}");
+}
+
+#[tokio::test]
+async fn cost_takes_that_many_units_per_request() {
+    let server = RedisServer::start();
+    let app = app(limits(&server, "cost"));
+
+    for remaining in ["7", "4", "1"] {
+        let response = get_as(&app, "/costly", "oscar").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(header(response.headers(), "x-ratelimit-limit"), Some("10"));
+        assert_eq!(
+            header(response.headers(), "x-ratelimit-remaining"),
+            Some(remaining)
+        );
+    }
+
+    // One unit is left, three are needed: refused, and nothing is taken.
+    let response = get_as(&app, "/costly", "oscar").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(
+        header(response.headers(), "x-ratelimit-remaining"),
+        Some("1")
+    );
+}
+
+#[tokio::test]
+async fn multi_window_denies_once_any_window_is_full() {
+    let server = RedisServer::start();
+    let app = app(limits(&server, "multi_window"));
+
+    // The headers describe the most restrictive window, 2 per minute.
+    for remaining in ["1", "0"] {
+        let response = get_as(&app, "/windowed", "peggy").await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let headers = response.headers();
+        assert_eq!(header(headers, "x-ratelimit-limit"), Some("2"));
+        assert_eq!(header(headers, "x-ratelimit-remaining"), Some(remaining));
+        let reset = seconds(headers, "x-ratelimit-reset");
+        assert!((59..=60).contains(&reset), "reset {reset}");
+    }
+
+    let response = get_as(&app, "/windowed", "peggy").await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    let headers = response.headers();
+    assert_eq!(header(headers, "x-ratelimit-limit"), Some("2"));
+    assert_eq!(header(headers, "x-ratelimit-remaining"), Some("0"));
+    let retry_after = seconds(headers, "retry-after");
+    assert!(
+        (59..=60).contains(&retry_after),
+        "retry-after {retry_after}"
+    );
 }
 
 #[tokio::test]

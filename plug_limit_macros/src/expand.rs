@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! struct __rate_limit_search {}
-//! impl Limit for __rate_limit_search { LIMITER, OPTS, SCOPE, KEY }
+//! impl Limit for __rate_limit_search { LIMITER, OPTS, COST, SCOPE, KEY }
 //!
 //! async fn search(limited: RateLimited<__rate_limit_search>, arg0: Query<Q>) -> Response {
 //!     async fn search(Query(q): Query<Q>) -> Json<R> { body }
@@ -28,7 +28,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Attribute, FnArg, ItemFn, ReturnType, Visibility};
 
-use crate::validate::{Config, Limiter, Opt};
+use crate::validate::{Config, Limiter, Opt, Rate};
 
 pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
     let ItemFn {
@@ -113,6 +113,10 @@ fn limit(
 ) -> TokenStream {
     let limiter = config.limiter.name();
     let opts = config.limiter.opts();
+    let cost = config.cost.map(|cost| {
+        let cost = Literal::u32_unsuffixed(cost);
+        quote!(const COST: u32 = #cost;)
+    });
     let scope = match &config.scope {
         Some(scope) => quote!(#scope),
         None => handler_path.clone(),
@@ -133,6 +137,7 @@ fn limit(
         impl ::plug_limit::Limit for #marker {
             const LIMITER: &'static str = #limiter;
             const OPTS: &'static [::plug_limit::Opt] = &[#(#opts),*];
+            #cost
             const SCOPE: ::core::option::Option<&'static str> =
                 ::core::option::Option::Some(#scope);
             #key
@@ -161,6 +166,11 @@ impl Limiter {
         match self {
             Self::FixedWindow { .. } => "fixed_window",
             Self::TokenBucket { .. } => "token_bucket",
+            Self::SlidingWindow { .. } => "sliding_window",
+            Self::SlidingLog { .. } => "sliding_log",
+            Self::LeakyBucket { .. } => "leaky_bucket",
+            Self::Gcra { .. } => "gcra",
+            Self::MultiWindow { .. } => "multi_window",
             Self::Custom { name, .. } => name,
         }
     }
@@ -171,12 +181,27 @@ impl Limiter {
             quote!(::plug_limit::Opt::Int(#n))
         };
         match self {
-            Self::FixedWindow { limit, window } => vec![int(*limit), int(*window)],
+            Self::FixedWindow { limit, window }
+            | Self::SlidingWindow { limit, window }
+            | Self::SlidingLog { limit, window }
+            | Self::LeakyBucket { limit, window } => vec![int(*limit), int(*window)],
             Self::TokenBucket {
                 limit,
                 window,
                 burst,
+            }
+            | Self::Gcra {
+                limit,
+                window,
+                burst,
             } => vec![int(*limit), int(*window), int(*burst)],
+            Self::MultiWindow { rates } => rates
+                .iter()
+                .map(|Rate { limit, window }| {
+                    let rate = format!("{limit}/{window}");
+                    quote!(::plug_limit::Opt::Str(#rate))
+                })
+                .collect(),
             Self::Custom { opts, .. } => opts
                 .iter()
                 .map(|opt| match opt {

@@ -59,18 +59,49 @@ use quote::quote;
 ///
 /// | argument | default | what it sets |
 /// |---|---|---|
-/// | `limiter = "<name>"` | `"fixed_window"` | the limiter: `fixed_window`, `token_bucket`, or one registered with `Builder::limiter` |
+/// | `limiter = "<name>"` | `"fixed_window"` | the limiter: a built-in (`fixed_window`, `token_bucket`, `sliding_window`, `sliding_log`, `leaky_bucket`, `gcra`, `multi_window`; see below), or one registered with `Builder::limiter` |
 /// | `opts = [..]` | required | the limiter's options, in the order of its script's `ARGV` |
+/// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only |
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
 /// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
 ///
 /// ## `limiter` and `opts`
 ///
-/// The built-in limiters take positive integers up to 2147483647:
+/// The numbers the built-in limiters take are integers from 1 to 2147483647 (`window` is in
+/// seconds), and the rules their scripts (`lua/<name>.lua`) check at run time are checked at
+/// compile time:
 ///
-/// - `fixed_window`: `[limit, window]`, at most `limit` requests per `window` seconds.
+/// - `fixed_window`: `[limit, window]`, at most `limit` requests per `window` seconds, the
+///   count restarting with each window.
 /// - `token_bucket`: `[limit, window, burst]`, bursts of up to `burst` requests, at most
 ///   `limit` per `window` seconds; `burst` is between 1 and `limit`.
+/// - `sliding_window`: `[limit, window]`, about `limit` requests in any `window` seconds,
+///   estimated from the counts of the current and the previous window.
+/// - `sliding_log`: `[limit, window]`, at most `limit` requests in any `window` seconds,
+///   exactly: Redis keeps one entry per request in the window.
+/// - `leaky_bucket`: `[limit, window]`, a bucket of `limit` requests that leaks `limit` per
+///   `window` seconds; `limit * window` is at most 9007199254740.
+/// - `gcra`: `[limit, window, burst]`, `limit` requests per `window` seconds evenly spaced,
+///   with bursts of up to `burst`; `burst` is between 1 and `limit`, and
+///   `x-ratelimit-limit` is the burst.
+/// - `multi_window`: `["<limit>/<window>", ...]`, several fixed windows at once: one or more
+///   strings, each window different. A request must fit in every window and counts in each.
+///
+/// ```
+/// use plug_limit::rate_limit;
+///
+/// // One request every 5 seconds, and 100 an hour.
+/// #[rate_limit(limiter = "multi_window", opts = ["1/5", "100/3600"])]
+/// async fn send_code() -> &'static str {
+///     "sent"
+/// }
+///
+/// // 10 requests a second on average, in bursts of at most 20.
+/// #[rate_limit(limiter = "gcra", opts = [600, 60, 20])]
+/// async fn quote() -> &'static str {
+///     "quoted"
+/// }
+/// ```
 ///
 /// A custom limiter takes integer and string literals, handed to its Lua script as `ARGV`:
 ///
@@ -105,6 +136,28 @@ use quote::quote;
 /// A limiter that is neither built in nor registered is refused when the application starts:
 /// `Builder::build` returns an error naming the handler, and `PlugLimit::redis`, which
 /// registers only the built-ins, panics. It never waits for the handler's first request.
+///
+/// ## `cost`
+///
+/// A request to the handler consumes `cost` units of its budget instead of one, so that
+/// expensive handlers run out sooner: with a budget of 100 and `cost = 10`, ten requests pass.
+/// It is an integer from 1 to 2147483647, and needs a built-in limiter, whose script reads it
+/// after the options; a custom script gets only its `opts`.
+///
+/// ```
+/// use plug_limit::rate_limit;
+///
+/// // A report counts as 10 of the client's 100 requests a minute.
+/// #[rate_limit(opts = [100, 60], cost = 10, scope = "api")]
+/// async fn report() -> &'static str {
+///     "report"
+/// }
+///
+/// #[rate_limit(opts = [100, 60], scope = "api")]
+/// async fn status() -> &'static str {
+///     "ok"
+/// }
+/// ```
 ///
 /// ## `key`
 ///
@@ -233,7 +286,7 @@ use quote::quote;
 ///
 /// ```text
 /// struct __rate_limit_search {}
-/// impl plug_limit::Limit for __rate_limit_search { /* LIMITER, OPTS, SCOPE, KEY */ }
+/// impl plug_limit::Limit for __rate_limit_search { /* LIMITER, OPTS, COST, SCOPE, KEY */ }
 ///
 /// async fn search(limited: RateLimited<__rate_limit_search>, /* the arguments */) -> Response {
 ///     async fn search(/* the arguments as written */) -> &'static str { "results" }
@@ -248,8 +301,10 @@ use quote::quote;
 ///
 /// Mistakes are compile errors, all reported at once and pointing at the argument at fault:
 /// an unknown or repeated argument, missing `opts`, the wrong number of options for a built-in
-/// limiter, an option that is not a positive integer, a `burst` above `limit`, a function that
-/// is not `async`, takes `self`, is generic or has too many arguments.
+/// limiter, an option that is not a positive integer, a `burst` above `limit`, a
+/// `leaky_bucket` whose `limit * window` is too large, a `multi_window` limit that is not
+/// `"<limit>/<window>"` or repeats a window, a `cost` of 0 or with a custom limiter, a
+/// function that is not `async`, takes `self`, is generic or has too many arguments.
 ///
 /// ```compile_fail
 /// # use plug_limit::rate_limit;

@@ -13,8 +13,18 @@ use crate::errors::Errors;
 pub(crate) struct Args {
     pub(crate) limiter: Arg<LitStr>,
     pub(crate) opts: Arg<ExprArray>,
+    pub(crate) cost: Arg<Cost>,
     pub(crate) key: Arg<Expr>,
     pub(crate) scope: Arg<LitStr>,
+}
+
+/// `cost = <integer>`. The name is kept with the value: a `cost` the limiter cannot take is
+/// reported on the whole argument, not only on its number.
+pub(crate) struct Cost {
+    pub(crate) name: Path,
+    pub(crate) value: Expr,
+    /// The value's base-10 digits, with a leading `-` if negative.
+    pub(crate) digits: String,
 }
 
 /// One argument. A malformed one has been reported already; later checks that depend on it
@@ -27,7 +37,7 @@ pub(crate) enum Arg<T> {
     Given(T),
 }
 
-/// Parses `limiter = "..", opts = [..], key = .., scope = ".."`, reporting every unknown,
+/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = ".."`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
@@ -36,6 +46,7 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
         let unreadable = Args {
             limiter: Arg::Malformed,
             opts: Arg::Malformed,
+            cost: Arg::Malformed,
             key: Arg::Malformed,
             scope: Arg::Malformed,
         };
@@ -60,11 +71,30 @@ impl Args {
                     "expected an array of options, as in `opts = [10, 60]`",
                 )),
             }),
+            "cost" => {
+                let name = meta.path().clone();
+                set(&mut self.cost, meta, |value| {
+                    let digits = integer(&value).ok_or_else(|| {
+                        syn::Error::new_spanned(
+                            &value,
+                            "expected an integer literal, as in `cost = 3`",
+                        )
+                    })?;
+                    Ok(Cost {
+                        name,
+                        value,
+                        digits,
+                    })
+                })
+            }
             "key" => set(&mut self.key, meta, Ok),
             "scope" => set(&mut self.scope, meta, string("scope", "search")),
             _ => Err(syn::Error::new_spanned(
                 meta.path(),
-                format!("unknown argument `{name}`; expected `limiter`, `opts`, `key` or `scope`"),
+                format!(
+                    "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key` or \
+                     `scope`"
+                ),
             )),
         }
     }
@@ -116,6 +146,28 @@ fn string(name: &'static str, example: &'static str) -> impl FnOnce(Expr) -> syn
     }
 }
 
+/// The digits of an integer literal. A negative one is still an integer, for `validate` to
+/// refuse by its value: syn reads `-1` as one literal at the end of the arguments and as a
+/// negation elsewhere, and both should get the same error.
+fn integer(value: &Expr) -> Option<String> {
+    match value {
+        Expr::Lit(syn::ExprLit {
+            lit: Lit::Int(int), ..
+        }) => Some(int.base10_digits().to_owned()),
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Neg(_),
+            expr,
+            ..
+        }) => match &**expr {
+            Expr::Lit(syn::ExprLit {
+                lit: Lit::Int(int), ..
+            }) => Some(format!("-{}", int.base10_digits())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn name(path: &Path) -> String {
     let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     segments.join("::")
@@ -143,12 +195,14 @@ mod tests {
         let (parsed, errors) = args(quote!(
             limiter = "token_bucket",
             opts = [20, 600, 5],
+            cost = 3,
             key = plug_limit::key::header("x-api-key"),
             scope = "search",
         ));
         assert!(errors.finish(()).is_ok());
         assert!(matches!(parsed.limiter, Arg::Given(l) if l.value() == "token_bucket"));
         assert!(matches!(parsed.opts, Arg::Given(o) if o.elems.len() == 3));
+        assert!(matches!(parsed.cost, Arg::Given(c) if c.digits == "3"));
         assert!(matches!(parsed.key, Arg::Given(_)));
         assert!(matches!(parsed.scope, Arg::Given(s) if s.value() == "search"));
     }
@@ -162,7 +216,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `key` or `scope`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key` or `scope`"
         );
     }
 
@@ -172,12 +226,17 @@ mod tests {
             error(quote!(opts = [1, 2], opts = [3, 4])),
             "`opts` specified more than once"
         );
+        assert_eq!(
+            error(quote!(cost = 2, opts = [1, 2], cost = 3)),
+            "`cost` specified more than once"
+        );
     }
 
     #[test]
     fn argument_without_a_value() {
         assert_eq!(error(quote!(opts)), "expected `opts = [...]`");
         assert_eq!(error(quote!(key)), "expected `key = ...`");
+        assert_eq!(error(quote!(cost)), "expected `cost = ...`");
         assert_eq!(error(quote!(limiter(x))), "expected `limiter = \"...\"`");
     }
 
@@ -195,6 +254,21 @@ mod tests {
             error(quote!(scope = 1)),
             "expected a string literal, as in `scope = \"search\"`"
         );
+        for cost in [quote!(cost = "3"), quote!(cost = 1.5), quote!(cost = COST)] {
+            assert_eq!(error(cost), "expected an integer literal, as in `cost = 3`");
+        }
+    }
+
+    #[test]
+    fn a_negative_cost_is_an_integer_wherever_it_is() {
+        for tokens in [
+            quote!(opts = [1, 2], cost = -1),
+            quote!(cost = -1, opts = [1, 2]),
+        ] {
+            let (parsed, errors) = args(tokens);
+            assert!(errors.finish(()).is_ok());
+            assert!(matches!(parsed.cost, Arg::Given(c) if c.digits == "-1"));
+        }
     }
 
     #[test]
@@ -207,7 +281,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `key` or `scope`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key` or `scope`\n\
              `opts` specified more than once"
         );
     }

@@ -24,11 +24,54 @@ async fn trickle() -> &'static str {
     "trickle"
 }
 
+#[rate_limit(limiter = "sliding_window", opts = [100, 60])]
+async fn sliding() -> &'static str {
+    "sliding"
+}
+
+#[rate_limit(limiter = "sliding_log", opts = [2147483647, 2147483647])]
+async fn logged() -> &'static str {
+    "logged"
+}
+
+// The largest `limit * window` the script accepts: 12907 * 697853820 = 9007199254740.
+#[rate_limit(limiter = "leaky_bucket", opts = [12907, 697853820])]
+async fn leaky() -> &'static str {
+    "leaky"
+}
+
+#[rate_limit(limiter = "gcra", opts = [20, 60, 20])]
+async fn paced() -> &'static str {
+    "paced"
+}
+
+#[rate_limit(limiter = "gcra", opts = [20, 60, 1])]
+async fn evenly() -> &'static str {
+    "evenly"
+}
+
+#[rate_limit(limiter = "multi_window", opts = ["1/5"])]
+async fn one_window() -> &'static str {
+    "one window"
+}
+
+#[rate_limit(limiter = "multi_window", opts = ["1/5", "100/3600", "2147483647/2147483647"])]
+async fn windows() -> &'static str {
+    "windows"
+}
+
 fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/fixed", get(fixed))
         .route("/bucket", get(bucket))
         .route("/trickle", get(trickle))
+        .route("/sliding", get(sliding))
+        .route("/logged", get(logged))
+        .route("/leaky", get(leaky))
+        .route("/paced", get(paced))
+        .route("/evenly", get(evenly))
+        .route("/one-window", get(one_window))
+        .route("/windows", get(windows))
         .with_state(AppState { limits })
 }
 
