@@ -134,6 +134,7 @@ pub mod __private;
 
 /// The algorithm catalogue: what each built-in limiter does, what it costs, and how to choose.
 #[doc = include_str!("../docs/algorithms.md")]
+#[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
 pub use self::builder::Builder;
