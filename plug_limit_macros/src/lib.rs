@@ -334,3 +334,8 @@ fn try_expand(
     let config = validate::config(parse::args(args), &item)?;
     Ok(expand::handler(&config, item))
 }
+
+// The README's examples compile as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
