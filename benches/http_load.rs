@@ -1,35 +1,49 @@
-//! HTTP load harness: the throughput of rate-limited Axum routes, each as a ratio to a bare
-//! handler measured in the same run on the same machine.
+//! HTTP load harness: the throughput and CPU cost of rate-limited Axum routes, each against a
+//! bare handler, a hand-written Redis check and a peer library, all measured in the same run on
+//! the same machine.
 //!
 //! ```text
 //! cargo bench --bench http_load
 //! ```
 //!
-//! Variants, each served alone on `GET /`:
+//! Variants, each served alone on `GET /`, in the order a round runs them (see
+//! `benches/README.md` for how to read the output):
 //!
-//! | variant | handler |
-//! |---|---|
-//! | `bare` | `"ok"` |
-//! | `fixed_window` | `RateLimited<FixedWindow<1_000_000_000, 3600>>`, keyed by `x-client` |
-//! | `token_bucket` | `RateLimited<TokenBucket<1_000_000_000, 3600, 1_000_000_000>>`, likewise |
-//! | `evalsha_multiplexed` | one `EVALSHA` of `lua/fixed_window.lua` on one shared `MultiplexedConnection` |
-//! | `evalsha_pool_get` | the same after `pool.get().await` on every request |
+//! | variant | handler | counted answer |
+//! |---|---|---|
+//! | `bare` | `"ok"` | `2xx` |
+//! | `memory` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on the memory backend, keyed by `x-client` | `2xx` + headers |
+//! | `deny_flood` | `RateLimited<FixedWindow<1, 3600>>` on Redis with `deny_cache(true)`, one client already denied | `429` + headers |
+//! | `tower_governor` | `"ok"` behind the `tower_governor` layer (in-process GCRA), keyed by `x-client` | `2xx` + headers |
+//! | `evalsha_multiplexed` | one `EVALSHA` of `lua/fixed_window.lua` on one shared `MultiplexedConnection` | `2xx` + headers |
+//! | `fixed_window` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on Redis, keyed by `x-client` | `2xx` + headers |
+//! | `token_bucket` | `RateLimited<TokenBucket<1_000_000_000, 3600, 1_000_000_000>>`, likewise | `2xx` + headers |
+//! | `gcra` | `RateLimited<Gcra<1_000_000_000, 3600, 1_000_000_000>>`, likewise | `2xx` + headers |
+//! | `evalsha_pool_get` | the same as `evalsha_multiplexed` after `pool.get().await` on every request | `2xx` + headers |
 //!
-//! The limits are never reached, so every request is a full allow decision. The two `evalsha_*`
-//! handlers frame the library: the first is the irreducible cost of one decision, the second
-//! what a naive integration costs.
+//! The limits of the allowing variants are never reached, so every request is a full allow
+//! decision. The two `evalsha_*` handlers frame the library: the first is the irreducible cost
+//! of one decision on Redis, the second what a naive integration costs. `tower_governor` is the
+//! usual in-process choice, and `memory` is the library's answer to it. `deny_flood` is one
+//! client hammering a route it is already denied on: with the deny cache, every answer is the
+//! limiter's `429` made locally, and the Redis commands it costs are counted from
+//! `INFO commandstats` (they should be none).
 //!
 //! Each server runs on its own thread with a current-thread Tokio runtime, so it uses at most
 //! one core whatever the machine. The load generator runs on the main thread, also on a
 //! current-thread runtime, and Redis is a private `redis-server` on a free loopback port. A
-//! request counts when it is sent and answered inside the measured window, with a `2xx` (and,
-//! for the limiting variants, `x-ratelimit-remaining`, so a check that failed open cannot pass
-//! for a fast one). Latencies are those of the counted requests.
+//! request counts when it is sent and answered inside the measured window with the variant's
+//! expected status and, for every variant but `bare`, an `x-ratelimit-remaining` header, so a
+//! check that failed open cannot pass for a fast one. Latencies are those of the counted
+//! requests.
 //!
-//! Output: the throughput table, then the CPU each party used during the window (server
-//! thread, load generator thread, Redis, and everything else on the machine) with the CPU time
-//! per request. Throughput moves with whatever else runs on the machine; CPU per request much
-//! less. On a busy machine, raise `HTTP_LOAD_ROUNDS`.
+//! Output: the main table (throughput, latency, server CPU per request, ratio to bare, Redis
+//! commands per request), each Redis limiter against the hand-written check, the targets with
+//! whether this run met them, then the CPU each party used during the window (server thread,
+//! load generator thread, Redis, and everything else on the machine). Absolute figures are each
+//! variant's best pass; ratios pair the passes of one round and take the median over rounds.
+//! Throughput moves with whatever else runs on the machine; CPU per request much less. On a
+//! busy machine, raise `HTTP_LOAD_ROUNDS`.
 //!
 //! Environment (all optional):
 //!
@@ -39,7 +53,7 @@
 //! | `HTTP_LOAD_WARMUP_SECS` | `1` | unmeasured seconds before them |
 //! | `HTTP_LOAD_CONNECTIONS` | `64` | concurrent keep-alive connections |
 //! | `HTTP_LOAD_CLIENTS` | `10000` | distinct `x-client` values, spread round-robin |
-//! | `HTTP_LOAD_ROUNDS` | `1` | passes over the variants; each keeps its best pass |
+//! | `HTTP_LOAD_ROUNDS` | `1` | passes over the variants; each keeps its best pass, ratios their median |
 //! | `HTTP_LOAD_VARIANTS` | all | comma-separated subset; `bare` is always added |
 //! | `REDIS_SERVER` | `redis-server` | the Redis binary |
 
@@ -63,10 +77,12 @@ use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
 use deadpool_redis::redis::{self, Script};
 use deadpool_redis::{Connection, Pool};
 use http::{HeaderName, HeaderValue, StatusCode};
-use plug_limit::{FailurePolicy, FixedWindow, PlugLimit, RateLimited, TokenBucket};
+use plug_limit::{FailurePolicy, FixedWindow, Gcra, PlugLimit, RateLimited, TokenBucket};
 use plug_limit_tests::RedisServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
@@ -77,9 +93,14 @@ const WINDOW: u32 = 3600;
 const GRACE: Duration = Duration::from_secs(2);
 /// A response head larger than this is a broken server, not a slow one.
 const MAX_HEAD: usize = 64 * 1024;
+/// The one client of `deny_flood`: denied from its second request on.
+const FLOOD_CLIENT: &str = "flood";
 
 type FixedWindowLimited = RateLimited<FixedWindow<LIMIT, WINDOW>>;
 type TokenBucketLimited = RateLimited<TokenBucket<LIMIT, WINDOW, LIMIT>>;
+type GcraLimited = RateLimited<Gcra<LIMIT, WINDOW, LIMIT>>;
+/// One request an hour: after the first, the window's remaining hour is spent denied.
+type FloodLimited = RateLimited<FixedWindow<1, WINDOW>>;
 
 static FIXED_WINDOW_SCRIPT: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/fixed_window.lua")));
@@ -89,16 +110,27 @@ enum Variant {
     Bare,
     FixedWindow,
     TokenBucket,
+    Gcra,
     EvalshaMultiplexed,
     EvalshaPoolGet,
+    TowerGovernor,
+    Memory,
+    DenyFlood,
 }
 
 impl Variant {
-    const ALL: [Self; 5] = [
+    /// In the order of a round: each variant runs next to what it is compared with, so a
+    /// machine whose speed drifts over a round skews the comparisons least. The in-process
+    /// variants follow `bare`; the Redis limiters follow the hand-written check.
+    const ALL: [Self; 9] = [
         Self::Bare,
+        Self::Memory,
+        Self::DenyFlood,
+        Self::TowerGovernor,
+        Self::EvalshaMultiplexed,
         Self::FixedWindow,
         Self::TokenBucket,
-        Self::EvalshaMultiplexed,
+        Self::Gcra,
         Self::EvalshaPoolGet,
     ];
 
@@ -107,8 +139,29 @@ impl Variant {
             Self::Bare => "bare",
             Self::FixedWindow => "fixed_window",
             Self::TokenBucket => "token_bucket",
+            Self::Gcra => "gcra",
             Self::EvalshaMultiplexed => "evalsha_multiplexed",
             Self::EvalshaPoolGet => "evalsha_pool_get",
+            Self::TowerGovernor => "tower_governor",
+            Self::Memory => "memory",
+            Self::DenyFlood => "deny_flood",
+        }
+    }
+
+    /// The answers that count: the flood's local `429`s, every other variant's `2xx`.
+    fn expected(self) -> &'static str {
+        if self == Self::DenyFlood {
+            "429"
+        } else {
+            "2xx"
+        }
+    }
+
+    fn counts(self, status: u16) -> bool {
+        if self == Self::DenyFlood {
+            status == 429
+        } else {
+            (200..300).contains(&status)
         }
     }
 
@@ -116,8 +169,9 @@ impl Variant {
         self != Self::Bare
     }
 
-    fn is_library(self) -> bool {
-        matches!(self, Self::FixedWindow | Self::TokenBucket)
+    /// The library deciding on Redis: what the hand-written check frames.
+    fn is_library_on_redis(self) -> bool {
+        matches!(self, Self::FixedWindow | Self::TokenBucket | Self::Gcra)
     }
 }
 
@@ -161,7 +215,10 @@ impl Settings {
                         variants.push(variant);
                     }
                 }
-                variants
+                Variant::ALL
+                    .into_iter()
+                    .filter(|v| variants.contains(v))
+                    .collect()
             }
             Err(_) => Variant::ALL.to_vec(),
         };
@@ -192,6 +249,7 @@ where
 
 fn main() -> Result<(), BoxError> {
     let settings = Settings::from_env()?;
+    let load_at_start = load_average();
     let redis_server = RedisServer::start();
     assert_ne!(
         redis_server.port(),
@@ -202,7 +260,8 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     let mut redis_conn = client.block_on(redis_server.connection());
-    let requests = requests(settings.clients);
+    let spread = requests((0..settings.clients).map(|id| format!("client-{id}")));
+    let flood = requests(std::iter::once(FLOOD_CLIENT.to_owned()));
 
     eprintln!(
         "http_load: {} variant(s) x {} round(s), {:?} warm-up + {:?} measured each",
@@ -212,18 +271,25 @@ fn main() -> Result<(), BoxError> {
         settings.measure,
     );
     let mut best: Vec<Option<Measurement>> = settings.variants.iter().map(|_| None).collect();
+    let mut passes: Vec<Vec<Pass>> = settings.variants.iter().map(|_| Vec::new()).collect();
     for round in 1..=settings.rounds {
-        for (slot, &variant) in best.iter_mut().zip(&settings.variants) {
+        let variants = best.iter_mut().zip(&mut passes).zip(&settings.variants);
+        for ((slot, history), &variant) in variants {
             client.block_on(async {
                 redis::cmd("FLUSHALL")
                     .query_async::<()>(&mut redis_conn)
                     .await
             })?;
             let server = Server::start(variant, redis_server.url())?;
+            let requests = if variant == Variant::DenyFlood {
+                &flood
+            } else {
+                &spread
+            };
             let run = Run {
                 variant,
                 addr: server.addr,
-                requests: Arc::clone(&requests),
+                requests: Arc::clone(requests),
                 connections: settings.connections,
                 warmup: settings.warmup,
                 measure: settings.measure,
@@ -232,26 +298,47 @@ fn main() -> Result<(), BoxError> {
             server.stop();
             let measured = measured?;
             eprintln!(
-                "  round {round} {:<20} {:>9.0} req/s",
+                "  round {round} {:<20} {:>9.0} req/s  server {:>5} µs/req  redis cmds/req {}",
                 variant.name(),
-                measured.rps()
+                measured.rps(),
+                measured.micros(measured.cpu.server),
+                measured.redis_commands_per_request(),
             );
+            history.push(Pass {
+                rps: measured.rps(),
+                server: measured.per_request(measured.cpu.server),
+            });
             if slot.as_ref().is_none_or(|kept| measured.rps() > kept.rps()) {
                 *slot = Some(measured);
             }
         }
     }
-    let results: Vec<Measurement> = best.into_iter().flatten().collect();
+    let results = Results(
+        best.into_iter()
+            .zip(passes)
+            .filter_map(|(best, passes)| {
+                Some(Measured {
+                    best: best?,
+                    passes,
+                })
+            })
+            .collect(),
+    );
     let redis_version = client.block_on(redis_version(&mut redis_conn));
-    println!("{}", report(&settings, &results, &redis_version));
+    let machine = Machine {
+        redis_version,
+        load_at_start,
+        load_at_end: load_average(),
+    };
+    println!("{}", report(&settings, &results, &machine));
     Ok(())
 }
 
 /// One request per client id, serialized once so the load generator only copies bytes.
-fn requests(clients: usize) -> Arc<[Box<[u8]>]> {
-    (0..clients)
-        .map(|id| {
-            format!("GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n{CLIENT_HEADER}: client-{id}\r\n\r\n")
+fn requests(clients: impl Iterator<Item = String>) -> Arc<[Box<[u8]>]> {
+    clients
+        .map(|client| {
+            format!("GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n{CLIENT_HEADER}: {client}\r\n\r\n")
                 .into_bytes()
                 .into_boxed_slice()
         })
@@ -270,6 +357,14 @@ async fn fixed_window(limited: FixedWindowLimited) -> (FixedWindowLimited, &'sta
 }
 
 async fn token_bucket(limited: TokenBucketLimited) -> (TokenBucketLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn gcra(limited: GcraLimited) -> (GcraLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn deny_flood(limited: FloodLimited) -> (FloodLimited, &'static str) {
     (limited, "ok")
 }
 
@@ -332,22 +427,40 @@ async fn evalsha(conn: &mut impl ConnectionLike, key: String) -> Response {
     response
 }
 
+/// `tower_governor`'s key: the `x-client` header, as the library's `key::header` reads it.
+#[derive(Debug, Clone, Copy)]
+struct ClientHeader;
+
+impl tower_governor::key_extractor::KeyExtractor for ClientHeader {
+    type Key = String;
+
+    fn extract<T>(&self, req: &http::Request<T>) -> Result<String, tower_governor::GovernorError> {
+        req.headers()
+            .get(CLIENT_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
+    }
+}
+
 async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
     let limits = || {
         PlugLimit::builder(plug_limit_tests::pool(redis_url))
             .key(plug_limit::key::header(CLIENT_HEADER))
             // A failed check answers 503, which is not counted, instead of a fast 200.
             .on_failure(FailurePolicy::Closed)
-            .build()
     };
     Ok(match variant {
         Variant::Bare => Router::new().route("/", get(bare)),
         Variant::FixedWindow => Router::new()
             .route("/", get(fixed_window))
-            .with_state(limits()?),
+            .with_state(limits().build()?),
         Variant::TokenBucket => Router::new()
             .route("/", get(token_bucket))
-            .with_state(limits()?),
+            .with_state(limits().build()?),
+        Variant::Gcra => Router::new()
+            .route("/", get(gcra))
+            .with_state(limits().build()?),
         Variant::EvalshaMultiplexed => {
             let pool = plug_limit_tests::pool(redis_url);
             let conn = Connection::take(pool.get().await?);
@@ -358,6 +471,31 @@ async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
         Variant::EvalshaPoolGet => Router::new()
             .route("/", get(evalsha_pool_get))
             .with_state(plug_limit_tests::pool(redis_url)),
+        Variant::TowerGovernor => {
+            // One cell a nanosecond with a burst of LIMIT: never reached, like the others.
+            let config = GovernorConfigBuilder::default()
+                .per_nanosecond(1)
+                .burst_size(LIMIT)
+                .key_extractor(ClientHeader)
+                .use_headers()
+                .finish()
+                .ok_or("tower_governor: invalid quota")?;
+            Router::new()
+                .route("/", get(bare))
+                .layer(GovernorLayer::new(config))
+        }
+        Variant::Memory => {
+            let limits = PlugLimit::memory_builder()
+                .key(plug_limit::key::header(CLIENT_HEADER))
+                .on_failure(FailurePolicy::Closed)
+                .build()?;
+            Router::new()
+                .route("/", get(fixed_window))
+                .with_state(limits)
+        }
+        Variant::DenyFlood => Router::new()
+            .route("/", get(deny_flood))
+            .with_state(limits().deny_cache(true).build()?),
     })
 }
 
@@ -449,8 +587,24 @@ fn cpu_time(schedstat: &Path) -> Option<Duration> {
     Some(Duration::from_nanos(nanos))
 }
 
-async fn redis_cpu(conn: &mut MultiplexedConnection) -> Option<Duration> {
-    let info: String = redis::cmd("INFO").arg("cpu").query_async(conn).await.ok()?;
+/// What Redis has done so far, from one `INFO cpu commandstats`.
+#[derive(Debug, Clone, Copy, Default)]
+struct RedisCounters {
+    cpu: Option<Duration>,
+    /// Commands executed, those run inside scripts included; the harness's own `INFO` calls
+    /// are left out.
+    commands: Option<u64>,
+}
+
+async fn redis_counters(conn: &mut MultiplexedConnection) -> RedisCounters {
+    let Ok(info) = redis::cmd("INFO")
+        .arg("cpu")
+        .arg("commandstats")
+        .query_async::<String>(conn)
+        .await
+    else {
+        return RedisCounters::default();
+    };
     let seconds = |field: &str| -> Option<f64> {
         info.lines()
             .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
@@ -458,9 +612,23 @@ async fn redis_cpu(conn: &mut MultiplexedConnection) -> Option<Duration> {
             .parse()
             .ok()
     };
-    Some(Duration::from_secs_f64(
-        seconds("used_cpu_user")? + seconds("used_cpu_sys")?,
-    ))
+    let cpu = seconds("used_cpu_user")
+        .zip(seconds("used_cpu_sys"))
+        .map(|(user, sys)| Duration::from_secs_f64(user + sys));
+    // cmdstat_<name>:calls=<n>,usec=...
+    let commands = info
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter_map(|line| line.split_once(':'))
+        .filter(|(name, _)| *name != "info")
+        .map(|(_, stats)| {
+            stats
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))
+                .and_then(|calls| calls.trim().parse::<u64>().ok())
+        })
+        .sum::<Option<u64>>();
+    RedisCounters { cpu, commands }
 }
 
 async fn redis_version(conn: &mut MultiplexedConnection) -> String {
@@ -504,7 +672,7 @@ struct Run {
 #[derive(Debug, Default)]
 struct Tally {
     latencies: Vec<Duration>,
-    non_2xx: u64,
+    unexpected_status: u64,
     missing_headers: u64,
     errors: u64,
     first_problem: Option<String>,
@@ -519,7 +687,7 @@ impl Tally {
 
     fn merge(&mut self, other: Self) {
         self.latencies.extend(other.latencies);
-        self.non_2xx += other.non_2xx;
+        self.unexpected_status += other.unexpected_status;
         self.missing_headers += other.missing_headers;
         self.errors += other.errors;
         if self.first_problem.is_none() {
@@ -538,13 +706,13 @@ struct CpuShare {
     others: Option<f64>,
 }
 
-/// CPU clocks read at one instant. Taken on the load generator's thread, so `/proc/thread-self`
-/// is the client.
+/// CPU clocks and Redis counters read at one instant. Taken on the load generator's thread,
+/// so `/proc/thread-self` is the client.
 struct Snapshot {
     at: Instant,
     server: Option<Duration>,
     client: Option<Duration>,
-    redis: Option<Duration>,
+    redis: RedisCounters,
     machine: Option<Duration>,
 }
 
@@ -554,7 +722,7 @@ impl Snapshot {
             at: Instant::now(),
             server: cpu_time(server),
             client: cpu_time(Path::new("/proc/thread-self/schedstat")),
-            redis: redis_cpu(redis).await,
+            redis: redis_counters(redis).await,
             machine: machine_busy(),
         }
     }
@@ -566,7 +734,7 @@ impl Snapshot {
         };
         let server = share(self.server, after.server);
         let client = share(self.client, after.client);
-        let redis = share(self.redis, after.redis);
+        let redis = share(self.redis.cpu, after.redis.cpu);
         let others = share(self.machine, after.machine)
             .and_then(|machine| Some((machine - server? - client? - redis?).max(0.0)));
         CpuShare {
@@ -575,6 +743,10 @@ impl Snapshot {
             redis,
             others,
         }
+    }
+
+    fn redis_commands_until(&self, after: &Self) -> Option<u64> {
+        after.redis.commands?.checked_sub(self.redis.commands?)
     }
 }
 
@@ -603,6 +775,8 @@ struct Measurement {
     p50: Duration,
     p99: Duration,
     cpu: CpuShare,
+    /// Redis commands executed during the measured window.
+    redis_commands: Option<u64>,
 }
 
 impl Measurement {
@@ -620,6 +794,11 @@ impl Measurement {
         (rps > 0.0).then_some(share? * 1e6 / rps)
     }
 
+    fn micros(&self, share: Option<f64>) -> String {
+        self.per_request(share)
+            .map_or_else(|| "n/a".to_owned(), |us| format!("{us:.1}"))
+    }
+
     /// Server, client and Redis CPU microseconds per served request.
     fn cost(&self) -> Option<f64> {
         Some(
@@ -627,6 +806,20 @@ impl Measurement {
                 + self.per_request(self.cpu.client)?
                 + self.per_request(self.cpu.redis)?,
         )
+    }
+
+    /// Redis commands per counted request. Requests that were answered but not counted (the
+    /// edges of the window) cost commands too, so an allow decision reads a hair above its
+    /// true figure.
+    fn redis_commands_per_request(&self) -> String {
+        match (self.redis_commands, self.served()) {
+            (Some(0), _) => "0".to_owned(),
+            (Some(commands), served) if served > 0 => {
+                format!("{:.2}", commands as f64 / served as f64)
+            }
+            (Some(commands), _) => format!("{commands} total"),
+            (None, _) => "n/a".to_owned(),
+        }
     }
 }
 
@@ -655,6 +848,7 @@ impl Run {
         tokio::time::sleep_until(measure_until).await;
         let after = Snapshot::take(server_cpu, &mut redis_conn).await;
         let cpu = before.share_until(&after);
+        let redis_commands = before.redis_commands_until(&after);
 
         let mut tally = Tally::default();
         for task in tasks {
@@ -677,29 +871,43 @@ impl Run {
             p50,
             p99,
             cpu,
+            redis_commands,
         })
     }
 
-    /// One request checked before any load: a server that answers wrongly fails the run.
+    /// Requests checked before any load: a server that answers wrongly fails the run. For
+    /// `deny_flood` they also spend its client's budget, so the flood meets a denied client.
     async fn preflight(&self) -> Result<(), BoxError> {
+        let name = self.variant.name();
         let check = async {
             let stream = TcpStream::connect(self.addr).await?;
             let mut buf = Vec::with_capacity(4096);
-            exchange(&stream, &self.requests[0], &mut buf).await
+            let mut answers = Vec::new();
+            // The flood's limit is 1: its second answer is the first denial.
+            let requests = if self.variant == Variant::DenyFlood {
+                2
+            } else {
+                1
+            };
+            for _ in 0..requests {
+                answers.push(exchange(&stream, &self.requests[0], &mut buf).await?);
+            }
+            Ok::<_, io::Error>(answers)
         };
-        let response = tokio::time::timeout(Duration::from_secs(5), check)
+        let answers = tokio::time::timeout(Duration::from_secs(5), check)
             .await
-            .map_err(|_| format!("{}: no answer within 5 s", self.variant.name()))??;
-        if response.status != 200 {
+            .map_err(|_| format!("{name}: no answer within 5 s"))??;
+        let last = answers.last().ok_or("no preflight answer")?;
+        if !self.variant.counts(last.status) {
             return Err(format!(
-                "{}: first request got {}",
-                self.variant.name(),
-                response.status
+                "{name}: preflight got {}, expected {}",
+                last.status,
+                self.variant.expected()
             )
             .into());
         }
-        if self.variant.sends_rate_headers() && !response.rate_headers {
-            return Err(format!("{}: no x-ratelimit-remaining header", self.variant.name()).into());
+        if self.variant.sends_rate_headers() && !last.rate_headers {
+            return Err(format!("{name}: no x-ratelimit-remaining header").into());
         }
         Ok(())
     }
@@ -736,9 +944,9 @@ impl Run {
             let done = Instant::now();
             let counted = sent >= from && done <= until;
             match answer {
-                Ok(Ok(response)) if !(200..300).contains(&response.status) => {
+                Ok(Ok(response)) if !self.variant.counts(response.status) => {
                     if counted {
-                        tally.non_2xx += 1;
+                        tally.unexpected_status += 1;
                     }
                     tally.problem(|| format!("status {}", response.status));
                 }
@@ -746,7 +954,9 @@ impl Run {
                     if counted {
                         tally.missing_headers += 1;
                     }
-                    tally.problem(|| "2xx without x-ratelimit-remaining".to_owned());
+                    tally.problem(|| {
+                        format!("{} without x-ratelimit-remaining", self.variant.expected())
+                    });
                 }
                 Ok(Ok(_)) => {
                     if counted {
@@ -870,42 +1080,204 @@ fn invalid(what: &str) -> io::Error {
 // ---------------------------------------------------------------------------------------------
 // Report
 
-fn report(settings: &Settings, results: &[Measurement], redis_version: &str) -> String {
-    let rps_of = |variant: Variant| {
-        results
+/// One pass of one variant, for the comparisons within a round.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    rps: f64,
+    /// Server CPU microseconds per counted request.
+    server: Option<f64>,
+}
+
+/// A variant's best pass (by req/s), and every pass in round order.
+struct Measured {
+    best: Measurement,
+    passes: Vec<Pass>,
+}
+
+struct Results(Vec<Measured>);
+
+impl Results {
+    fn get(&self, variant: Variant) -> Option<&Measured> {
+        self.0.iter().find(|m| m.best.variant == variant)
+    }
+
+    /// `compare` of `a`'s and `b`'s passes of the same round, the median over the rounds. A
+    /// ratio of two best passes would pair two moments of a machine whose speed drifts; two
+    /// passes of one round ran a few seconds apart.
+    fn paired(
+        &self,
+        a: Variant,
+        b: Variant,
+        compare: impl Fn(&Pass, &Pass) -> Option<f64>,
+    ) -> Option<f64> {
+        let (a, b) = (self.get(a)?, self.get(b)?);
+        let mut values: Vec<f64> = a
+            .passes
             .iter()
-            .find(|m| m.variant == variant)
-            .map(Measurement::rps)
+            .zip(&b.passes)
+            .filter_map(|(a, b)| compare(a, b))
+            .filter(|v| v.is_finite())
+            .collect();
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => Some(values[n / 2]),
+            _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+        }
+    }
+
+    /// `a`'s req/s over `b`'s.
+    fn rps_ratio(&self, a: Variant, b: Variant) -> Option<f64> {
+        self.paired(a, b, |a, b| (b.rps > 0.0).then(|| a.rps / b.rps))
+    }
+
+    /// The server CPU per request `a` adds over `b`, in microseconds.
+    fn server_added(&self, a: Variant, b: Variant) -> Option<f64> {
+        self.paired(a, b, |a, b| Some(a.server? - b.server?))
+    }
+
+    /// The issue's targets, as (what, threshold, measured ratio) checks.
+    fn targets(&self) -> Vec<(String, f64, Option<f64>)> {
+        let mut checks = Vec::new();
+        for m in self
+            .0
+            .iter()
+            .filter(|m| m.best.variant.is_library_on_redis())
+        {
+            let variant = m.best.variant;
+            let name = variant.name();
+            checks.push((
+                format!("{name} req/s / bare"),
+                0.45,
+                self.rps_ratio(variant, Variant::Bare),
+            ));
+            if self.get(Variant::EvalshaMultiplexed).is_some() {
+                checks.push((
+                    format!("{name} req/s / evalsha_multiplexed"),
+                    0.95,
+                    self.rps_ratio(variant, Variant::EvalshaMultiplexed),
+                ));
+            }
+        }
+        for (variant, threshold) in [(Variant::Memory, 0.95), (Variant::DenyFlood, 0.9)] {
+            if self.get(variant).is_some() {
+                checks.push((
+                    format!("{} req/s / bare", variant.name()),
+                    threshold,
+                    self.rps_ratio(variant, Variant::Bare),
+                ));
+            }
+        }
+        checks
+    }
+}
+
+struct Machine {
+    redis_version: String,
+    load_at_start: String,
+    load_at_end: String,
+}
+
+fn ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".to_owned(), |r| format!("{r:.2}x"))
+}
+
+fn report(settings: &Settings, results: &Results, machine: &Machine) -> String {
+    let rounds = if settings.rounds == 1 {
+        "this run".to_owned()
+    } else {
+        format!(
+            "the median of {} rounds, each against its own round",
+            settings.rounds
+        )
     };
-    let bare = rps_of(Variant::Bare).unwrap_or(f64::NAN);
     let mut out = String::new();
-    let _ = writeln!(out, "| variant | req/s | p50 | p99 | ratio to bare |");
-    let _ = writeln!(out, "|---|---:|---:|---:|---:|");
-    for m in results {
+    let _ = writeln!(
+        out,
+        "| variant | req/s | p50 | p99 | server µs/req | ratio to bare | Redis cmds/req |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|");
+    for Measured { best: m, .. } in &results.0 {
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {} | {} | {:.2}x |",
+            "| {} | {:.0} | {} | {} | {} | {} | {} |",
             m.variant.name(),
             m.rps(),
             millis(m.p50),
             millis(m.p99),
-            m.rps() / bare,
+            m.micros(m.cpu.server),
+            ratio(results.rps_ratio(m.variant, Variant::Bare)),
+            m.redis_commands_per_request(),
         );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "req/s, latencies, CPU and commands: each variant's best pass. Ratios: {rounds}."
+    );
+
+    if results.get(Variant::EvalshaMultiplexed).is_some() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Against the hand-written check (`evalsha_multiplexed`, which runs fixed_window.lua): \
+             throughput ratio, and the server CPU the library adds per request."
+        );
+        let _ = writeln!(out);
+        for m in results
+            .0
+            .iter()
+            .filter(|m| m.best.variant.is_library_on_redis())
+        {
+            let variant = m.best.variant;
+            let added = results
+                .server_added(variant, Variant::EvalshaMultiplexed)
+                .map_or_else(|| "n/a".to_owned(), |us| format!("{us:+.1}"));
+            let _ = writeln!(
+                out,
+                "- {}: {} req/s, {added} µs server CPU per request",
+                variant.name(),
+                ratio(results.rps_ratio(variant, Variant::EvalshaMultiplexed)),
+            );
+        }
+    }
+
+    let checks = results.targets();
+    if !checks.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "Targets:");
+        let _ = writeln!(out);
+        for (what, threshold, measured) in checks {
+            let verdict = match measured {
+                Some(r) if r >= threshold => "met",
+                Some(_) => "NOT met",
+                None => "n/a",
+            };
+            let _ = writeln!(
+                out,
+                "- {what} >= {threshold:.2}x: {} ({verdict})",
+                ratio(measured),
+            );
+        }
+        if let Some(Measured { best: flood, .. }) = results.get(Variant::DenyFlood) {
+            let verdict = match flood.redis_commands {
+                Some(0) => "met",
+                Some(_) => "NOT met",
+                None => "n/a",
+            };
+            let _ = writeln!(
+                out,
+                "- deny_flood Redis commands during the flood == 0: {} over {} answers ({verdict})",
+                flood
+                    .redis_commands
+                    .map_or_else(|| "n/a".to_owned(), |c| c.to_string()),
+                flood.served(),
+            );
+        }
     }
 
     let _ = writeln!(out);
-    if let Some(direct) = rps_of(Variant::EvalshaMultiplexed) {
-        for m in results.iter().filter(|m| m.variant.is_library()) {
-            let _ = writeln!(
-                out,
-                "{} / evalsha_multiplexed: {:.2}x",
-                m.variant.name(),
-                m.rps() / direct
-            );
-        }
-        let _ = writeln!(out);
-    }
-
     let _ = writeln!(
         out,
         "CPU during the measured window (share of one core) and per served request. Throughput \
@@ -920,45 +1292,40 @@ fn report(settings: &Settings, results: &[Measurement], redis_version: &str) -> 
          redis µs/req | CPU ratio to bare |"
     );
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let bare_cost = results
-        .iter()
-        .find(|m| m.variant == Variant::Bare)
-        .and_then(Measurement::cost);
-    for m in results {
-        let micros = |share: Option<f64>| {
-            m.per_request(share)
-                .map_or_else(|| "n/a".to_owned(), |us| format!("{us:.1}"))
-        };
-        let ratio = bare_cost.zip(m.cost()).map_or_else(
-            || "n/a".to_owned(),
-            |(bare, cost)| format!("{:.2}x", bare / cost),
-        );
+    let bare_cost = results.get(Variant::Bare).and_then(|bare| bare.best.cost());
+    for Measured { best: m, .. } in &results.0 {
+        let cpu_ratio = bare_cost.zip(m.cost()).map(|(bare, cost)| bare / cost);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {ratio} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             m.variant.name(),
             percent(m.cpu.server),
             percent(m.cpu.client),
             percent(m.cpu.redis),
             percent(m.cpu.others),
-            micros(m.cpu.server),
-            micros(m.cpu.client),
-            micros(m.cpu.redis),
+            m.micros(m.cpu.server),
+            m.micros(m.cpu.client),
+            m.micros(m.cpu.redis),
+            ratio(cpu_ratio),
         );
     }
 
     let problems: Vec<&Measurement> = results
+        .0
         .iter()
-        .filter(|m| m.tally.non_2xx + m.tally.missing_headers + m.tally.errors > 0)
+        .map(|m| &m.best)
+        .filter(|m| m.tally.unexpected_status + m.tally.missing_headers + m.tally.errors > 0)
         .collect();
     if !problems.is_empty() {
         let _ = writeln!(out);
         for m in problems {
             let _ = writeln!(
                 out,
-                "{}: not counted: {} non-2xx, {} without rate headers, {} errors (first: {})",
+                "{}: not counted: {} with another status than {}, {} without rate headers, {} \
+                 errors (first: {})",
                 m.variant.name(),
-                m.tally.non_2xx,
+                m.tally.unexpected_status,
+                m.variant.expected(),
                 m.tally.missing_headers,
                 m.tally.errors,
                 m.tally.first_problem.as_deref().unwrap_or("?"),
@@ -969,10 +1336,13 @@ fn report(settings: &Settings, results: &[Measurement], redis_version: &str) -> 
     let _ = writeln!(out);
     let _ = write!(
         out,
-        "machine: nproc {}, CPU {}, redis {redis_version}; {} connections, {} client ids, \
-         {:?} warm-up + {:?} measured per variant, best of {} round(s)",
+        "machine: nproc {}, CPU {}, redis {}, load average {} at start and {} at end; {} \
+         connections, {} client ids, {:?} warm-up + {:?} measured per variant, best of {} round(s)",
         std::thread::available_parallelism().map_or(0, usize::from),
         cpu_model(),
+        machine.redis_version,
+        machine.load_at_start,
+        machine.load_at_end,
         settings.connections,
         settings.clients,
         settings.warmup,
@@ -1000,4 +1370,12 @@ fn cpu_model() -> String {
                 .map(|(_, model)| model.trim().to_owned())
         })
         .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// The 1-minute load average: whether something else was running.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
 }

@@ -66,7 +66,7 @@ fn memory_backend_agrees_with_redis_call_for_call() {
     let cases = std::env::var("DIFFERENTIAL_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(256);
+        .unwrap_or(1000);
     let mut runner = TestRunner::new(Config {
         cases,
         ..Config::default()

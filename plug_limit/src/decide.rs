@@ -6,6 +6,7 @@ use std::time::Instant;
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
+use crate::key::Key;
 use crate::plug_limit::LimitRef;
 use crate::rejection::RateLimitRejection;
 use crate::{Error, FailurePolicy, LogLevel, Outcome, PlugLimit};
@@ -43,11 +44,8 @@ impl PlugLimit {
                     .map(MatchedPath::as_str)
             })
             .unwrap_or("*");
-        let prefix = &self.inner().prefix;
-        let keys: Vec<String> = key
-            .iter()
-            .map(|k| format!("{prefix}:{}:{scope}:{k}", entry.name))
-            .collect();
+        let namespaced = Keys::namespaced(&key, &self.inner().prefix, &entry.name, scope);
+        let keys = namespaced.as_slice();
         let denials = &self.inner().denials;
         // `keys[0]` names the client for every built-in; a custom script's other keys only
         // refine it.
@@ -61,7 +59,7 @@ impl PlugLimit {
                 Arc::clone(&entry.responder),
             ));
         }
-        match self.eval(entry, &keys, limit.opts, limit.cost).await {
+        match self.eval(entry, keys, limit.opts, limit.cost).await {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
             Ok(outcome) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name, key = %keys.join(" "), "request denied");
@@ -74,6 +72,44 @@ impl PlugLimit {
                 ))
             }
             Err(error) => fail(error),
+        }
+    }
+}
+
+/// A request's namespaced keys: built-in limiters and most custom ones take one, kept without a
+/// `Vec` around it.
+enum Keys {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Keys {
+    /// `{prefix}:{limiter}:{scope}:{part}` for every part of `key`.
+    fn namespaced(key: &Key, prefix: &str, limiter: &str, scope: &str) -> Self {
+        let namespace = |part: &str| {
+            let mut full =
+                String::with_capacity(prefix.len() + limiter.len() + scope.len() + part.len() + 3);
+            for piece in [prefix, ":", limiter, ":", scope, ":", part] {
+                full.push_str(piece);
+            }
+            full
+        };
+        let mut parts = key.iter();
+        let first = namespace(parts.next().unwrap_or_default());
+        match parts.next() {
+            None => Self::One(first),
+            Some(second) => {
+                let mut all = vec![first, namespace(second)];
+                all.extend(parts.map(namespace));
+                Self::Many(all)
+            }
+        }
+    }
+
+    fn as_slice(&self) -> &[String] {
+        match self {
+            Self::One(key) => std::slice::from_ref(key),
+            Self::Many(keys) => keys,
         }
     }
 }

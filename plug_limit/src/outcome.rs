@@ -1,5 +1,6 @@
 //! The result of one limiter evaluation, and the parser of the script reply it comes from.
 
+use axum::body::Bytes;
 use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
@@ -76,23 +77,19 @@ impl Outcome {
         verdict: crate::native::Verdict,
         declared: &[HeaderName],
     ) -> Result<Self, ReplyError> {
-        let headers = verdict
-            .headers
-            .into_iter()
-            .enumerate()
-            .map(|(position, value)| {
-                let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+        let mut headers = Vec::with_capacity(verdict.headers.len());
+        for (position, value) in verdict.headers.into_iter().enumerate() {
+            let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+                position,
+                declared: declared.len(),
+            })?;
+            let value =
+                HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
                     position,
-                    declared: declared.len(),
+                    found: "bytes not allowed in a header",
                 })?;
-                let value =
-                    HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
-                        position,
-                        found: "bytes not allowed in a header",
-                    })?;
-                Ok((name.clone(), value))
-            })
-            .collect::<Result<_, ReplyError>>()?;
+            headers.push((name.clone(), value));
+        }
         let decision = if verdict.allow {
             Decision::Allow
         } else {
@@ -186,8 +183,10 @@ fn text(value: Value, position: usize) -> Result<Vec<u8>, ReplyError> {
 }
 
 fn header_value(value: Value, position: usize) -> Result<HeaderValue, ReplyError> {
-    let bytes = text(value, position)?;
-    HeaderValue::from_bytes(&bytes).map_err(|_| ReplyError::InvalidHeaderValue {
+    // The reply's own buffer becomes the header's: `Bytes` takes a `Vec` whose length is its
+    // capacity (as the reply parser makes them) without a copy or an allocation.
+    let bytes = Bytes::from(text(value, position)?);
+    HeaderValue::from_maybe_shared(bytes).map_err(|_| ReplyError::InvalidHeaderValue {
         position,
         found: "bytes not allowed in a header",
     })

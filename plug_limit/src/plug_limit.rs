@@ -355,22 +355,39 @@ impl PlugLimit {
         }
         match self.backend(entry) {
             Backend::Memory(memory) => eval_memory(memory, entry, keys, opts, cost),
+            // Boxed: a Redis check's state (the call, its timer, the retry) is most of a
+            // request's future. Kept apart, it spares memory checks and deny-cache answers a
+            // large future, and on Redis each of the two allocations stays small enough for
+            // glibc's per-thread cache (1 KiB), where one of their combined size would not.
             Backend::Redis(redis) => {
-                let timeout = self.inner.timeout;
-                let now = self.inner.clock.as_ref().map(|clock| clock.now_ms());
-                let call = eval_redis(redis, entry, keys, opts, cost, now);
-                let result = match tokio::time::timeout(timeout, call).await {
-                    Ok(result) => result,
-                    Err(_) => Err(Error::Timeout(timeout)),
-                };
-                match result {
-                    Err(error) if entry.on_failure == FailurePolicy::Memory => {
-                        entry.log_level.log(&entry.name, &error);
-                        eval_memory(self.inner.fallback(), entry, keys, opts, cost)
-                    }
-                    result => result,
-                }
+                Box::pin(self.eval_on_redis(redis, entry, keys, opts, cost)).await
             }
+        }
+    }
+
+    /// [`eval`](Self::eval) on Redis: the call within the timeout, then the failure policy's
+    /// memory fallback.
+    async fn eval_on_redis(
+        &self,
+        redis: &RedisBackend,
+        entry: &Entry,
+        keys: &[String],
+        opts: &[Opt],
+        cost: u32,
+    ) -> Result<Outcome, Error> {
+        let timeout = self.inner.timeout;
+        let now = self.inner.clock.as_ref().map(|clock| clock.now_ms());
+        let call = eval_redis(redis, entry, keys, opts, cost, now);
+        let result = match tokio::time::timeout(timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout(timeout)),
+        };
+        match result {
+            Err(error) if entry.on_failure == FailurePolicy::Memory => {
+                entry.log_level.log(&entry.name, &error);
+                eval_memory(self.inner.fallback(), entry, keys, opts, cost)
+            }
+            result => result,
         }
     }
 }

@@ -5,7 +5,9 @@ use std::fmt;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
-use deadpool_redis::redis::{Cmd, Pipeline, RedisFuture, Script, Value};
+use deadpool_redis::redis::{
+    Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Script, ServerErrorKind, Value,
+};
 use deadpool_redis::{Connection, Pool};
 #[cfg(feature = "cluster")]
 use deadpool_redis::{cluster, cluster::ClusterConnection};
@@ -94,10 +96,11 @@ impl RedisBackend {
 
     /// Evaluates `script` with `KEYS = keys` and `ARGV = opts` in one `EVALSHA` round trip.
     ///
-    /// `redis::Script` loads the script and retries once on `NOSCRIPT`, so scripts survive
-    /// `SCRIPT FLUSH` and restarts (on a cluster, `SCRIPT LOAD` goes to every primary). A call
-    /// that finds the shared connection broken retries once on a fresh connection: counting a
-    /// request twice errs on the safe side of a limit.
+    /// A script Redis does not know (`NOSCRIPT`) is loaded and the call retried once, as
+    /// `redis::Script` does, so scripts survive `SCRIPT FLUSH` and restarts (on a cluster,
+    /// `SCRIPT LOAD` goes to every primary). A call that finds the shared connection broken
+    /// retries once on a fresh connection: counting a request twice errs on the safe side of a
+    /// limit.
     pub(crate) async fn eval(
         &self,
         script: &Script,
@@ -105,19 +108,13 @@ impl RedisBackend {
         opts: &[Opt],
         extra: &[Opt],
     ) -> Result<Value, Error> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        for opt in opts.iter().chain(extra) {
-            invocation.arg(opt);
-        }
+        let evalsha = evalsha(script, keys, opts, extra);
         let mut conn = self.connection().await?;
-        match invocation.invoke_async(&mut conn).await {
+        match invoke(&evalsha, script, &mut conn).await {
             Err(err) if err.is_connection_dropped() || err.is_io_error() => {
                 self.forget();
                 let mut conn = self.connection().await?;
-                Ok(invocation.invoke_async(&mut conn).await?)
+                Ok(invoke(&evalsha, script, &mut conn).await?)
             }
             reply => Ok(reply?),
         }
@@ -142,9 +139,16 @@ impl RedisBackend {
     }
 
     async fn connection(&self) -> Result<Shared, Error> {
-        if let Some(conn) = self.shared().clone() {
-            return Ok(conn);
+        let shared = self.shared().clone();
+        match shared {
+            Some(conn) => Ok(conn),
+            // Boxed: the pool's checkout future is kilobytes, and inline it would be part of
+            // every check's future, moved and allocated with it on every request.
+            None => Box::pin(self.checkout()).await,
         }
+    }
+
+    async fn checkout(&self) -> Result<Shared, Error> {
         let _checkout = self.checkout.lock().await;
         if let Some(conn) = self.shared().clone() {
             return Ok(conn);
@@ -165,6 +169,43 @@ impl RedisBackend {
     fn shared(&self) -> MutexGuard<'_, Option<Shared>> {
         // The guarded value is a plain `Option` that no panic can leave half-written.
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The `EVALSHA` command of one check, built straight into one `Cmd` sized up front.
+///
+/// What `Script::prepare_invoke` would send, without its intermediate buffer per key and per
+/// argument.
+fn evalsha(script: &Script, keys: &[String], opts: &[Opt], extra: &[Opt]) -> Cmd {
+    // An option is at most 20 digits and a sign.
+    let data = "EVALSHA".len()
+        + script.get_hash().len()
+        + 4
+        + keys.iter().map(String::len).sum::<usize>()
+        + 21 * (opts.len() + extra.len());
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + opts.len() + extra.len(), data);
+    cmd.arg("EVALSHA").arg(script.get_hash()).arg(keys.len());
+    for key in keys {
+        cmd.arg(key.as_str());
+    }
+    for opt in opts.iter().chain(extra) {
+        cmd.arg(opt);
+    }
+    cmd
+}
+
+/// Sends `evalsha`; on `NOSCRIPT`, loads `script` and sends it once more.
+async fn invoke(evalsha: &Cmd, script: &Script, conn: &mut Shared) -> RedisResult<Value> {
+    match evalsha.query_async(conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            // Boxed: once per script and server, so its state stays out of every check's future.
+            Box::pin(async {
+                script.load_async(conn).await?;
+                evalsha.query_async(conn).await
+            })
+            .await
+        }
+        reply => reply,
     }
 }
 
