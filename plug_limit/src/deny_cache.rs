@@ -1,19 +1,14 @@
 //! The local deny cache: once a key is denied until T, deny it here until T without asking the
 //! backend again.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasher, RandomState};
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
 
 use crate::Outcome;
+use crate::sharded::Sharded;
 
 const SHARDS: usize = 16;
-
-/// A shard sweeps after at least this many insertions.
-const MIN_SWEEP: usize = 64;
 
 /// Remembers the keys a limiter denied, and until when, in this process.
 ///
@@ -23,15 +18,7 @@ const MIN_SWEEP: usize = 64;
 /// ones arrive, so the cache holds about the keys denied within their waits.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    shards: Box<[Mutex<Shard>]>,
-    hasher: RandomState,
-}
-
-#[derive(Debug)]
-struct Shard {
-    denials: HashMap<Box<str>, Denial>,
-    inserts_since_sweep: usize,
-    next_sweep: usize,
+    denials: Sharded<Denial>,
 }
 
 #[derive(Debug)]
@@ -45,37 +32,18 @@ struct Denial {
 impl DenyCache {
     pub(crate) fn new() -> Self {
         Self {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Shard {
-                        denials: HashMap::new(),
-                        inserts_since_sweep: 0,
-                        next_sweep: MIN_SWEEP,
-                    })
-                })
-                .collect(),
-            hasher: RandomState::new(),
+            denials: Sharded::new(SHARDS),
         }
-    }
-
-    fn shard(&self, key: &str) -> MutexGuard<'_, Shard> {
-        // Truncation is the point: any bits of the hash pick a shard.
-        #[allow(clippy::cast_possible_truncation)]
-        let index = self.hasher.hash_one(key) as usize % SHARDS;
-        // Only plain map operations run under the lock: nothing can panic halfway.
-        self.shards[index]
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The cached denial of `key` for a request of `cost`, with its `retry-after` and
     /// `x-ratelimit-reset` counted down by the time since the denial. A denial of a costlier
     /// request says nothing about a cheaper one.
     pub(crate) fn get(&self, key: &str, cost: u32, now: Instant) -> Option<Outcome> {
-        let mut shard = self.shard(key);
-        let denial = shard.denials.get(key)?;
+        let mut shard = self.denials.shard(key);
+        let denial = shard.entries.get(key)?;
         if now >= denial.until {
-            shard.denials.remove(key);
+            shard.entries.remove(key);
             return None;
         }
         if cost < denial.cost {
@@ -99,19 +67,14 @@ impl DenyCache {
             cost,
             outcome: outcome.clone(),
         };
-        let mut shard = self.shard(key);
-        shard.inserts_since_sweep += 1;
-        if shard.inserts_since_sweep >= shard.next_sweep {
-            shard.denials.retain(|_, denial| denial.until > now);
-            shard.inserts_since_sweep = 0;
-            shard.next_sweep = shard.denials.len().max(MIN_SWEEP);
-        }
-        shard.denials.insert(key.into(), denial);
+        let mut shard = self.denials.shard(key);
+        shard.sweep_if_due(|denial| denial.until > now);
+        shard.entries.insert(key.into(), denial);
     }
 
     /// Forgets `key`'s denial, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
     pub(crate) fn remove(&self, key: &str) {
-        self.shard(key).denials.remove(key);
+        self.denials.shard(key).entries.remove(key);
     }
 }
 

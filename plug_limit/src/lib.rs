@@ -127,6 +127,7 @@ mod plug_limit;
 mod policy;
 mod rejection;
 mod responder;
+mod sharded;
 
 #[doc(hidden)]
 #[path = "private.rs"]
