@@ -40,10 +40,10 @@ impl DenyCache {
     /// `x-ratelimit-reset` counted down by the time since the denial. A denial of a costlier
     /// request says nothing about a cheaper one.
     pub(crate) fn get(&self, key: &str, cost: u32, now: Instant) -> Option<Outcome> {
-        let mut shard = self.denials.shard(key);
-        let denial = shard.entries.get(key)?;
+        let mut shard = self.denials.lock(key);
+        let denial = shard.get_mut(key)?;
         if now >= denial.until {
-            shard.entries.remove(key);
+            shard.remove(key);
             return None;
         }
         if cost < denial.cost {
@@ -67,14 +67,14 @@ impl DenyCache {
             cost,
             outcome: outcome.clone(),
         };
-        let mut shard = self.denials.shard(key);
+        let mut shard = self.denials.lock(key);
         shard.sweep_if_due(|denial| denial.until > now);
-        shard.entries.insert(key.into(), denial);
+        shard.insert(key, denial);
     }
 
     /// Forgets `key`'s denial, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
     pub(crate) fn remove(&self, key: &str) {
-        self.denials.shard(key).entries.remove(key);
+        self.denials.lock(key).remove(key);
     }
 }
 

@@ -337,7 +337,7 @@ impl PlugLimit {
         &self.inner
     }
 
-    fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {
+    pub(crate) fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {
         entry.backend.as_ref().unwrap_or(&self.inner.backend)
     }
 
@@ -350,15 +350,10 @@ impl PlugLimit {
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
-        if let Some(builtin) = entry.builtin {
-            check_arity(builtin, opts)?;
-        }
         match self.backend(entry) {
             Backend::Memory(memory) => eval_memory(memory, entry, keys, opts, cost),
             // Boxed: a Redis check's state (the call, its timer, the retry) is most of a
-            // request's future. Kept apart, it spares memory checks and deny-cache answers a
-            // large future, and on Redis each of the two allocations stays small enough for
-            // glibc's per-thread cache (1 KiB), where one of their combined size would not.
+            // request's future. Kept apart, it spares memory checks a large future.
             Backend::Redis(redis) => {
                 Box::pin(self.eval_on_redis(redis, entry, keys, opts, cost)).await
             }
@@ -367,7 +362,7 @@ impl PlugLimit {
 
     /// [`eval`](Self::eval) on Redis: the call within the timeout, then the failure policy's
     /// memory fallback.
-    async fn eval_on_redis(
+    pub(crate) async fn eval_on_redis(
         &self,
         redis: &RedisBackend,
         entry: &Entry,
@@ -375,6 +370,9 @@ impl PlugLimit {
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
+        if let Some(builtin) = entry.builtin {
+            check_arity(builtin, opts)?;
+        }
         let timeout = self.inner.timeout;
         let now = self.inner.clock.as_ref().map(|clock| clock.now_ms());
         let call = eval_redis(redis, entry, keys, opts, cost, now);
@@ -415,7 +413,8 @@ async fn eval_redis(
     Ok(Outcome::from_reply(reply, &entry.headers)?)
 }
 
-fn eval_memory(
+/// [`PlugLimit::eval`] on the memory backend.
+pub(crate) fn eval_memory(
     memory: &MemoryBackend,
     entry: &Entry,
     keys: &[String],
@@ -425,6 +424,7 @@ fn eval_memory(
     let builtin = entry
         .builtin
         .ok_or_else(|| Error::NotBuiltIn(entry.name.to_string()))?;
+    check_arity(builtin, opts)?;
     let key = keys.first().map_or("", String::as_str);
     let verdict = memory.eval(builtin, key, opts, cost)?;
     Ok(Outcome::from_verdict(verdict, &entry.headers)?)

@@ -13,7 +13,8 @@ const SHARDS: usize = 64;
 /// Keeps each key's limiter state in a [`Sharded`] map, evaluated by the same rules as the Lua
 /// scripts; expired state is swept as traffic flows, without a background task.
 pub(crate) struct MemoryBackend {
-    states: Sharded<Stored>,
+    /// `None` only while an evaluation runs: a key whose state it deletes is removed.
+    states: Sharded<Option<Stored>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -34,25 +35,30 @@ impl MemoryBackend {
         cost: u32,
     ) -> Result<Verdict, Error> {
         let now_ms = self.clock.now_ms();
-        let mut shard = self.states.shard(key);
-        shard.sweep_if_due(|stored| stored.expires_at_ms > now_ms);
-        // Take the entry out and put it back, so an existing key costs no allocation.
-        let (owned_key, mut slot) = match shard.entries.remove_entry(key) {
-            Some((owned, stored)) if stored.expires_at_ms > now_ms => (Some(owned), Some(stored)),
-            Some((owned, _expired)) => (Some(owned), None),
-            None => (None, None),
-        };
+        let mut shard = self.states.lock(key);
+        shard.sweep_if_due(|slot| slot.as_ref().is_some_and(|s| s.expires_at_ms > now_ms));
+        // An existing key is evaluated in place: one lookup, no allocation.
+        if let Some(slot) = shard.get_mut(key) {
+            if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
+                *slot = None;
+            }
+            let verdict = native::evaluate(limiter, opts, cost, now_ms, slot);
+            if slot.is_none() {
+                shard.remove(key);
+            }
+            return verdict.map_err(Error::Script);
+        }
+        let mut slot = None;
         let verdict = native::evaluate(limiter, opts, cost, now_ms, &mut slot);
-        if let Some(stored) = slot {
-            let owned_key = owned_key.unwrap_or_else(|| key.into());
-            shard.entries.insert(owned_key, stored);
+        if slot.is_some() {
+            shard.insert(key, slot);
         }
         verdict.map_err(Error::Script)
     }
 
     /// Deletes `key`'s state.
     pub(crate) fn reset(&self, key: &str) {
-        self.states.shard(key).entries.remove(key);
+        self.states.lock(key).remove(key);
     }
 
     /// How many keys hold state, expired ones not yet swept included.

@@ -1,7 +1,7 @@
 //! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
 //! its first request.
 
-use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+use super::{Argv, State, Stored, Verdict, decimal, int, positive, verdict};
 
 const NAME: &str = "fixed_window";
 
@@ -11,7 +11,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let window = positive(NAME, "window", argv.get(1))? as i64;
     let (cost, now) = argv.cost_and_now(NAME, 2)?;
     let (cost, now) = (cost as i64, now as i64);
-    let (limit_s, window_s) = (limit.to_string(), window.to_string());
+    let (limit_s, window_s) = (decimal(limit), decimal(window));
 
     let current = match slot {
         Some(Stored {
@@ -26,7 +26,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     if cost == 0 {
         let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));
         return if count < limit {
-            verdict(true, [limit_s, reset, (limit - count - 1).to_string()])
+            verdict(true, [limit_s, reset, decimal(limit - count - 1)])
         } else {
             verdict(false, [limit_s, reset, "0".to_owned()])
         };
@@ -36,13 +36,13 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         // A new window: a cost it cannot hold leaves no key behind.
         if cost > limit {
             *slot = None;
-            return verdict(false, [limit_s, window_s, limit.to_string()]);
+            return verdict(false, [limit_s, window_s, decimal(limit)]);
         }
         *slot = Some(Stored {
             state: State::FixedWindow { count: cost },
             expires_at_ms: now + window * 1000,
         });
-        return verdict(true, [limit_s, window_s, (limit - cost).to_string()]);
+        return verdict(true, [limit_s, window_s, decimal(limit - cost)]);
     };
 
     let reset = ttl(expires_at_ms);
@@ -52,10 +52,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         set_count(slot, count);
     }
     if count <= limit {
-        return verdict(true, [limit_s, reset, (limit - count).to_string()]);
+        return verdict(true, [limit_s, reset, decimal(limit - count)]);
     }
     let left = (limit - (count - cost)).max(0);
-    verdict(false, [limit_s, reset, left.to_string()])
+    verdict(false, [limit_s, reset, decimal(left)])
 }
 
 fn set_count(slot: &mut Option<Stored>, value: i64) {

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 
 use crate::Opt;
 
-use self::argv::{Arg, Argv, MAX, fail, int, positive, verdict};
+use self::argv::{Arg, Argv, MAX, decimal, fail, int, positive, verdict};
 
 mod argv;
 mod fixed_window;
