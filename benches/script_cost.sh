@@ -6,6 +6,12 @@
 # ops/s under pipelined load, the ratio to `return 1`, server CPU per call,
 # and memory per key.
 #
+# After the built-ins come the floors of benches/floors/: the contract's reply
+# alone, and for fixed_window, token_bucket and gcra their Redis commands with
+# that reply and no logic. A built-in cannot beat its floor, so the floor's
+# ratio to `return 1` is what the script contract and the commands allow, and
+# the built-in's ratio to its floor is what its own logic costs.
+#
 # Every throughput run starts from an empty keyspace: with -r 100000 and the
 # default N, about 43% of calls open a new key, the expensive case. Runs go
 # round-robin over the scripts and the best of RUNS is kept, so a burst of
@@ -17,7 +23,10 @@
 #   RUNS          throughput runs per script             (default 3)
 #   MEM_KEYS      distinct keys for the memory figure    (default 100000)
 #   SCRIPTS       space-separated script files           (default lua/*.lua)
-#   OPTS_<name>   ARGV for lua/<name>.lua, e.g. OPTS_fixed_window="10 60"
+#   FLOORS        space-separated floor scripts  (default benches/floors/*.lua;
+#                 empty for none)
+#   OPTS_<name>   ARGV for lua/<name>.lua, e.g. OPTS_fixed_window="10 60"; a
+#                 floor <name>_floor.lua takes <name>'s
 #   STEP_TIMEOUT  seconds before any single step is abandoned (default 120)
 set -euo pipefail
 
@@ -33,6 +42,7 @@ RUNS=${RUNS:-3}
 MEM_KEYS=${MEM_KEYS:-100000}
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 SCRIPTS=${SCRIPTS:-$(cd "$root" && echo lua/*.lua)}
+FLOORS=${FLOORS-$(cd "$root" && echo benches/floors/*.lua)}
 OPTS_fixed_window=${OPTS_fixed_window:-10 60}
 OPTS_token_bucket=${OPTS_token_bucket:-20 600 5}
 OPTS_sliding_window=${OPTS_sliding_window:-10 60}
@@ -40,6 +50,7 @@ OPTS_sliding_log=${OPTS_sliding_log:-10 60}
 OPTS_leaky_bucket=${OPTS_leaky_bucket:-10 60}
 OPTS_gcra=${OPTS_gcra:-20 600 5}
 OPTS_multi_window=${OPTS_multi_window:-10/60 100/3600}
+OPTS_contract_reply=${OPTS_contract_reply:-10 60}
 for v in N RUNS MEM_KEYS STEP_TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
@@ -86,11 +97,11 @@ cpu_seconds() { info cpu | awk -F: '/^used_cpu_(user|sys):/ { s += $2 } END { pr
 names=("return 1")
 bodies=("return 1")
 opts=("")
-for f in $SCRIPTS; do
+for f in $SCRIPTS $FLOORS; do
   [[ $f = /* ]] || f="$root/$f"
   [[ -r $f ]] || die "cannot read $f"
   name=$(basename "$f" .lua)
-  ov="OPTS_$name"
+  ov="OPTS_${name%_floor}"
   [[ -n ${!ov:-} ]] || die "no opts for $name; set $ov"
   names+=("$name")
   bodies+=("$(cat "$f")")
@@ -103,7 +114,7 @@ for i in "${!names[@]}"; do
   [[ ${shas[i]} =~ ^[0-9a-f]{40}$ ]] || die "SCRIPT LOAD failed for ${names[i]}: ${shas[i]}"
   # redis-benchmark counts error replies as successes, so fail on one up front.
   # shellcheck disable=SC2086
-  reply=$(cli EVALSHA "${shas[i]}" 1 smoke:key ${opts[i]} 2>&1)
+  reply=$(cli EVALSHA "${shas[i]}" 1 "smoke:${names[i]}" ${opts[i]} 2>&1)
   [[ $reply != *ERR* ]] || die "${names[i]} with opts '${opts[i]}' fails: $reply"
   ops[i]=0
   cpu[i]=
@@ -116,7 +127,7 @@ for _ in $(seq "$RUNS"); do
     # shellcheck disable=SC2086
     rps=$(timeout "$STEP_TIMEOUT" redis-benchmark -h 127.0.0.1 -p "$port" -P 16 -n "$N" -r 100000 --csv \
       EVALSHA "${shas[i]}" 1 "key:__rand_int__" ${opts[i]} |
-      awk -F'","' 'NR > 1 { print $2 + 0 }' | tail -n 1)
+      awk -F'","' 'NR > 1 { printf "%.0f\n", $2 }' | tail -n 1)
     c1=$(cpu_seconds)
     [[ $rps =~ ^[0-9.]+$ ]] || die "no ops/s parsed for ${names[i]}"
     ops[i]=$(awk -v a="${ops[i]}" -v b="$rps" 'BEGIN { print (b > a) ? b : a }')
@@ -150,10 +161,16 @@ done
 echo "redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p'), $(nproc 2>/dev/null || echo '?') CPUs;" \
   "redis-benchmark -P 16 -n $N -r 100000, best of $RUNS from an empty keyspace; memory over $MEM_KEYS distinct keys"
 echo
-echo "| script | opts | ops/s | ratio to return 1 | server CPU µs/call | CPU ratio | bytes/key | keys (all with TTL) |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| script | opts | ops/s | ratio to return 1 | ratio to its floor | server CPU µs/call | CPU ratio | bytes/key | keys (all with TTL) |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 for i in "${!names[@]}"; do
-  printf '| %s | %s | %.0f | %s | %.2f | %s | %s | %s |\n' "${names[i]}" "${opts[i]:--}" "${ops[i]}" \
-    "$(awk -v a="${ops[i]}" -v b="${ops[0]}" 'BEGIN { printf "%.2f", a / b }')" "${cpu[i]}" \
+  floor=-
+  for j in "${!names[@]}"; do
+    if [[ ${names[j]} == "${names[i]}_floor" ]]; then
+      floor=$(awk -v a="${ops[i]}" -v b="${ops[j]}" 'BEGIN { printf "%.2f", a / b }')
+    fi
+  done
+  printf '| %s | %s | %.0f | %s | %s | %.2f | %s | %s | %s |\n' "${names[i]}" "${opts[i]:--}" "${ops[i]}" \
+    "$(awk -v a="${ops[i]}" -v b="${ops[0]}" 'BEGIN { printf "%.2f", a / b }')" "$floor" "${cpu[i]}" \
     "$(awk -v a="${cpu[i]}" -v b="${cpu[0]}" 'BEGIN { printf "%.2f", b / a }')" "${bytes[i]}" "${keycount[i]}"
 done
