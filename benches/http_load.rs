@@ -1,6 +1,6 @@
 //! HTTP load harness: the throughput and CPU cost of rate-limited Axum routes, each against a
-//! bare handler, a hand-written Redis check and a peer library, all measured in the same run on
-//! the same machine.
+//! bare handler, a hand-written Redis check of the same script and a peer library, all measured
+//! in the same run on the same machine.
 //!
 //! ```text
 //! cargo bench --bench http_load
@@ -12,22 +12,28 @@
 //! | variant | handler | counted answer |
 //! |---|---|---|
 //! | `bare` | `"ok"` | `2xx` |
+//! | `bare_headers` | `"ok"` with `x-ratelimit-limit`, `-reset` and `-remaining` from a per-server counter | `2xx` + headers |
 //! | `memory` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on the memory backend, keyed by `x-client` | `2xx` + headers |
 //! | `deny_flood` | `RateLimited<FixedWindow<1, 3600>>` on Redis with `deny_cache(true)`, one client already denied | `429` + headers |
 //! | `tower_governor` | `"ok"` behind the `tower_governor` layer (in-process GCRA), keyed by `x-client` | `2xx` + headers |
 //! | `evalsha_multiplexed` | one `EVALSHA` of `lua/fixed_window.lua` on one shared `MultiplexedConnection` | `2xx` + headers |
 //! | `fixed_window` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on Redis, keyed by `x-client` | `2xx` + headers |
+//! | `evalsha_token_bucket` | the same as `evalsha_multiplexed` with `lua/token_bucket.lua` | `2xx` + headers |
 //! | `token_bucket` | `RateLimited<TokenBucket<1_000_000_000, 3600, 1_000_000_000>>`, likewise | `2xx` + headers |
+//! | `evalsha_gcra` | the same as `evalsha_multiplexed` with `lua/gcra.lua` | `2xx` + headers |
 //! | `gcra` | `RateLimited<Gcra<1_000_000_000, 3600, 1_000_000_000>>`, likewise | `2xx` + headers |
 //! | `evalsha_pool_get` | the same as `evalsha_multiplexed` after `pool.get().await` on every request | `2xx` + headers |
 //!
 //! The limits of the allowing variants are never reached, so every request is a full allow
-//! decision. The two `evalsha_*` handlers frame the library: the first is the irreducible cost
-//! of one decision on Redis, the second what a naive integration costs. `tower_governor` is the
-//! usual in-process choice, and `memory` is the library's answer to it. `deny_flood` is one
-//! client hammering a route it is already denied on: with the deny cache, every answer is the
-//! limiter's `429` made locally, and the Redis commands it costs are counted from
-//! `INFO commandstats` (they should be none).
+//! decision. The hand-written `evalsha_*` handlers frame the library: the three on a shared
+//! connection are the irreducible cost of one decision on Redis with the key, script and
+//! options the library would use, one per script, so each Redis limiter is measured against
+//! its own script; `evalsha_pool_get` is what a naive integration costs. `bare_headers` adds
+//! to `bare` what a limiter's headers cost, whatever decides them: the floor of any limiter
+//! that sends them. `tower_governor` is the usual in-process choice, and `memory` is the
+//! library's answer to it. `deny_flood` is one client hammering a route it is already denied
+//! on: with the deny cache, every answer is the limiter's `429` made locally, and the Redis
+//! commands it costs are counted from `INFO commandstats` (they should be none).
 //!
 //! Each server runs on its own thread with a current-thread Tokio runtime, so it uses at most
 //! one core whatever the machine. The load generator runs on the main thread, also on a
@@ -38,12 +44,13 @@
 //! requests.
 //!
 //! Output: the main table (throughput, latency, server CPU per request, ratio to bare, Redis
-//! commands per request), each Redis limiter against the hand-written check, the targets with
-//! whether this run met them, then the CPU each party used during the window (server thread,
-//! load generator thread, Redis, and everything else on the machine). Absolute figures are each
-//! variant's best pass; ratios pair the passes of one round and take the median over rounds.
-//! Throughput moves with whatever else runs on the machine; CPU per request much less. On a
-//! busy machine, raise `HTTP_LOAD_ROUNDS`.
+//! commands per request), `memory`, `deny_flood` and `tower_governor` against `bare_headers`,
+//! each Redis limiter against the hand-written check of its own script and against
+//! `evalsha_multiplexed`, the targets with whether this run met them, then the CPU each party
+//! used during the window (server thread, load generator thread, Redis, and everything else on
+//! the machine). Absolute figures are each variant's best pass; ratios pair the passes of one
+//! round and take the median over rounds. Throughput moves with whatever else runs on the
+//! machine; CPU per request much less. On a busy machine, raise `HTTP_LOAD_ROUNDS`.
 //!
 //! Environment (all optional):
 //!
@@ -64,6 +71,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -102,16 +110,46 @@ type GcraLimited = RateLimited<Gcra<LIMIT, WINDOW, LIMIT>>;
 /// One request an hour: after the first, the window's remaining hour is spent denied.
 type FloodLimited = RateLimited<FixedWindow<1, WINDOW>>;
 
-static FIXED_WINDOW_SCRIPT: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../lua/fixed_window.lua")));
+/// A built-in script called by hand, with what the library sends for the same limiter: one
+/// per script a Redis limiter variant runs, so each is measured against its own script.
+#[derive(Debug)]
+struct Check {
+    /// The limiter's name, the second part of its keys.
+    limiter: &'static str,
+    script: Script,
+    /// `ARGV`: the limiter's options, as its `Limit::OPTS` lists them. Cost 1 and Redis' own
+    /// clock are the scripts' defaults, so the library sends nothing more.
+    opts: &'static [u32],
+}
+
+static FIXED_WINDOW_CHECK: LazyLock<Check> = LazyLock::new(|| Check {
+    limiter: "fixed_window",
+    script: Script::new(include_str!("../lua/fixed_window.lua")),
+    opts: &[LIMIT, WINDOW],
+});
+
+static TOKEN_BUCKET_CHECK: LazyLock<Check> = LazyLock::new(|| Check {
+    limiter: "token_bucket",
+    script: Script::new(include_str!("../lua/token_bucket.lua")),
+    opts: &[LIMIT, WINDOW, LIMIT],
+});
+
+static GCRA_CHECK: LazyLock<Check> = LazyLock::new(|| Check {
+    limiter: "gcra",
+    script: Script::new(include_str!("../lua/gcra.lua")),
+    opts: &[LIMIT, WINDOW, LIMIT],
+});
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
     Bare,
+    BareHeaders,
     FixedWindow,
     TokenBucket,
     Gcra,
     EvalshaMultiplexed,
+    EvalshaTokenBucket,
+    EvalshaGcra,
     EvalshaPoolGet,
     TowerGovernor,
     Memory,
@@ -121,15 +159,19 @@ enum Variant {
 impl Variant {
     /// In the order of a round: each variant runs next to what it is compared with, so a
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
-    /// variants follow `bare`; the Redis limiters follow the hand-written check.
-    const ALL: [Self; 9] = [
+    /// variants follow `bare` and `bare_headers`; each Redis limiter follows the hand-written
+    /// check of its own script.
+    const ALL: [Self; 12] = [
         Self::Bare,
+        Self::BareHeaders,
         Self::Memory,
         Self::DenyFlood,
         Self::TowerGovernor,
         Self::EvalshaMultiplexed,
         Self::FixedWindow,
+        Self::EvalshaTokenBucket,
         Self::TokenBucket,
+        Self::EvalshaGcra,
         Self::Gcra,
         Self::EvalshaPoolGet,
     ];
@@ -137,10 +179,13 @@ impl Variant {
     fn name(self) -> &'static str {
         match self {
             Self::Bare => "bare",
+            Self::BareHeaders => "bare_headers",
             Self::FixedWindow => "fixed_window",
             Self::TokenBucket => "token_bucket",
             Self::Gcra => "gcra",
             Self::EvalshaMultiplexed => "evalsha_multiplexed",
+            Self::EvalshaTokenBucket => "evalsha_token_bucket",
+            Self::EvalshaGcra => "evalsha_gcra",
             Self::EvalshaPoolGet => "evalsha_pool_get",
             Self::TowerGovernor => "tower_governor",
             Self::Memory => "memory",
@@ -169,9 +214,15 @@ impl Variant {
         self != Self::Bare
     }
 
-    /// The library deciding on Redis: what the hand-written check frames.
-    fn is_library_on_redis(self) -> bool {
-        matches!(self, Self::FixedWindow | Self::TokenBucket | Self::Gcra)
+    /// For the library deciding on Redis, the hand-written check of the same script: what
+    /// frames its own overhead. `None` for every other variant.
+    fn handwritten(self) -> Option<Self> {
+        match self {
+            Self::FixedWindow => Some(Self::EvalshaMultiplexed),
+            Self::TokenBucket => Some(Self::EvalshaTokenBucket),
+            Self::Gcra => Some(Self::EvalshaGcra),
+            _ => None,
+        }
     }
 }
 
@@ -352,6 +403,24 @@ async fn bare() -> &'static str {
     "ok"
 }
 
+/// `bare` plus the three rate-limit headers, made per request as cheaply as honestly possible:
+/// the floor of any limiter that sends them, where `bare` is the floor of one that does not.
+async fn bare_headers(State(served): State<Arc<AtomicU64>>) -> impl IntoResponse {
+    let n = served.fetch_add(1, Ordering::Relaxed) + 1;
+    let limit = u64::from(LIMIT);
+    (
+        [
+            ("x-ratelimit-limit", HeaderValue::from(limit)),
+            ("x-ratelimit-reset", HeaderValue::from(u64::from(WINDOW))),
+            (
+                "x-ratelimit-remaining",
+                HeaderValue::from(limit.saturating_sub(n)),
+            ),
+        ],
+        "ok",
+    )
+}
+
 async fn fixed_window(limited: FixedWindowLimited) -> (FixedWindowLimited, &'static str) {
     (limited, "ok")
 }
@@ -368,55 +437,72 @@ async fn deny_flood(limited: FloodLimited) -> (FloodLimited, &'static str) {
     (limited, "ok")
 }
 
-async fn evalsha_multiplexed(
-    State(mut conn): State<MultiplexedConnection>,
+/// The state of a hand-written check: one connection shared by every request, and the script
+/// it runs.
+#[derive(Clone)]
+struct Handwritten {
+    conn: MultiplexedConnection,
+    check: &'static Check,
+}
+
+async fn evalsha_shared(
+    State(Handwritten { mut conn, check }): State<Handwritten>,
     request: Request,
 ) -> Response {
-    match key_of(&request) {
-        Some(key) => evalsha(&mut conn, key).await,
+    match key_of(&request, check) {
+        Some(key) => evalsha(&mut conn, check, key).await,
         None => StatusCode::BAD_REQUEST.into_response(),
     }
 }
 
 async fn evalsha_pool_get(State(pool): State<Pool>, request: Request) -> Response {
-    let Some(key) = key_of(&request) else {
+    let check = &*FIXED_WINDOW_CHECK;
+    let Some(key) = key_of(&request, check) else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     match pool.get().await {
-        Ok(mut conn) => evalsha(&mut conn, key).await,
+        Ok(mut conn) => evalsha(&mut conn, check, key).await,
         Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
     }
 }
 
-/// The Redis key the library would use for this request: `{prefix}:{limiter}:{route}:{client}`.
-fn key_of(request: &Request) -> Option<String> {
+/// The Redis key the library would use for this request: `{prefix}:{limiter}:{scope}:{client}`,
+/// with the default prefix and the matched route as the scope.
+fn key_of(request: &Request, check: &Check) -> Option<String> {
     let client = request.headers().get(CLIENT_HEADER)?.to_str().ok()?;
-    Some(format!("plug_limit:fixed_window:/:{client}"))
+    Some(format!("plug_limit:{}:/:{client}", check.limiter))
 }
 
-/// The fixed-window decision written by hand: the same key, script, options and headers as the
-/// library's, with nothing around them.
-async fn evalsha(conn: &mut impl ConnectionLike, key: String) -> Response {
-    let reply: redis::RedisResult<(String, (String, String, String))> = FIXED_WINDOW_SCRIPT
-        .key(key)
-        .arg(LIMIT)
-        .arg(WINDOW)
-        .invoke_async(conn)
-        .await;
-    let Ok((decision, (limit, reset, remaining))) = reply else {
+/// The built-ins' headers, in the order of their reply's values.
+const REPLY_HEADERS: [&str; 4] = [
+    "x-ratelimit-limit",
+    "x-ratelimit-reset",
+    "x-ratelimit-remaining",
+    "retry-after",
+];
+
+/// A decision written by hand: the same key, script, options and headers as the library's,
+/// with nothing around them. The values are read as a list, since `fixed_window.lua` answers
+/// three and the others a fourth (`retry-after`) when it applies.
+async fn evalsha(conn: &mut impl ConnectionLike, check: &Check, key: String) -> Response {
+    let mut invocation = check.script.key(key);
+    for &opt in check.opts {
+        invocation.arg(opt);
+    }
+    let reply: redis::RedisResult<(String, Vec<String>)> = invocation.invoke_async(conn).await;
+    let Ok((decision, values)) = reply else {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    let headers = [
-        ("x-ratelimit-limit", limit),
-        ("x-ratelimit-reset", reset),
-        ("x-ratelimit-remaining", remaining),
-    ];
+    // More values than headers is a script this handler does not know: not an answer to count.
+    if values.len() > REPLY_HEADERS.len() {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    }
     let mut response = if decision == "allow" {
         "ok".into_response()
     } else {
         StatusCode::TOO_MANY_REQUESTS.into_response()
     };
-    for (name, value) in headers {
+    for (name, value) in REPLY_HEADERS.into_iter().zip(values) {
         let Ok(value) = HeaderValue::try_from(value) else {
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         };
@@ -452,6 +538,9 @@ async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
     };
     Ok(match variant {
         Variant::Bare => Router::new().route("/", get(bare)),
+        Variant::BareHeaders => Router::new()
+            .route("/", get(bare_headers))
+            .with_state(Arc::new(AtomicU64::new(0))),
         Variant::FixedWindow => Router::new()
             .route("/", get(fixed_window))
             .with_state(limits().build()?),
@@ -461,13 +550,9 @@ async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
         Variant::Gcra => Router::new()
             .route("/", get(gcra))
             .with_state(limits().build()?),
-        Variant::EvalshaMultiplexed => {
-            let pool = plug_limit_tests::pool(redis_url);
-            let conn = Connection::take(pool.get().await?);
-            Router::new()
-                .route("/", get(evalsha_multiplexed))
-                .with_state(conn)
-        }
+        Variant::EvalshaMultiplexed => handwritten(redis_url, &FIXED_WINDOW_CHECK).await?,
+        Variant::EvalshaTokenBucket => handwritten(redis_url, &TOKEN_BUCKET_CHECK).await?,
+        Variant::EvalshaGcra => handwritten(redis_url, &GCRA_CHECK).await?,
         Variant::EvalshaPoolGet => Router::new()
             .route("/", get(evalsha_pool_get))
             .with_state(plug_limit_tests::pool(redis_url)),
@@ -497,6 +582,16 @@ async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
             .route("/", get(deny_flood))
             .with_state(limits().deny_cache(true).build()?),
     })
+}
+
+/// A hand-written check of `check`'s script on one connection taken out of a pool, as the
+/// library's own shared connection is.
+async fn handwritten(redis_url: &str, check: &'static Check) -> Result<Router, BoxError> {
+    let pool = plug_limit_tests::pool(redis_url);
+    let conn = Connection::take(pool.get().await?);
+    Ok(Router::new()
+        .route("/", get(evalsha_shared))
+        .with_state(Handwritten { conn, check }))
 }
 
 /// A variant served on its own thread by a current-thread runtime: one core at most, and
@@ -1140,23 +1235,22 @@ impl Results {
     /// The issue's targets, as (what, threshold, measured ratio) checks.
     fn targets(&self) -> Vec<(String, f64, Option<f64>)> {
         let mut checks = Vec::new();
-        for m in self
-            .0
-            .iter()
-            .filter(|m| m.best.variant.is_library_on_redis())
-        {
+        for m in &self.0 {
             let variant = m.best.variant;
+            let Some(handwritten) = variant.handwritten() else {
+                continue;
+            };
             let name = variant.name();
             checks.push((
                 format!("{name} req/s / bare"),
                 0.45,
                 self.rps_ratio(variant, Variant::Bare),
             ));
-            if self.get(Variant::EvalshaMultiplexed).is_some() {
+            if self.get(handwritten).is_some() {
                 checks.push((
-                    format!("{name} req/s / evalsha_multiplexed"),
+                    format!("{name} req/s / {}", handwritten.name()),
                     0.95,
-                    self.rps_ratio(variant, Variant::EvalshaMultiplexed),
+                    self.rps_ratio(variant, handwritten),
                 ));
             }
         }
@@ -1217,29 +1311,73 @@ fn report(settings: &Settings, results: &Results, machine: &Machine) -> String {
         "req/s, latencies, CPU and commands: each variant's best pass. Ratios: {rounds}."
     );
 
-    if results.get(Variant::EvalshaMultiplexed).is_some() {
+    if results.get(Variant::BareHeaders).is_some() {
+        let against: Vec<String> = [Variant::Memory, Variant::DenyFlood, Variant::TowerGovernor]
+            .into_iter()
+            .filter(|&variant| results.get(variant).is_some())
+            .map(|variant| {
+                format!(
+                    "{} {}",
+                    variant.name(),
+                    ratio(results.rps_ratio(variant, Variant::BareHeaders))
+                )
+            })
+            .collect();
+        if !against.is_empty() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "Against `bare_headers` (bare plus the three headers, the floor of any limiter \
+                 that sends them), req/s: {}.",
+                against.join(", ")
+            );
+        }
+    }
+
+    // Each line needs one of its partners: its own script's check or `evalsha_multiplexed`.
+    let against_handwritten: Vec<String> = results
+        .0
+        .iter()
+        .filter_map(|m| {
+            let variant = m.best.variant;
+            let handwritten = variant.handwritten()?;
+            let seed = Variant::EvalshaMultiplexed;
+            if results.get(handwritten).is_none() && results.get(seed).is_none() {
+                return None;
+            }
+            let added = results
+                .server_added(variant, handwritten)
+                .map_or_else(|| "n/a".to_owned(), |us| format!("{us:+.1}"));
+            let mut line = format!(
+                "- {} against `{}`: {} req/s, {added} µs server CPU per request",
+                variant.name(),
+                handwritten.name(),
+                ratio(results.rps_ratio(variant, handwritten)),
+            );
+            if handwritten != seed {
+                let _ = write!(
+                    line,
+                    "; against `{}`: {} req/s",
+                    seed.name(),
+                    ratio(results.rps_ratio(variant, seed)),
+                );
+            }
+            Some(line)
+        })
+        .collect();
+    if !against_handwritten.is_empty() {
         let _ = writeln!(out);
         let _ = writeln!(
             out,
-            "Against the hand-written check (`evalsha_multiplexed`, which runs fixed_window.lua): \
-             throughput ratio, and the server CPU the library adds per request."
+            "Against the hand-written check of the same script (`evalsha_multiplexed` runs \
+             fixed_window.lua, `evalsha_token_bucket` token_bucket.lua, `evalsha_gcra` gcra.lua): \
+             throughput ratio, and the server CPU the library adds per request. Then, for the \
+             heavier scripts, throughput against `evalsha_multiplexed`: the library and its \
+             script together against the cheapest decision on Redis."
         );
         let _ = writeln!(out);
-        for m in results
-            .0
-            .iter()
-            .filter(|m| m.best.variant.is_library_on_redis())
-        {
-            let variant = m.best.variant;
-            let added = results
-                .server_added(variant, Variant::EvalshaMultiplexed)
-                .map_or_else(|| "n/a".to_owned(), |us| format!("{us:+.1}"));
-            let _ = writeln!(
-                out,
-                "- {}: {} req/s, {added} µs server CPU per request",
-                variant.name(),
-                ratio(results.rps_ratio(variant, Variant::EvalshaMultiplexed)),
-            );
+        for line in against_handwritten {
+            let _ = writeln!(out, "{line}");
         }
     }
 
