@@ -10,6 +10,9 @@ use crate::{Clock, Error, Opt};
 
 const SHARDS: usize = 64;
 
+// The `Option` around each key's state costs no memory: `State`'s tag has room for `None`.
+const _: () = assert!(size_of::<Option<Stored>>() == size_of::<Stored>());
+
 /// Keeps each key's limiter state in a [`Sharded`] map, evaluated by the same rules as the Lua
 /// scripts; expired state is swept as traffic flows, without a background task.
 pub(crate) struct MemoryBackend {
