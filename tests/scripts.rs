@@ -1,5 +1,5 @@
 //! The built-in Lua scripts on a real Redis, called directly with EVALSHA: the shared scenarios
-//! of `tests/scripts/scenarios.rs` (which the Rust mirror's unit tests run too), with an explicit
+//! of `plug_limit/src/algorithm/scenarios.rs` (which the Rust mirror's unit tests run too), with an explicit
 //! `now` so no test sleeps; then what only Redis can show: TTLs, server time, members.
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use deadpool_redis::redis::{self, Script, Value, aio::MultiplexedConnection};
 use plug_limit_tests::{RedisServer, unique_prefix};
 
-#[path = "scripts/scenarios.rs"]
+#[path = "../plug_limit/src/algorithm/scenarios.rs"]
 mod scenarios;
 
 fn script(limiter: &str) -> Script {

@@ -103,7 +103,7 @@ pub(crate) fn evaluate(
 }
 
 #[cfg(test)]
-#[path = "../../../tests/scripts/scenarios.rs"]
+#[path = "../algorithm/scenarios.rs"]
 mod scenarios;
 
 #[cfg(test)]
@@ -118,7 +118,7 @@ mod tests {
         }
     }
 
-    /// Runs `limiter`'s shared scenarios and refusals (`tests/scripts/scenarios.rs`, which
+    /// Runs `limiter`'s shared scenarios and refusals (`algorithm/scenarios.rs`, which
     /// `tests/scripts.rs` runs against Redis) and checks every answer.
     pub(super) fn run_scenarios(limiter: &str) {
         let start = scenarios::start(1_799_999_000_000);
