@@ -29,10 +29,11 @@ pub enum Error {
     /// The key could not be extracted from the request.
     #[error("key: {0}")]
     Key(#[from] KeyError),
-    /// A built-in limiter refused its options, cost or time (the memory backend; on Redis the
-    /// script's error arrives as [`Error::Redis`]).
+    /// A built-in limiter refused its options, cost or time: a wrong number of options, or
+    /// values its script would refuse (on Redis the script's own error arrives as
+    /// [`Error::Redis`]).
     #[error("invalid limiter input: {0}")]
-    Script(String),
+    Input(String),
     /// A custom Lua limiter was asked for what only built-ins do: a cost other than 1, a
     /// peek, an explicit clock, or the memory backend.
     #[error(

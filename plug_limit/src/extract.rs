@@ -7,8 +7,10 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponseParts, ResponseParts};
 use http::request::Parts;
 
-use crate::plug_limit::LimitRef;
-use crate::{Limit, Outcome, PlugLimit, RateLimitRejection};
+use crate::handle::PlugLimit;
+use crate::limit::{Limit, LimitRef};
+use crate::outcome::Outcome;
+use crate::rejection::RateLimitRejection;
 
 /// Extractor that checks the limit `L` before the handler runs.
 ///
@@ -72,7 +74,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
-        let outcome = limits.decide(LimitRef::of::<L>(), parts).await?;
+        let outcome = limits.decider().decide(LimitRef::of::<L>(), parts).await?;
         Ok(Self {
             outcome,
             _limit: PhantomData,

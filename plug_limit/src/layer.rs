@@ -11,8 +11,8 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::plug_limit::LimitRef;
-use crate::{Limit, PlugLimit};
+use crate::handle::PlugLimit;
+use crate::limit::{Limit, LimitRef};
 
 /// Applies the limit `L` to every request of the services it wraps.
 ///
@@ -145,7 +145,7 @@ where
         let limits = self.limits.clone();
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let outcome = match limits.decide(LimitRef::of::<L>(), &parts).await {
+            let outcome = match limits.decider().decide(LimitRef::of::<L>(), &parts).await {
                 Ok(outcome) => outcome,
                 Err(rejection) => return Ok(rejection.into_response()),
             };

@@ -104,30 +104,25 @@
 //! | `cluster` | Redis Cluster: [`PlugLimit::redis_cluster`] and [`PlugLimit::cluster_builder`] | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-mod backend;
-mod builder;
-mod builtin;
-mod clock;
-mod config;
-mod decide;
-mod deny_cache;
-mod enabled;
-mod error;
+// The public face: the handle, the ways to limit, and what a denied request gets.
 mod extract;
-pub mod key;
+mod handle;
 mod layer;
-mod limit;
-mod limiter;
-mod limits;
-mod log_level;
-mod native;
-mod outcome;
-#[allow(clippy::module_inception)]
-mod plug_limit;
-mod policy;
 mod rejection;
 mod responder;
-mod sharded;
+
+// What users configure and name.
+mod clock;
+mod config;
+mod error;
+pub mod key;
+mod limit;
+mod outcome;
+
+// The pipeline below the handle: one decision module, the backends, the algorithms.
+mod algorithm;
+mod backend;
+mod decide;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -138,22 +133,18 @@ pub mod __private;
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
-pub use self::builder::Builder;
 pub use self::clock::{Clock, ManualClock, SystemClock};
-pub use self::config::{Config, LimiterConfig};
-pub use self::enabled::Enabled;
+pub use self::config::{Builder, Config, Enabled, FailurePolicy, Limiter, LimiterConfig, LogLevel};
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;
+pub use self::handle::PlugLimit;
 #[doc(no_inline)]
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
-pub use self::limit::{Limit, Opt};
-pub use self::limiter::Limiter;
-pub use self::limits::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
-pub use self::log_level::LogLevel;
+pub use self::limit::{
+    FixedWindow, Gcra, LeakyBucket, Limit, Opt, SlidingLog, SlidingWindow, TokenBucket,
+};
 pub use self::outcome::{Decision, Outcome, ReplyError};
-pub use self::plug_limit::PlugLimit;
-pub use self::policy::FailurePolicy;
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
 

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
-use crate::{Error, Outcome, Responder};
+use crate::error::Error;
+use crate::outcome::Outcome;
+use crate::responder::Responder;
 
 /// Why [`RateLimited`](crate::RateLimited) refused a request.
 ///
@@ -94,7 +96,7 @@ impl fmt::Debug for Denied {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Decision;
+    use crate::outcome::Decision;
     use crate::responder::TooManyRequests;
     use http::{HeaderName, HeaderValue};
 

@@ -3,7 +3,7 @@
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 
-use crate::Outcome;
+use crate::outcome::Outcome;
 
 /// Renders the response for a request its limiter denied.
 ///
@@ -62,7 +62,7 @@ impl Responder for TooManyRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Decision;
+    use crate::outcome::Decision;
     use http::{HeaderName, HeaderValue};
 
     #[tokio::test]

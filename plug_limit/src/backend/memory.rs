@@ -4,9 +4,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::native::{self, Stored, Verdict};
-use crate::sharded::Sharded;
-use crate::{Clock, Error, Opt};
+use http::{HeaderName, HeaderValue};
+
+use super::Call;
+use super::sharded::Sharded;
+use crate::algorithm::{Algorithm, Stored, Verdict};
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::limit::Opt;
+use crate::outcome::{Decision, Outcome, ReplyError};
 
 const SHARDS: usize = 64;
 
@@ -29,14 +35,24 @@ impl MemoryBackend {
         }
     }
 
-    /// Evaluates built-in `limiter` for `key`, as its Lua script would.
-    pub(crate) fn eval(
+    /// Evaluates `call` as its built-in's script would, on the first key (the only one a
+    /// built-in reads).
+    pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
+        let algorithm = call.program.builtin_only()?;
+        let key = call.keys.first().map_or("", String::as_str);
+        let verdict = self
+            .evaluate(algorithm, key, call.opts, call.cost)
+            .map_err(Error::Input)?;
+        outcome(verdict, &call.program.headers)
+    }
+
+    fn evaluate(
         &self,
-        limiter: &str,
+        algorithm: Algorithm,
         key: &str,
         opts: &[Opt],
         cost: u32,
-    ) -> Result<Verdict, Error> {
+    ) -> Result<Verdict, String> {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock(key);
         shard.sweep_if_due(|slot| slot.as_ref().is_some_and(|s| s.expires_at_ms > now_ms));
@@ -45,18 +61,18 @@ impl MemoryBackend {
             if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
                 *slot = None;
             }
-            let verdict = native::evaluate(limiter, opts, cost, now_ms, slot);
+            let verdict = algorithm.evaluate(opts, cost, now_ms, slot);
             if slot.is_none() {
                 shard.remove(key);
             }
-            return verdict.map_err(Error::Script);
+            return verdict;
         }
         let mut slot = None;
-        let verdict = native::evaluate(limiter, opts, cost, now_ms, &mut slot);
+        let verdict = algorithm.evaluate(opts, cost, now_ms, &mut slot);
         if slot.is_some() {
             shard.insert(key, slot);
         }
-        verdict.map_err(Error::Script)
+        verdict
     }
 
     /// Deletes `key`'s state.
@@ -68,6 +84,29 @@ impl MemoryBackend {
     pub(crate) fn len(&self) -> usize {
         self.states.len()
     }
+}
+
+/// A twin's verdict as the outcome its script's reply would parse to: header values under the
+/// declared names, in order.
+fn outcome(verdict: Verdict, declared: &[HeaderName]) -> Result<Outcome, Error> {
+    let mut headers = Vec::with_capacity(verdict.headers.len());
+    for (position, value) in verdict.headers.into_iter().enumerate() {
+        let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+            position,
+            declared: declared.len(),
+        })?;
+        let value = HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
+            position,
+            found: "bytes not allowed in a header",
+        })?;
+        headers.push((name.clone(), value));
+    }
+    let decision = if verdict.allow {
+        Decision::Allow
+    } else {
+        Decision::Deny
+    };
+    Ok(Outcome::new(decision, headers))
 }
 
 impl fmt::Debug for MemoryBackend {

@@ -1,7 +1,122 @@
-//! Where limiters run: Redis, or the process's memory.
+//! Where limiters run: Redis, or the process's memory. One dispatch for both.
+//!
+//! A backend gets a [`Call`] (which program, which keys, which options) and answers an
+//! [`Outcome`]: the Redis backend through the script contract's reply, the memory backend
+//! through the built-in's native twin. The Redis backend owns its timeout and its retry rule;
+//! the memory backend never waits.
 
-mod memory;
-mod redis;
+use std::sync::Arc;
+
+use deadpool_redis::redis::Script;
+use http::HeaderName;
+
+use crate::algorithm::Algorithm;
+use crate::error::Error;
+use crate::limit::Opt;
+use crate::outcome::Outcome;
 
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::RedisBackend;
+
+mod memory;
+mod redis;
+pub(crate) mod sharded;
+
+/// A backend a limiter runs on.
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    Redis(Arc<RedisBackend>),
+    Memory(Arc<MemoryBackend>),
+}
+
+/// What a limiter runs: a built-in algorithm, or a custom script, with its header names.
+#[derive(Debug, Clone)]
+pub(crate) struct Program {
+    /// The limiter's registered name, for errors.
+    pub(crate) name: Box<str>,
+    /// The built-in its script implements; `None` for a custom script.
+    pub(crate) algorithm: Option<Algorithm>,
+    pub(crate) script: Arc<Script>,
+    pub(crate) headers: Box<[HeaderName]>,
+}
+
+impl Program {
+    /// A built-in under its own name and headers.
+    pub(crate) fn builtin(algorithm: Algorithm) -> Self {
+        Self {
+            name: algorithm.name().into(),
+            algorithm: Some(algorithm),
+            script: Arc::clone(algorithm.script()),
+            headers: algorithm.headers().into(),
+        }
+    }
+
+    /// The built-in algorithm, or [`Error::NotBuiltIn`] for what only built-ins do.
+    pub(crate) fn builtin_only(&self) -> Result<Algorithm, Error> {
+        self.algorithm
+            .ok_or_else(|| Error::NotBuiltIn(self.name.to_string()))
+    }
+}
+
+/// One evaluation: a program, the request's namespaced keys, the limit's options, the cost.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Call<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) keys: &'a [String],
+    pub(crate) opts: &'a [Opt],
+    pub(crate) cost: u32,
+}
+
+/// How far a backend gets without waiting: decided (memory), or to be sent to Redis.
+pub(crate) enum Started<'a> {
+    Done(Result<Outcome, Error>),
+    Redis(&'a RedisBackend),
+}
+
+impl Backend {
+    /// Evaluates `call` as far as it goes without waiting. A built-in's option count is
+    /// checked first, so both backends refuse the same calls alike.
+    ///
+    /// The caller awaits a Redis call itself ([`RedisBackend::eval`]), so that its state lives
+    /// in the caller's one boxed future rather than in a box of its own.
+    pub(crate) fn start(&self, call: Call<'_>) -> Started<'_> {
+        if let Some(algorithm) = call.program.algorithm
+            && let Err(rule) = algorithm.check_arity(call.opts)
+        {
+            return Started::Done(Err(Error::Input(rule)));
+        }
+        match self {
+            Self::Memory(memory) => Started::Done(memory.eval(call)),
+            Self::Redis(redis) => Started::Redis(redis),
+        }
+    }
+
+    /// Evaluates `call`, waiting for Redis if need be.
+    pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
+        match self.start(call) {
+            Started::Done(result) => result,
+            // Boxed: a Redis call's state (the call, its timer, the retry) is most of the
+            // future, and this one is awaited by callers that also evaluate in memory.
+            Started::Redis(redis) => Box::pin(redis.eval(call)).await,
+        }
+    }
+
+    /// Forgets everything counted under `key`.
+    pub(crate) async fn reset(&self, key: &str) -> Result<(), Error> {
+        match self {
+            Self::Memory(memory) => {
+                memory.reset(key);
+                Ok(())
+            }
+            Self::Redis(redis) => redis.delete(key).await,
+        }
+    }
+
+    /// How many keys the memory backend holds state for; `None` on Redis.
+    pub(crate) fn memory_keys(&self) -> Option<usize> {
+        match self {
+            Self::Memory(memory) => Some(memory.len()),
+            Self::Redis(_) => None,
+        }
+    }
+}

@@ -2,7 +2,8 @@
 //! single Redis or (feature `cluster`) to a Redis Cluster.
 
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
 use deadpool_redis::redis::{
@@ -12,7 +13,11 @@ use deadpool_redis::{Connection, Pool};
 #[cfg(feature = "cluster")]
 use deadpool_redis::{cluster, cluster::ClusterConnection};
 
-use crate::{Error, Opt};
+use super::Call;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::limit::Opt;
+use crate::outcome::{Outcome, parse_reply};
 
 /// Runs limiter scripts on Redis.
 ///
@@ -26,6 +31,10 @@ use crate::{Error, Opt};
 /// the node owning the slot of `KEYS[1]`, and follows `MOVED` by itself.
 pub(crate) struct RedisBackend {
     pool: Pools,
+    /// The most a call may take, connection included.
+    timeout: Duration,
+    /// Set: built-ins decide by this clock instead of the server's `TIME`.
+    clock: Option<Arc<dyn Clock>>,
     shared: Mutex<Option<Shared>>,
     // Serialises checkouts, so a burst of first requests takes one connection, not one each.
     checkout: tokio::sync::Mutex<()>,
@@ -77,31 +86,71 @@ impl ConnectionLike for Shared {
 }
 
 impl RedisBackend {
-    pub(crate) fn new(pool: Pool) -> Self {
-        Self::with_pool(Pools::Single(pool))
+    pub(crate) fn new(pool: Pool, timeout: Duration, clock: Option<Arc<dyn Clock>>) -> Self {
+        Self::with_pool(Pools::Single(pool), timeout, clock)
     }
 
     #[cfg(feature = "cluster")]
-    pub(crate) fn cluster(pool: cluster::Pool) -> Self {
-        Self::with_pool(Pools::Cluster(pool))
+    pub(crate) fn cluster(
+        pool: cluster::Pool,
+        timeout: Duration,
+        clock: Option<Arc<dyn Clock>>,
+    ) -> Self {
+        Self::with_pool(Pools::Cluster(pool), timeout, clock)
     }
 
-    fn with_pool(pool: Pools) -> Self {
+    fn with_pool(pool: Pools, timeout: Duration, clock: Option<Arc<dyn Clock>>) -> Self {
         Self {
             pool,
+            timeout,
+            clock,
             shared: Mutex::new(None),
             checkout: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// Evaluates `script` with `KEYS = keys` and `ARGV = opts` in one `EVALSHA` round trip.
+    /// Evaluates `call` in one `EVALSHA` round trip, within the timeout.
+    ///
+    /// A built-in gets `ARGV = [opts..., cost, now_ms]`; both trailing values are optional, so
+    /// the seed's plain `ARGV = opts` call stays valid and sends nothing extra.
+    pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
+        let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
+        let extra = [
+            Opt::Int(i64::from(call.cost)),
+            Opt::Int(now_ms.unwrap_or_default()),
+        ];
+        let extra = match (call.cost, now_ms) {
+            (1, None) => &extra[..0],
+            (_, None) => &extra[..1],
+            (_, Some(_)) => &extra[..],
+        };
+        if !extra.is_empty() {
+            call.program.builtin_only()?;
+        }
+        let script = &call.program.script;
+        let reply = self
+            .within_timeout(self.run(script, call.keys, call.opts, extra))
+            .await?;
+        Ok(parse_reply(reply, &call.program.headers)?)
+    }
+
+    async fn within_timeout<T>(
+        &self,
+        call: impl Future<Output = Result<T, Error>>,
+    ) -> Result<T, Error> {
+        match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout(self.timeout)),
+        }
+    }
+
+    /// Sends the `EVALSHA` of `script` with `KEYS = keys` and `ARGV = opts, extra`.
     ///
     /// A script Redis does not know (`NOSCRIPT`) is loaded and the call retried once, as
     /// `redis::Script` does, so scripts survive `SCRIPT FLUSH` and restarts (on a cluster,
     /// `SCRIPT LOAD` goes to every primary). A call that finds the shared connection broken
-    /// retries once on a fresh connection: counting a request twice errs on the safe side of a
-    /// limit.
-    pub(crate) async fn eval(
+    /// retries once on a fresh connection.
+    async fn run(
         &self,
         script: &Script,
         keys: &[String],
@@ -122,6 +171,10 @@ impl RedisBackend {
 
     /// Deletes `key`, on the same terms as [`eval`](Self::eval).
     pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
+        self.within_timeout(self.del(key)).await
+    }
+
+    async fn del(&self, key: &str) -> Result<(), Error> {
         let mut del = deadpool_redis::redis::cmd("DEL");
         del.arg(key);
         let mut conn = self.connection().await?;
@@ -219,6 +272,7 @@ impl fmt::Debug for RedisBackend {
         f.debug_struct("RedisBackend")
             .field("kind", &kind)
             .field("pool", &status)
+            .field("timeout", &self.timeout)
             .field("connected", &self.shared().is_some())
             .finish_non_exhaustive()
     }

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use crate::builtin::{self, BuiltIn};
-use crate::{FailurePolicy, KeyExtractor, LogLevel, Responder};
+use super::{FailurePolicy, LogLevel};
+use crate::algorithm::Algorithm;
+use crate::key::KeyExtractor;
+use crate::responder::Responder;
 
 /// A limiter to register with [`Builder::limiter`](crate::Builder::limiter): a Lua script
 /// following the script contract, the names of the headers it returns, and optionally its own
@@ -50,13 +52,13 @@ pub struct Limiter {
 }
 
 pub(crate) enum Source {
-    BuiltIn(BuiltIn),
+    BuiltIn(Algorithm),
     Lua(String),
     File(PathBuf),
 }
 
 impl Limiter {
-    fn from_source(source: Source) -> Self {
+    pub(crate) fn from_source(source: Source) -> Self {
         Self {
             source,
             headers: None,
@@ -83,13 +85,13 @@ impl Limiter {
     /// The built-in fixed window script, for a limiter with its own settings (e.g. another
     /// responder) under another name.
     pub fn fixed_window() -> Self {
-        Self::from_source(Source::BuiltIn(builtin::FIXED_WINDOW))
+        Self::from_source(Source::BuiltIn(Algorithm::FixedWindow))
     }
 
     /// The built-in token bucket script, for a limiter with its own settings under another
     /// name.
     pub fn token_bucket() -> Self {
-        Self::from_source(Source::BuiltIn(builtin::TOKEN_BUCKET))
+        Self::from_source(Source::BuiltIn(Algorithm::TokenBucket))
     }
 
     /// The header names the script's header values are sent under, in order.
@@ -146,7 +148,7 @@ impl Limiter {
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let source = match &self.source {
-            Source::BuiltIn(builtin) => builtin.name.to_owned(),
+            Source::BuiltIn(algorithm) => algorithm.name().to_owned(),
             Source::Lua(lua) => format!("{} bytes of Lua", lua.len()),
             Source::File(path) => path.display().to_string(),
         };

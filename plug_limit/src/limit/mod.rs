@@ -1,38 +1,12 @@
-//! The [`Limit`] trait: what a handler's limit names, and the options it passes.
-
-use std::fmt;
-
-use deadpool_redis::redis::{RedisWrite, ToRedisArgs};
+//! Limits: what a handler is subject to, as a type ([`Limit`]) and as values ([`LimitRef`]).
 
 use crate::key::KeyExtractor;
 
-/// One option handed to a limiter's Lua script as an `ARGV` entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Opt {
-    /// An integer option, such as a limit or a window length in seconds.
-    Int(i64),
-    /// A string option, for custom scripts that take words.
-    Str(&'static str),
-}
+pub use self::builtin::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
+pub use self::opt::Opt;
 
-impl fmt::Display for Opt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Int(n) => write!(f, "{n}"),
-            Self::Str(s) => f.write_str(s),
-        }
-    }
-}
-
-impl ToRedisArgs for Opt {
-    fn write_redis_args<W: ?Sized + RedisWrite>(&self, out: &mut W) {
-        match self {
-            Self::Int(n) => n.write_redis_args(out),
-            Self::Str(s) => s.write_redis_args(out),
-        }
-    }
-}
+mod builtin;
+mod opt;
 
 /// A rate limit a handler is subject to: which limiter, with which options, keyed how.
 ///
@@ -83,14 +57,24 @@ pub trait Limit: Send + Sync + 'static {
     const KEY: Option<&'static dyn KeyExtractor> = None;
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A limit as values: what the extractor, the layer and the macro check.
+#[derive(Clone, Copy)]
+pub(crate) struct LimitRef {
+    pub(crate) limiter: &'static str,
+    pub(crate) opts: &'static [Opt],
+    pub(crate) cost: u32,
+    pub(crate) scope: Option<&'static str>,
+    pub(crate) key: Option<&'static dyn KeyExtractor>,
+}
 
-    #[test]
-    fn opts_render_as_redis_arguments() {
-        assert_eq!(Opt::Int(-3).to_redis_args(), vec![b"-3".to_vec()]);
-        assert_eq!(Opt::Str("x").to_redis_args(), vec![b"x".to_vec()]);
-        assert_eq!(Opt::Int(7).to_string(), "7");
+impl LimitRef {
+    pub(crate) fn of<L: Limit>() -> Self {
+        Self {
+            limiter: L::LIMITER,
+            opts: L::OPTS,
+            cost: L::COST,
+            scope: L::SCOPE,
+            key: L::KEY,
+        }
     }
 }

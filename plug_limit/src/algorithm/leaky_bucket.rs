@@ -1,7 +1,8 @@
 //! `lua/leaky_bucket.lua`: a bucket of `limit` units leaking `limit` units per window, its level
 //! kept in unit-milliseconds so that filling and leaking are exact integer steps.
 
-use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+use super::argv::{Argv, fail, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "leaky_bucket";
 
@@ -54,9 +55,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

@@ -1,6 +1,5 @@
 //! The [`Builder`] of a [`PlugLimit`], and the validation of its configuration.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,16 +8,17 @@ use deadpool_redis::redis::Script;
 use deadpool_redis::{Pool, Runtime};
 use http::HeaderName;
 
-use crate::backend::{MemoryBackend, RedisBackend};
-use crate::builtin::{self, BuiltIn};
-use crate::deny_cache::DenyCache;
-use crate::limiter::Source;
-use crate::plug_limit::{Backend, Entry, Inner};
-use crate::responder::TooManyRequests;
-use crate::{
-    BuildError, Clock, Config, Enabled, FailurePolicy, KeyExtractor, Limiter, LogLevel, PlugLimit,
-    Responder, SystemClock, key,
-};
+use super::handler_uses::check_limiters;
+use super::limiter::Source;
+use super::{Config, Enabled, FailurePolicy, Limiter, LogLevel};
+use crate::algorithm::Algorithm;
+use crate::backend::{Backend, MemoryBackend, Program, RedisBackend};
+use crate::clock::{Clock, SystemClock};
+use crate::decide::{Decider, DenyCache, Entry, Registry};
+use crate::error::BuildError;
+use crate::handle::PlugLimit;
+use crate::key::{self, KeyExtractor};
+use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -264,18 +264,11 @@ impl Builder {
                 "must be a non-empty variable name without `=`",
             ));
         }
-        let mut entries = HashMap::new();
-        for builtin in builtin::ALL {
-            let entry = self.builtin_entry(&builtin);
-            entries.insert(builtin.name.into(), entry);
-        }
+        let mut registry = self.builtins();
         for (name, limiter) in std::mem::take(&mut self.limiters) {
             let entry = self.custom_entry(&name, limiter)?;
-            if entries
-                .insert(name.clone().into_boxed_str(), entry)
-                .is_some()
-            {
-                let rule = if builtin::ALL.iter().any(|b| b.name == name) {
+            if !registry.insert(entry) {
+                let rule = if Algorithm::from_name(&name).is_some() {
                     "is a built-in limiter; register the script under another name"
                 } else {
                     "is registered more than once"
@@ -283,35 +276,38 @@ impl Builder {
                 return Err(BuildError::invalid(format!("limiters.{name}"), rule));
             }
         }
-        crate::__private::check_limiters(|name| entries.contains_key(name))?;
-        Ok(self.finish(entries))
+        check_limiters(|name| registry.contains(name))?;
+        Ok(self.finish(registry))
     }
 
     /// Builds with the built-in limiters only; the defaults need no validation.
     pub(crate) fn build_default(self) -> PlugLimit {
-        let entries = builtin::ALL
-            .iter()
-            .map(|builtin| (builtin.name.into(), self.builtin_entry(builtin)))
-            .collect();
-        self.finish(entries)
+        let registry = self.builtins();
+        self.finish(registry)
     }
 
-    fn builtin_entry(&self, builtin: &BuiltIn) -> Entry {
+    /// Every built-in under its own name, with this builder's settings.
+    fn builtins(&self) -> Registry {
+        let mut registry = Registry::default();
+        for algorithm in Algorithm::all() {
+            let defaults = Limiter::from_source(Source::BuiltIn(algorithm));
+            registry.insert(self.entry(Program::builtin(algorithm), None, defaults));
+        }
+        registry
+    }
+
+    /// A limiter's entry: its program and backend, and its settings or else this builder's.
+    fn entry(&self, program: Program, backend: Option<Backend>, limiter: Limiter) -> Entry {
         Entry {
-            name: builtin.name.into(),
-            builtin: Some(builtin.name),
-            script: Arc::clone(builtin.script),
-            headers: builtin
-                .headers
-                .iter()
-                .map(|h| HeaderName::from_static(h))
-                .collect(),
-            backend: None,
-            key: Arc::clone(&self.key),
-            responder: Arc::clone(&self.responder),
-            on_failure: self.on_failure,
-            deny_cache: self.deny_cache,
-            log_level: self.log_level,
+            program,
+            backend,
+            key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
+            responder: limiter
+                .responder
+                .unwrap_or_else(|| Arc::clone(&self.responder)),
+            on_failure: limiter.on_failure.unwrap_or(self.on_failure),
+            deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
+            log_level: limiter.log_level.unwrap_or(self.log_level),
         }
     }
 
@@ -343,28 +339,20 @@ impl Builder {
                 "a limiter's own Redis pool needs the Redis backend",
             ));
         }
-        let (builtin, script, default_headers) = match limiter.source {
-            Source::BuiltIn(builtin) => (
-                Some(builtin.name),
-                Arc::clone(builtin.script),
-                builtin.headers.to_vec(),
-            ),
-            Source::Lua(lua) => (None, Arc::new(script(&field, "script", &lua)?), Vec::new()),
+        let (algorithm, script) = match &limiter.source {
+            Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
+            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua)?)),
             Source::File(path) => {
                 let lua =
-                    std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
+                    std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
                         field: format!("{field}.script_file"),
                         path: path.clone(),
                         source,
                     })?;
-                (
-                    None,
-                    Arc::new(script(&field, "script_file", &lua)?),
-                    Vec::new(),
-                )
+                (None, Arc::new(script(&field, "script_file", &lua)?))
             }
         };
-        let headers = match limiter.headers {
+        let headers = match &limiter.headers {
             Some(names) => names
                 .iter()
                 .enumerate()
@@ -377,49 +365,51 @@ impl Builder {
                     })
                 })
                 .collect::<Result<_, _>>()?,
-            None => default_headers
-                .iter()
-                .map(|h| HeaderName::from_static(h))
-                .collect(),
+            None => algorithm.map_or(&[][..], Algorithm::headers).into(),
         };
-        Ok(Entry {
+        let program = Program {
             name: name.into(),
-            builtin,
+            algorithm,
             script,
             headers,
-            backend: limiter
-                .pool
-                .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool)))),
-            key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
-            responder: limiter
-                .responder
-                .unwrap_or_else(|| Arc::clone(&self.responder)),
-            on_failure: limiter.on_failure.unwrap_or(self.on_failure),
-            deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
-            log_level: limiter.log_level.unwrap_or(self.log_level),
-        })
+        };
+        let backend = limiter.pool.clone().map(|pool| {
+            Backend::Redis(Arc::new(RedisBackend::new(
+                pool,
+                self.timeout,
+                self.clock.clone(),
+            )))
+        });
+        Ok(self.entry(program, backend, limiter))
     }
 
-    fn finish(self, limiters: HashMap<Box<str>, Entry>) -> PlugLimit {
-        PlugLimit::from_inner(Inner {
+    fn finish(self, registry: Registry) -> PlugLimit {
+        let (timeout, clock) = (self.timeout, self.clock);
+        let backend = match self.store {
+            Store::Redis(pool) => {
+                Backend::Redis(Arc::new(RedisBackend::new(pool, timeout, clock.clone())))
+            }
+            #[cfg(feature = "cluster")]
+            Store::RedisCluster(pool) => Backend::Redis(Arc::new(RedisBackend::cluster(
+                pool,
+                timeout,
+                clock.clone(),
+            ))),
+            Store::Memory => {
+                let clock = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+                Backend::Memory(Arc::new(MemoryBackend::new(clock)))
+            }
+        };
+        PlugLimit::from_decider(Decider {
             enabled: self.enabled,
             prefix: self.prefix.into(),
-            timeout: self.timeout,
             log_level: self.log_level,
             on_failure: self.on_failure,
             denials: DenyCache::new(),
-            backend: match self.store {
-                Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool))),
-                #[cfg(feature = "cluster")]
-                Store::RedisCluster(pool) => Backend::Redis(Arc::new(RedisBackend::cluster(pool))),
-                Store::Memory => {
-                    let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-                    Backend::Memory(Arc::new(MemoryBackend::new(clock)))
-                }
-            },
-            clock: self.clock,
+            backend,
+            clock,
             fallback: OnceLock::new(),
-            limiters,
+            registry,
         })
     }
 }

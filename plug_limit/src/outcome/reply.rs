@@ -1,142 +1,42 @@
-//! The result of one limiter evaluation, and the parser of the script reply it comes from.
+//! The script contract's reply, `{"allow"|"deny", {header values...}, extra...}`, parsed into
+//! an [`Outcome`]: anything out of contract is an error, never a decision.
 
 use axum::body::Bytes;
-use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
-/// Whether a request may proceed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Decision {
-    /// The request is within its limit.
-    Allow,
-    /// The request is over its limit.
-    Deny,
-}
+use super::{Decision, Outcome};
 
-/// What a limiter decided for one request: the decision, the rate-limit headers, and any extra
-/// values a custom script returned after them.
+/// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
 ///
-/// Header values come ready-made from the script; Rust only maps each reply position to its
-/// declared header name.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    decision: Decision,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    extra: Vec<Value>,
-}
-
-impl Outcome {
-    /// An outcome built by hand, e.g. in a custom responder's tests.
-    #[must_use]
-    pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
-        Self {
-            decision,
-            headers,
-            extra: Vec::new(),
-        }
-    }
-
-    /// The decision.
-    #[must_use]
-    pub fn decision(&self) -> Decision {
-        self.decision
-    }
-
-    /// `true` when the request may proceed.
-    #[must_use]
-    pub fn is_allowed(&self) -> bool {
-        self.decision == Decision::Allow
-    }
-
-    /// The rate-limit headers, in the order the script returned them.
-    #[must_use]
-    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
-        &self.headers
-    }
-
-    /// The value of one rate-limit header, if the script set it.
-    #[must_use]
-    pub fn header(&self, name: &str) -> Option<&HeaderValue> {
-        self.headers
-            .iter()
-            .find(|(candidate, _)| candidate.as_str().eq_ignore_ascii_case(name))
-            .map(|(_, value)| value)
-    }
-
-    /// The values a custom script returned after the headers, for a custom
-    /// [`Responder`](crate::Responder).
-    #[must_use]
-    pub fn extra(&self) -> &[Value] {
-        &self.extra
-    }
-
-    /// The outcome of a built-in evaluated in memory: header values in declared order.
-    pub(crate) fn from_verdict(
-        verdict: crate::native::Verdict,
-        declared: &[HeaderName],
-    ) -> Result<Self, ReplyError> {
-        let mut headers = Vec::with_capacity(verdict.headers.len());
-        for (position, value) in verdict.headers.into_iter().enumerate() {
-            let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
-                position,
-                declared: declared.len(),
-            })?;
-            let value =
-                HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
-                    position,
-                    found: "bytes not allowed in a header",
-                })?;
-            headers.push((name.clone(), value));
-        }
-        let decision = if verdict.allow {
-            Decision::Allow
-        } else {
-            Decision::Deny
-        };
-        Ok(Self {
-            decision,
-            headers,
-            extra: Vec::new(),
-        })
-    }
-
-    /// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
-    ///
-    /// Header values map to `declared` names in order; a `{name, value}` pair sets its own
-    /// name. `"block"` is accepted as the older spelling of `"deny"`.
-    pub(crate) fn from_reply(reply: Value, declared: &[HeaderName]) -> Result<Self, ReplyError> {
-        let Value::Array(items) = reply else {
-            return Err(ReplyError::NotAnArray(kind(&reply)));
-        };
-        let mut items = items.into_iter();
-        let decision = match items.next() {
-            Some(Value::BulkString(word)) => match word.as_slice() {
-                b"allow" => Decision::Allow,
-                b"deny" | b"block" => Decision::Deny,
-                other => {
-                    return Err(ReplyError::UnknownDecision(
-                        String::from_utf8_lossy(other).into_owned(),
-                    ));
-                }
-            },
-            Some(Value::SimpleString(word)) if word == "allow" => Decision::Allow,
-            Some(Value::SimpleString(word)) if word == "deny" || word == "block" => Decision::Deny,
-            Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
-            None => return Err(ReplyError::Empty),
-        };
-        let headers = match items.next() {
-            Some(Value::Array(values)) => headers(values, declared)?,
-            None => Vec::new(),
-            Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
-        };
-        Ok(Self {
-            decision,
-            headers,
-            extra: items.collect(),
-        })
-    }
+/// Header values map to `declared` names in order; a `{name, value}` pair sets its own
+/// name. `"block"` is accepted as the older spelling of `"deny"`.
+pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outcome, ReplyError> {
+    let Value::Array(items) = reply else {
+        return Err(ReplyError::NotAnArray(kind(&reply)));
+    };
+    let mut items = items.into_iter();
+    let decision = match items.next() {
+        Some(Value::BulkString(word)) => match word.as_slice() {
+            b"allow" => Decision::Allow,
+            b"deny" | b"block" => Decision::Deny,
+            other => {
+                return Err(ReplyError::UnknownDecision(
+                    String::from_utf8_lossy(other).into_owned(),
+                ));
+            }
+        },
+        Some(Value::SimpleString(word)) if word == "allow" => Decision::Allow,
+        Some(Value::SimpleString(word)) if word == "deny" || word == "block" => Decision::Deny,
+        Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
+        None => return Err(ReplyError::Empty),
+    };
+    let headers = match items.next() {
+        Some(Value::Array(values)) => headers(values, declared)?,
+        None => Vec::new(),
+        Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
+    };
+    Ok(Outcome::with_extra(decision, headers, items.collect()))
 }
 
 fn headers(
@@ -250,18 +150,6 @@ pub enum ReplyError {
     },
 }
 
-impl IntoResponseParts for Outcome {
-    type Error = std::convert::Infallible;
-
-    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
-        let headers = res.headers_mut();
-        for (name, value) in self.headers {
-            headers.insert(name, value);
-        }
-        Ok(res)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,7 +182,7 @@ mod tests {
             s("allow"),
             Value::Array(vec![s("10"), s("60"), s("9")]),
         ]);
-        let outcome = Outcome::from_reply(reply, &names()).unwrap();
+        let outcome = parse_reply(reply, &names()).unwrap();
         assert_eq!(outcome.decision(), Decision::Allow);
         assert_eq!(
             rendered(&outcome),
@@ -319,7 +207,7 @@ mod tests {
             s("extra-1"),
             Value::Int(42),
         ]);
-        let outcome = Outcome::from_reply(reply, &names()).unwrap();
+        let outcome = parse_reply(reply, &names()).unwrap();
         assert_eq!(outcome.decision(), Decision::Deny);
         assert_eq!(
             rendered(&outcome),
@@ -337,7 +225,7 @@ mod tests {
     fn block_is_the_old_spelling_of_deny() {
         let reply = Value::Array(vec![s("block"), Value::Array(vec![])]);
         assert_eq!(
-            Outcome::from_reply(reply, &names()).unwrap().decision(),
+            parse_reply(reply, &names()).unwrap().decision(),
             Decision::Deny
         );
     }
@@ -382,9 +270,7 @@ mod tests {
         ];
         for (reply, message) in cases {
             assert_eq!(
-                Outcome::from_reply(reply, &names())
-                    .unwrap_err()
-                    .to_string(),
+                parse_reply(reply, &names()).unwrap_err().to_string(),
                 message
             );
         }

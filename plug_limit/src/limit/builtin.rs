@@ -3,7 +3,7 @@
 //! The const parameters are the script's options in `ARGV` order; options a script would
 //! refuse are refused at compile time instead.
 
-use crate::{Limit, Opt};
+use super::{Limit, Opt};
 
 /// The fixed window limiter: at most `LIMIT` requests per `WINDOW` seconds.
 ///

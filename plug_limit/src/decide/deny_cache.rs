@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
 
-use crate::Outcome;
-use crate::sharded::Sharded;
+use crate::backend::sharded::Sharded;
+use crate::outcome::Outcome;
 
 const SHARDS: usize = 16;
 
@@ -111,7 +111,7 @@ fn count_down(outcome: &Outcome, elapsed: Duration) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Decision;
+    use crate::outcome::Decision;
 
     fn denied(retry_after: Option<&'static str>, reset: &'static str) -> Outcome {
         let mut headers = vec![

@@ -1,7 +1,8 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
 
-use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+use super::argv::{Argv, fail, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "token_bucket";
 
@@ -117,9 +118,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::{Enabled, FailurePolicy, LogLevel};
+use super::{Enabled, FailurePolicy, LogLevel};
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
 /// code (key extractors and responders are set on the [`Builder`](crate::Builder)).

@@ -2,7 +2,8 @@
 
 use std::collections::VecDeque;
 
-use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+use super::argv::{Argv, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "sliding_log";
 
@@ -75,9 +76,10 @@ fn log(stamps: &mut VecDeque<i64>, now: i64, n: usize) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

@@ -1,7 +1,8 @@
 //! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
 //! its first request.
 
-use super::{Argv, State, Stored, Verdict, decimal, int, positive, verdict};
+use super::argv::{Argv, decimal, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "fixed_window";
 
@@ -70,9 +71,10 @@ fn set_count(slot: &mut Option<Stored>, value: i64) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

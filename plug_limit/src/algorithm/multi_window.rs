@@ -1,7 +1,8 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use super::{Arg, Argv, MAX, State, Stored, Verdict, int, verdict};
+use super::argv::{Arg, Argv, MAX, int, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "multi_window";
 
@@ -162,10 +163,11 @@ fn fail(index: usize, rule: &str, arg: Arg<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
     use super::Window;
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

@@ -1,7 +1,8 @@
 //! `lua/sliding_window.lua`: the current window's count plus the previous window's, weighted by
 //! how much of it still overlaps the sliding window.
 
-use super::{Argv, State, Stored, Verdict, int, positive, verdict};
+use super::argv::{Argv, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "sliding_window";
 
@@ -76,9 +77,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

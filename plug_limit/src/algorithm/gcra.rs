@@ -1,7 +1,8 @@
 //! `lua/gcra.lua`: the generic cell rate algorithm, one theoretical arrival time (TAT) per key,
 //! in integer microseconds.
 
-use super::{Argv, State, Stored, Verdict, fail, int, positive, verdict};
+use super::argv::{Argv, fail, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "gcra";
 
@@ -51,9 +52,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
 #[cfg(test)]
 mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::super::{State, Stored, evaluate};
-    use crate::Opt;
+    use crate::limit::Opt;
 
     #[test]
     fn shared_scenarios() {

@@ -1,0 +1,208 @@
+//! The built-in algorithms: one catalogue entry each, naming its script, its options, its
+//! headers and its native twin.
+//!
+//! Each built-in is a Lua script in `lua/<name>.lua` (what Redis runs) and a submodule here
+//! that mirrors it step for step with an explicit `now` (what the memory backend runs). Lua
+//! numbers are doubles, so wherever a script's arithmetic can leave the integers, the mirror
+//! computes in `f64` in the script's operation order: `math.floor`/`math.ceil` are
+//! `f64::floor`/`f64::ceil`, and `string.format('%d', x)` is `x as i64` (both truncate toward
+//! zero). Integer-only steps use `i64`, exact where the scripts' doubles are (below 2^53, which
+//! the scripts' bounds on opts and `now` ensure).
+//!
+//! Adding a built-in: its script in `lua/`, its twin as a submodule here, a [`State`] variant
+//! if it keeps a new shape of state, and one entry in [`CATALOGUE`].
+
+use std::sync::{Arc, LazyLock};
+
+use deadpool_redis::redis::Script;
+use http::HeaderName;
+use http::header::RETRY_AFTER;
+
+use crate::limit::Opt;
+
+use self::argv::Argv;
+pub(crate) use self::state::{Stored, Verdict};
+
+mod argv;
+mod fixed_window;
+mod gcra;
+mod leaky_bucket;
+mod multi_window;
+mod sliding_log;
+mod sliding_window;
+mod state;
+mod token_bucket;
+
+#[cfg(test)]
+pub(crate) mod scenarios;
+#[cfg(test)]
+mod tests;
+
+/// A built-in algorithm. Names are matched once, at the edge ([`Algorithm::from_name`]);
+/// everything after dispatches on this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Algorithm {
+    FixedWindow,
+    TokenBucket,
+    SlidingWindow,
+    SlidingLog,
+    LeakyBucket,
+    Gcra,
+    MultiWindow,
+}
+
+/// What the catalogue knows of one algorithm.
+struct Spec {
+    algorithm: Algorithm,
+    name: &'static str,
+    /// How many opts it takes; `None`: a variable number (multi_window).
+    arity: Option<usize>,
+    script: &'static LazyLock<Arc<Script>>,
+    headers: &'static [HeaderName],
+    twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, String>,
+}
+
+/// One `Script` per file for the life of the process: the SHA1 is computed once.
+macro_rules! script {
+    ($file:literal) => {{
+        static SCRIPT: LazyLock<Arc<Script>> =
+            LazyLock::new(|| Arc::new(Script::new(include_str!(concat!("../../lua/", $file)))));
+        &SCRIPT
+    }};
+}
+
+const LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+
+/// The seed's three headers (fixed_window keeps them as the seed has them).
+static SEED_HEADERS: [HeaderName; 3] = [LIMIT, RESET, REMAINING];
+/// The seed's three, and `retry-after` on a deny.
+static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
+
+/// Every built-in, in the order they are documented.
+static CATALOGUE: [Spec; 7] = [
+    Spec {
+        algorithm: Algorithm::FixedWindow,
+        name: "fixed_window",
+        arity: Some(2),
+        script: script!("fixed_window.lua"),
+        headers: &SEED_HEADERS,
+        twin: fixed_window::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::TokenBucket,
+        name: "token_bucket",
+        arity: Some(3),
+        script: script!("token_bucket.lua"),
+        headers: &HEADERS,
+        twin: token_bucket::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::SlidingWindow,
+        name: "sliding_window",
+        arity: Some(2),
+        script: script!("sliding_window.lua"),
+        headers: &HEADERS,
+        twin: sliding_window::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::SlidingLog,
+        name: "sliding_log",
+        arity: Some(2),
+        script: script!("sliding_log.lua"),
+        headers: &HEADERS,
+        twin: sliding_log::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::LeakyBucket,
+        name: "leaky_bucket",
+        arity: Some(2),
+        script: script!("leaky_bucket.lua"),
+        headers: &HEADERS,
+        twin: leaky_bucket::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::Gcra,
+        name: "gcra",
+        arity: Some(3),
+        script: script!("gcra.lua"),
+        headers: &HEADERS,
+        twin: gcra::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::MultiWindow,
+        name: "multi_window",
+        arity: None,
+        script: script!("multi_window.lua"),
+        headers: &HEADERS,
+        twin: multi_window::evaluate,
+    },
+];
+
+impl Algorithm {
+    /// Every built-in.
+    pub(crate) fn all() -> impl Iterator<Item = Self> {
+        CATALOGUE.iter().map(|spec| spec.algorithm)
+    }
+
+    /// The built-in registered under `name`, if any.
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
+        CATALOGUE
+            .iter()
+            .find(|spec| spec.name == name)
+            .map(|spec| spec.algorithm)
+    }
+
+    fn spec(self) -> &'static Spec {
+        // The catalogue lists the variants in declaration order.
+        &CATALOGUE[self as usize]
+    }
+
+    /// The name it is registered under: `fixed_window`, ...
+    pub(crate) fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Its Lua script.
+    pub(crate) fn script(self) -> &'static Arc<Script> {
+        self.spec().script
+    }
+
+    /// The names its header values are sent under, in order.
+    pub(crate) fn headers(self) -> &'static [HeaderName] {
+        self.spec().headers
+    }
+
+    /// Refuses a wrong number of opts. The trailing `cost` and `now` are positional, so a
+    /// wrong count would shift them into an option's place; checked before either backend,
+    /// so both answer alike.
+    pub(crate) fn check_arity(self, opts: &[Opt]) -> Result<(), String> {
+        match self.spec().arity {
+            Some(arity) if arity != opts.len() => Err(format!(
+                "{}: takes {arity} options, found {}",
+                self.name(),
+                opts.len()
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms].
+    /// `slot` is the key's state (None: no such key); it is updated in place (None: the key is
+    /// deleted or was never written). The caller passes None for a slot whose
+    /// `expires_at_ms <= now_ms`. Errors carry the script's error text without "ERR ".
+    ///
+    /// A slot holding another algorithm's state counts as no state (Redis keys are per
+    /// limiter). Should the opts be too few for `now_ms` to land in the ARGV, the twin still
+    /// takes `now_ms` where the script would read Redis `TIME`.
+    pub(crate) fn evaluate(
+        self,
+        opts: &[Opt],
+        cost: u32,
+        now_ms: i64,
+        slot: &mut Option<Stored>,
+    ) -> Result<Verdict, String> {
+        (self.spec().twin)(&Argv::new(opts, cost, now_ms), slot)
+    }
+}

@@ -1,0 +1,47 @@
+//! What the native twins keep per key, and what they answer: the Rust form of each script's
+//! Redis key and reply.
+
+use std::collections::VecDeque;
+
+use super::multi_window::Window;
+
+/// A key's state and when Redis would delete it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stored {
+    pub(crate) state: State,
+    pub(crate) expires_at_ms: i64,
+}
+
+/// A built-in limiter's state for one key (what its Redis key holds).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum State {
+    /// The string counter.
+    FixedWindow { count: i64 },
+    /// The hash `b`, `r`, `t`; its `e` field is the key's expiry.
+    TokenBucket {
+        tokens: f64,
+        remaining: i64,
+        last_ms: i64,
+    },
+    /// The string `"<start> <current> <previous>"`.
+    SlidingWindow {
+        start_ms: i64,
+        current: i64,
+        previous: i64,
+    },
+    /// The sorted set's scores, oldest first; members only keep them unique in Redis.
+    SlidingLog { stamps: VecDeque<i64> },
+    /// The string `"<level> <at>"`, the level in unit-milliseconds.
+    LeakyBucket { level: i64, at_ms: i64 },
+    /// The theoretical arrival time, in microseconds.
+    Gcra { tat_us: i64 },
+    /// The hash's `c<window>` / `e<window>` field pairs.
+    MultiWindow { windows: Vec<Window> },
+}
+
+/// What a built-in answered, as its script's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub(crate) allow: bool,
+    pub(crate) headers: Vec<String>,
+}

@@ -1,0 +1,136 @@
+//! The shared scenarios run against every native twin, and the catalogue's own checks.
+
+use super::*;
+
+/// Evaluates the built-in named `limiter` (the twins' tests name them as the scripts do).
+pub(super) fn evaluate(
+    limiter: &str,
+    opts: &[Opt],
+    cost: u32,
+    now_ms: i64,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, String> {
+    match Algorithm::from_name(limiter) {
+        Some(algorithm) => algorithm.evaluate(opts, cost, now_ms, slot),
+        None => Err(format!("{limiter}: not a built-in limiter")),
+    }
+}
+/// An ARGV string as the opt that sends it.
+fn opt(s: &'static str) -> Opt {
+    match s.parse::<i64>() {
+        Ok(n) if n.to_string() == s => Opt::Int(n),
+        _ => Opt::Str(s),
+    }
+}
+
+/// Runs `limiter`'s shared scenarios and refusals (`algorithm/scenarios.rs`, which
+/// `tests/scripts.rs` runs against Redis) and checks every answer.
+pub(super) fn run_scenarios(limiter: &str) {
+    let start = scenarios::start(1_799_999_000_000);
+    let answer = |opts: &[Opt], cost, now, slot: &mut Option<Stored>| {
+        if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now) {
+            *slot = None;
+        }
+        match evaluate(limiter, opts, cost, now, slot) {
+            Ok(v) => scenarios::render(v.allow, &v.headers),
+            Err(e) => format!("error {e}"),
+        }
+    };
+    let mut ran = 0;
+    for scenario in scenarios::SCENARIOS.iter().filter(|s| s.limiter == limiter) {
+        let opts: Vec<Opt> = scenario.opts.iter().map(|s| opt(s)).collect();
+        let mut slot = None;
+        for (i, call) in scenario.calls.iter().enumerate() {
+            let got = answer(&opts, call.cost, start + call.at_ms, &mut slot);
+            assert_eq!(got, call.expect, "{} call {i}", scenario.name);
+            ran += 1;
+        }
+    }
+    for line in scenarios::REFUSED {
+        let (name, opts, expect) = scenarios::refused(line);
+        if name == limiter {
+            let opts: Vec<Opt> = opts.into_iter().map(opt).collect();
+            assert_eq!(answer(&opts, 1, start, &mut None), expect, "{line}");
+            ran += 1;
+        }
+    }
+    assert!(ran > 0, "no scenario for {limiter}");
+}
+
+#[test]
+fn the_catalogue_is_in_declaration_order_and_names_round_trip() {
+    let names: Vec<_> = Algorithm::all().map(Algorithm::name).collect();
+    assert_eq!(
+        names,
+        [
+            "fixed_window",
+            "token_bucket",
+            "sliding_window",
+            "sliding_log",
+            "leaky_bucket",
+            "gcra",
+            "multi_window"
+        ]
+    );
+    for (index, algorithm) in Algorithm::all().enumerate() {
+        assert_eq!(algorithm as usize, index);
+        assert_eq!(Algorithm::from_name(algorithm.name()), Some(algorithm));
+    }
+    assert_eq!(Algorithm::from_name("leaky"), None);
+    assert_eq!(Algorithm::FixedWindow.headers().len(), 3);
+    assert_eq!(Algorithm::Gcra.headers()[3], "retry-after");
+}
+
+#[test]
+fn every_built_in_but_multi_window_has_a_fixed_arity() {
+    let two = [Opt::Int(1), Opt::Int(1)];
+    assert_eq!(
+        Algorithm::TokenBucket.check_arity(&two),
+        Err("token_bucket: takes 3 options, found 2".to_owned())
+    );
+    assert_eq!(Algorithm::SlidingLog.check_arity(&two), Ok(()));
+    assert_eq!(Algorithm::MultiWindow.check_arity(&[]), Ok(()));
+    let fixed: Vec<_> = Algorithm::all()
+        .filter(|a| a.check_arity(&[]).is_ok())
+        .collect();
+    assert_eq!(fixed, [Algorithm::MultiWindow]);
+    let mut slot = None;
+    assert_eq!(
+        evaluate("leaky", &[], 1, 0, &mut slot),
+        Err("leaky: not a built-in limiter".to_owned())
+    );
+}
+
+#[test]
+fn cost_and_now_are_checked_after_the_opts() {
+    let mut slot = None;
+    let opts = [Opt::Int(3), Opt::Int(60)];
+    let too_late = evaluate("sliding_log", &opts, 1, 9_007_199_254_741, &mut slot);
+    assert_eq!(
+        too_late.unwrap_err(),
+        "sliding_log: now must be <= 9007199254740, got '9007199254741'"
+    );
+    let negative = evaluate("sliding_window", &opts, 1, -1, &mut slot);
+    assert_eq!(
+        negative.unwrap_err(),
+        "sliding_window: now must be a non-negative integer, got '-1'"
+    );
+    let costly = evaluate(
+        "gcra",
+        &[Opt::Int(3), Opt::Int(60), Opt::Int(3)],
+        u32::MAX,
+        0,
+        &mut slot,
+    );
+    assert_eq!(
+        costly.unwrap_err(),
+        "gcra: cost must be <= 2147483647, got '4294967295'"
+    );
+    // Too few opts: the cost is read as the window, as the script reads its ARGV.
+    let short = evaluate("leaky_bucket", &[Opt::Int(3)], 0, 0, &mut slot);
+    assert_eq!(
+        short.unwrap_err(),
+        "leaky_bucket: window must be a positive integer, got '0'"
+    );
+    assert_eq!(slot, None);
+}

@@ -1,0 +1,19 @@
+//! Configuration: the [`Builder`], its serializable [`Config`], custom [`Limiter`]s, and the
+//! settings they hold.
+
+pub use self::builder::Builder;
+pub use self::enabled::Enabled;
+pub use self::file::{Config, LimiterConfig};
+pub use self::handler_uses::LimiterUse;
+pub(crate) use self::handler_uses::assert_builtin_limiters;
+pub use self::limiter::Limiter;
+pub use self::log_level::LogLevel;
+pub use self::policy::FailurePolicy;
+
+mod builder;
+mod enabled;
+mod file;
+mod handler_uses;
+mod limiter;
+mod log_level;
+mod policy;

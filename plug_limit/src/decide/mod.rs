@@ -1,0 +1,253 @@
+//! Deciding: every check, from a request or from a call, goes through here once.
+//!
+//! A request's check runs in one direction: the limiter's entry, the key, the namespaced
+//! Redis keys, the deny cache, one backend dispatch, then the failure policy and logging, each
+//! in one place. [`Decider::check`] and [`Decider::reset`] share the dispatch and skip what
+//! belongs to requests (the enabled flag, the deny cache's answers, the failure policy).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use axum::extract::MatchedPath;
+use http::request::Parts;
+
+use crate::backend::{Backend, Call, MemoryBackend, Started};
+use crate::clock::{Clock, SystemClock};
+use crate::config::{Enabled, FailurePolicy, LogLevel};
+use crate::error::Error;
+use crate::limit::{LimitRef, Opt};
+use crate::outcome::Outcome;
+use crate::rejection::RateLimitRejection;
+
+pub(crate) use self::deny_cache::DenyCache;
+pub(crate) use self::keys::Keys;
+pub(crate) use self::registry::{Entry, Registry};
+
+mod deny_cache;
+mod keys;
+mod registry;
+
+/// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
+/// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
+pub(crate) type Decided = Result<Option<Outcome>, RateLimitRejection>;
+
+/// A check as far as it gets without waiting: decided, or waiting on Redis.
+enum Step<'a> {
+    Done(Decided),
+    Waiting(Pin<Box<dyn Future<Output = Decided> + Send + 'a>>),
+}
+
+/// Everything a check needs: the settings, the registered limiters and the backends.
+pub(crate) struct Decider {
+    pub(crate) enabled: Enabled,
+    pub(crate) prefix: Box<str>,
+    /// For a limit naming no registered limiter.
+    pub(crate) log_level: LogLevel,
+    /// For a limit naming no registered limiter.
+    pub(crate) on_failure: FailurePolicy,
+    pub(crate) denials: DenyCache,
+    pub(crate) backend: Backend,
+    /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    pub(crate) fallback: OnceLock<Backend>,
+    pub(crate) registry: Registry,
+}
+
+impl Decider {
+    /// Decides one request (see [`Decided`]).
+    pub(crate) async fn decide(&self, limit: LimitRef, parts: &Parts) -> Decided {
+        // Only a Redis call waits, and its state lives in its own box: the future of every
+        // extractor and layer stays small, and memory checks and deny-cache answers (decided
+        // in `start`) never build one.
+        match self.start(limit, parts) {
+            Step::Done(decided) => decided,
+            Step::Waiting(call) => call.await,
+        }
+    }
+
+    /// Runs a request's check as far as it goes without waiting.
+    fn start(&self, limit: LimitRef, parts: &Parts) -> Step<'_> {
+        if !self.enabled.is_enabled() {
+            return Step::Done(Ok(None));
+        }
+        let entry = match self.registry.get(limit.limiter) {
+            Ok(entry) => entry,
+            Err(error) => {
+                self.log_level.log(limit.limiter, &error);
+                return Step::Done(refuse_or_pass(self.on_failure, error));
+            }
+        };
+        let extractor = limit.key.unwrap_or(&*entry.key);
+        let key = match extractor.extract(parts) {
+            Ok(key) => key,
+            Err(error) => return Step::Done(self.fail(entry, &Request::none(), error.into())),
+        };
+        // Scoped to the matched route by default, so two routes never share a budget by
+        // accident; `*` only when the router matched nothing (a fallback).
+        let scope = limit
+            .scope
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<MatchedPath>()
+                    .map(MatchedPath::as_str)
+            })
+            .unwrap_or("*");
+        let request = Request {
+            keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
+            opts: limit.opts,
+            cost: limit.cost,
+            cached: entry.deny_cache.then(Instant::now),
+        };
+        // `keys[0]` names the client for every built-in; a custom script's other keys only
+        // refine it.
+        if let Some(now) = request.cached
+            && let Some(outcome) = self.denials.get(request.keys.first(), limit.cost, now)
+        {
+            tracing::trace!(target: "plug_limit", limiter = %entry.name(), key = request.keys.first(), "request denied from the local deny cache");
+            return Step::Done(Err(RateLimitRejection::denied(
+                outcome,
+                Arc::clone(&entry.responder),
+            )));
+        }
+        match self.backend(entry).start(request.call(entry)) {
+            Started::Done(result) => Step::Done(self.settle(entry, &request, result)),
+            Started::Redis(redis) => Step::Waiting(Box::pin(async move {
+                let result = redis.eval(request.call(entry)).await;
+                self.settle(entry, &request, result)
+            })),
+        }
+    }
+
+    /// Turns an evaluation into the request's fate: allowed, denied (and remembered by the
+    /// deny cache), or failed by the limiter's policy.
+    fn settle(
+        &self,
+        entry: &Entry,
+        request: &Request<'_>,
+        result: Result<Outcome, Error>,
+    ) -> Decided {
+        match result {
+            Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
+            Ok(outcome) => {
+                tracing::debug!(target: "plug_limit", limiter = %entry.name(), key = %request.keys.as_slice().join(" "), "request denied");
+                if let Some(now) = request.cached {
+                    self.denials
+                        .insert(request.keys.first(), request.cost, &outcome, now);
+                }
+                Err(RateLimitRejection::denied(
+                    outcome,
+                    Arc::clone(&entry.responder),
+                ))
+            }
+            Err(error) => self.fail(entry, request, error),
+        }
+    }
+
+    /// Logs a check that could not decide and applies the limiter's failure policy: the one
+    /// place both happen.
+    fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
+        entry.log_level.log(entry.name(), &error);
+        // Memory stands in for a backend that failed, not for a request without a key.
+        if entry.on_failure == FailurePolicy::Memory
+            && !request.keys.as_slice().is_empty()
+            && let Started::Done(result) = self.fallback().start(request.call(entry))
+        {
+            return match result {
+                Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
+                Ok(outcome) => Err(RateLimitRejection::denied(
+                    outcome,
+                    Arc::clone(&entry.responder),
+                )),
+                Err(error) => {
+                    entry.log_level.log(entry.name(), &error);
+                    Ok(None)
+                }
+            };
+        }
+        refuse_or_pass(entry.on_failure, error)
+    }
+
+    /// Evaluates `limiter` for one programmatic `key`: the same dispatch as a request's, with
+    /// every error returned to the caller.
+    pub(crate) async fn check(
+        &self,
+        limiter: &str,
+        key: &str,
+        opts: &[Opt],
+        cost: u32,
+    ) -> Result<Outcome, Error> {
+        let entry = self.registry.get(limiter)?;
+        let keys = Keys::programmatic(key, &self.prefix, entry.name());
+        let call = Call {
+            program: &entry.program,
+            keys: keys.as_slice(),
+            opts,
+            cost,
+        };
+        self.backend(entry).eval(call).await
+    }
+
+    /// Forgets everything `limiter` counted for the programmatic `key`, here and in this
+    /// instance's deny cache.
+    pub(crate) async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
+        let entry = self.registry.get(limiter)?;
+        let keys = Keys::programmatic(key, &self.prefix, entry.name());
+        self.denials.remove(keys.first());
+        self.backend(entry).reset(keys.first()).await
+    }
+
+    fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {
+        entry.backend.as_ref().unwrap_or(&self.backend)
+    }
+
+    /// The memory backend that [`FailurePolicy::Memory`] limiters fall back on, made on first
+    /// use.
+    fn fallback(&self) -> &Backend {
+        self.fallback.get_or_init(|| {
+            let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+            Backend::Memory(Arc::new(MemoryBackend::new(clock)))
+        })
+    }
+}
+
+/// One request's evaluation: its keys and limit, and when it consulted the deny cache.
+struct Request<'a> {
+    keys: Keys,
+    opts: &'a [Opt],
+    cost: u32,
+    /// Set when the limiter keeps a deny cache: the time it was consulted.
+    cached: Option<Instant>,
+}
+
+impl Request<'_> {
+    /// A request that failed before it had a key.
+    fn none() -> Self {
+        Request {
+            keys: Keys::Many(Vec::new()),
+            opts: &[],
+            cost: 0,
+            cached: None,
+        }
+    }
+
+    fn call<'a>(&'a self, entry: &'a Entry) -> Call<'a> {
+        Call {
+            program: &entry.program,
+            keys: self.keys.as_slice(),
+            opts: self.opts,
+            cost: self.cost,
+        }
+    }
+}
+
+/// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory
+/// cannot stand in) or refuse with 503 (`Closed`).
+fn refuse_or_pass(policy: FailurePolicy, error: Error) -> Decided {
+    match policy {
+        FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
+        FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+    }
+}

@@ -1,0 +1,61 @@
+//! The registered limiters, each with every setting resolved, so the hot path never falls
+//! back on a default.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::backend::{Backend, Program};
+use crate::config::{FailurePolicy, LogLevel};
+use crate::error::Error;
+use crate::key::KeyExtractor;
+use crate::responder::Responder;
+
+/// A registered limiter.
+pub(crate) struct Entry {
+    pub(crate) program: Program,
+    /// Its own backend (a limiter's own pool), if any.
+    pub(crate) backend: Option<Backend>,
+    pub(crate) key: Arc<dyn KeyExtractor>,
+    pub(crate) responder: Arc<dyn Responder>,
+    pub(crate) on_failure: FailurePolicy,
+    /// Denials are cached locally until their wait ends.
+    pub(crate) deny_cache: bool,
+    pub(crate) log_level: LogLevel,
+}
+
+impl Entry {
+    /// The limiter's registered name.
+    pub(crate) fn name(&self) -> &str {
+        &self.program.name
+    }
+}
+
+/// Limiters by name: the built-ins and the custom ones.
+#[derive(Default)]
+pub(crate) struct Registry(HashMap<Box<str>, Entry>);
+
+impl Registry {
+    /// Registers `entry` under its name; `false` when the name was taken.
+    pub(crate) fn insert(&mut self, entry: Entry) -> bool {
+        let name: Box<str> = entry.name().into();
+        self.0.insert(name, entry).is_none()
+    }
+
+    pub(crate) fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(name)
+    }
+
+    /// The limiter registered as `name`.
+    pub(crate) fn get(&self, name: &str) -> Result<&Entry, Error> {
+        self.0
+            .get(name)
+            .ok_or_else(|| Error::UnknownLimiter(name.to_owned()))
+    }
+
+    /// The registered names, sorted.
+    pub(crate) fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.0.keys().map(|name| &**name).collect();
+        names.sort_unstable();
+        names
+    }
+}

@@ -1,0 +1,246 @@
+//! [`PlugLimit`], the handle to the limiters that router state holds.
+
+use std::fmt;
+use std::sync::Arc;
+
+use deadpool_redis::Pool;
+
+use crate::config::{Builder, assert_builtin_limiters};
+use crate::decide::Decider;
+use crate::error::Error;
+use crate::limit::Opt;
+use crate::outcome::Outcome;
+
+/// The rate limiter handle: a cheap [`Clone`] to keep in router state.
+///
+/// It holds the Redis backend, the registered limiters and the settings every check uses.
+/// [`RateLimited`](crate::RateLimited), [`RateLimitLayer`](crate::RateLimitLayer) and
+/// `#[rate_limit]` find it in the state through [`FromRef`](axum::extract::FromRef).
+///
+/// # Example
+///
+/// ```no_run
+/// use axum::{extract::FromRef, routing::get, Router};
+/// use plug_limit::{FixedWindow, PlugLimit, RateLimited};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+/// }
+///
+/// async fn hello(limited: RateLimited<FixedWindow<10, 60>>) -> (RateLimited<FixedWindow<10, 60>>, &'static str) {
+///     (limited, "hello")
+/// }
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let pool = deadpool_redis::Config::from_url("redis://127.0.0.1:6379/")
+///     .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+/// let app = Router::new()
+///     .route("/", get(hello))
+///     .with_state(AppState { limits: PlugLimit::redis(pool) });
+/// # let _: Router = app;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct PlugLimit {
+    decider: Arc<Decider>,
+}
+
+impl PlugLimit {
+    /// Limits on the Redis behind `pool`, with the default settings: always enabled, keys by
+    /// peer IP, fail open, 500 ms timeout.
+    ///
+    /// No connection is made until the first check.
+    ///
+    /// # Panics
+    ///
+    /// When a `#[rate_limit]` handler of this program uses a limiter that is not built in, so
+    /// that a missing limiter stops the application at start-up, not at the handler's first
+    /// request. Register custom limiters with [`PlugLimit::builder`], whose
+    /// [`build`](Builder::build) returns this as an error.
+    #[must_use]
+    #[track_caller]
+    pub fn redis(pool: Pool) -> Self {
+        assert_builtin_limiters();
+        Builder::new(pool).build_default()
+    }
+
+    /// Limits kept in this process's memory, with the default settings: for a single
+    /// instance, tests and local development. Every built-in limiter decides exactly as its
+    /// Lua script does on Redis; custom Lua limiters need Redis.
+    ///
+    /// # Panics
+    ///
+    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
+    /// limiter that is not built in.
+    #[must_use]
+    #[track_caller]
+    pub fn memory() -> Self {
+        assert_builtin_limiters();
+        Builder::memory().build_default()
+    }
+
+    /// A [`Builder`] for limits on the Redis behind `pool`, with every setting: enabled flag,
+    /// prefix, timeout, key, responder, failure policy, log level, clock, and custom limiters.
+    pub fn builder(pool: Pool) -> Builder {
+        Builder::new(pool)
+    }
+
+    /// A [`Builder`] for limits kept in this process's memory.
+    pub fn memory_builder() -> Builder {
+        Builder::memory()
+    }
+
+    /// Limits on the Redis Cluster behind `pool`, with the default settings of
+    /// [`redis`](Self::redis).
+    ///
+    /// Every check is one `EVALSHA` on a shared cluster connection, routed to the node owning
+    /// the slot of its key. The built-in scripts touch only `KEYS[1]`; a custom script given
+    /// several keys needs them in one slot, e.g. with a `{hash tag}` in the key.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use plug_limit::PlugLimit;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let nodes = ["redis://cache-1/", "redis://cache-2/", "redis://cache-3/"];
+    /// let pool = deadpool_redis::cluster::Config::from_urls(nodes.map(String::from).to_vec())
+    ///     .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
+    /// let limits = PlugLimit::redis_cluster(pool);
+    /// # let _ = limits;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
+    /// limiter that is not built in.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    #[must_use]
+    #[track_caller]
+    pub fn redis_cluster(pool: deadpool_redis::cluster::Pool) -> Self {
+        assert_builtin_limiters();
+        Builder::cluster(pool).build_default()
+    }
+
+    /// A [`Builder`] for limits on the Redis Cluster behind `pool`, with every setting of
+    /// [`builder`](Self::builder). A limiter's own [`pool`](crate::Limiter::pool) is still a
+    /// single Redis.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+    pub fn cluster_builder(pool: deadpool_redis::cluster::Pool) -> Builder {
+        Builder::cluster(pool)
+    }
+
+    pub(crate) fn from_decider(decider: Decider) -> Self {
+        Self {
+            decider: Arc::new(decider),
+        }
+    }
+
+    pub(crate) fn decider(&self) -> &Decider {
+        &self.decider
+    }
+
+    /// Whether limits apply now (see [`Enabled`]).
+    #[must_use]
+    pub fn is_enabled(&self) -> bool {
+        self.decider.enabled.is_enabled()
+    }
+
+    /// How many keys the memory backend holds state for (expired keys not yet swept
+    /// included); `None` on Redis. For monitoring: it stays near the number of keys active
+    /// within their windows.
+    #[must_use]
+    pub fn memory_keys(&self) -> Option<usize> {
+        self.decider.backend.memory_keys()
+    }
+
+    /// Evaluates `limiter` with `opts` for one key, outside any request: for jobs, websockets
+    /// or custom middleware. The request costs [`Limit::COST`](crate::Limit::COST)'s default, 1.
+    ///
+    /// The key is `{prefix}:{limiter}:{key}`; a request to a route is counted under
+    /// `{prefix}:{limiter}:{scope}:{client}`, so `key = "{scope}:{client}"` shares its budget.
+    /// This ignores the enabled flag and the failure policy: the caller sees every error.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimiter`] for an unregistered limiter, and any backend, timeout or reply
+    /// error.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let hourly = [Opt::Int(3), Opt::Int(3600)];
+    /// for _ in 0..3 {
+    ///     assert!(limits.check("fixed_window", "emails:user-42", &hourly).await?.is_allowed());
+    /// }
+    /// let fourth = limits.check("fixed_window", "emails:user-42", &hourly).await?;
+    /// assert!(!fourth.is_allowed());
+    /// assert_eq!(fourth.header("x-ratelimit-remaining").unwrap(), "0");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
+        self.check_cost(limiter, key, opts, 1).await
+    }
+
+    /// Like [`check`](Self::check), for a request that costs `cost` units (built-in limiters
+    /// only): an upload of 5 files may cost 5.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter and a cost other
+    /// than 1.
+    pub async fn check_cost(
+        &self,
+        limiter: &str,
+        key: &str,
+        opts: &[Opt],
+        cost: u32,
+    ) -> Result<Outcome, Error> {
+        self.decider.check(limiter, key, opts, cost).await
+    }
+
+    /// What a request of cost 1 would get now, without consuming anything (built-in limiters
+    /// only): to show a quota, or to refuse early.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter.
+    pub async fn peek(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
+        self.check_cost(limiter, key, opts, 0).await
+    }
+
+    /// Forgets everything `limiter` counted for `key`: the next request starts afresh.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimiter`] for an unregistered limiter, and any Redis or timeout error.
+    pub async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
+        self.decider.reset(limiter, key).await
+    }
+}
+
+impl fmt::Debug for PlugLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let decider = &self.decider;
+        f.debug_struct("PlugLimit")
+            .field("enabled", &decider.enabled)
+            .field("prefix", &decider.prefix)
+            .field("log_level", &decider.log_level)
+            .field("on_failure", &decider.on_failure)
+            .field("backend", &decider.backend)
+            .field("limiters", &decider.registry.names())
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,103 @@
+//! The result of one limiter evaluation: [`Outcome`] and its [`Decision`].
+
+use axum::response::{IntoResponseParts, ResponseParts};
+use deadpool_redis::redis::Value;
+use http::{HeaderName, HeaderValue};
+
+pub use self::reply::ReplyError;
+pub(crate) use self::reply::parse_reply;
+
+mod reply;
+
+/// Whether a request may proceed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Decision {
+    /// The request is within its limit.
+    Allow,
+    /// The request is over its limit.
+    Deny,
+}
+
+/// What a limiter decided for one request: the decision, the rate-limit headers, and any extra
+/// values a custom script returned after them.
+///
+/// Header values come ready-made from the script; Rust only maps each reply position to its
+/// declared header name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    decision: Decision,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    extra: Vec<Value>,
+}
+
+impl Outcome {
+    /// An outcome built by hand, e.g. in a custom responder's tests.
+    #[must_use]
+    pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self {
+            decision,
+            headers,
+            extra: Vec::new(),
+        }
+    }
+
+    /// An outcome with the extra values a script returned after its headers.
+    pub(crate) fn with_extra(
+        decision: Decision,
+        headers: Vec<(HeaderName, HeaderValue)>,
+        extra: Vec<Value>,
+    ) -> Self {
+        Self {
+            decision,
+            headers,
+            extra,
+        }
+    }
+
+    /// The decision.
+    #[must_use]
+    pub fn decision(&self) -> Decision {
+        self.decision
+    }
+
+    /// `true` when the request may proceed.
+    #[must_use]
+    pub fn is_allowed(&self) -> bool {
+        self.decision == Decision::Allow
+    }
+
+    /// The rate-limit headers, in the order the script returned them.
+    #[must_use]
+    pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
+        &self.headers
+    }
+
+    /// The value of one rate-limit header, if the script set it.
+    #[must_use]
+    pub fn header(&self, name: &str) -> Option<&HeaderValue> {
+        self.headers
+            .iter()
+            .find(|(candidate, _)| candidate.as_str().eq_ignore_ascii_case(name))
+            .map(|(_, value)| value)
+    }
+
+    /// The values a custom script returned after the headers, for a custom
+    /// [`Responder`](crate::Responder).
+    #[must_use]
+    pub fn extra(&self) -> &[Value] {
+        &self.extra
+    }
+}
+
+impl IntoResponseParts for Outcome {
+    type Error = std::convert::Infallible;
+
+    fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
+        let headers = res.headers_mut();
+        for (name, value) in self.headers {
+            headers.insert(name, value);
+        }
+        Ok(res)
+    }
+}
