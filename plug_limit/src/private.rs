@@ -6,8 +6,17 @@ use axum::response::IntoResponse;
 pub use axum::response::Response;
 pub use inventory;
 
+use crate::algorithm::Algorithm;
 pub use crate::config::LimiterUse;
 use crate::extract::RateLimited;
+
+/// Every built-in's name and option count (`None`: a variable number), from the algorithm
+/// catalogue: the macro's own validation table is tested against it.
+pub fn built_in_limiters() -> Vec<(&'static str, Option<usize>)> {
+    Algorithm::all()
+        .map(|algorithm| (algorithm.name(), algorithm.arity()))
+        .collect()
+}
 
 /// Sends the handler's response with the rate-limit headers added, whatever its type.
 pub fn respond<L, R: IntoResponse>(limited: RateLimited<L>, response: R) -> Response {

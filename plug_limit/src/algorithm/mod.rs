@@ -174,11 +174,16 @@ impl Algorithm {
         self.spec().headers
     }
 
+    /// How many opts it takes; `None`: a variable number.
+    pub(crate) fn arity(self) -> Option<usize> {
+        self.spec().arity
+    }
+
     /// Refuses a wrong number of opts. The trailing `cost` and `now` are positional, so a
     /// wrong count would shift them into an option's place; checked before either backend,
     /// so both answer alike.
     pub(crate) fn check_arity(self, opts: &[Opt]) -> Result<(), String> {
-        match self.spec().arity {
+        match self.arity() {
             Some(arity) if arity != opts.len() => Err(format!(
                 "{}: takes {arity} options, found {}",
                 self.name(),

@@ -616,3 +616,26 @@ fn every_independent_mistake_is_reported() {
         )
     );
 }
+
+/// The macro validates built-ins by its own table (a proc-macro crate cannot depend on the
+/// runtime crate); it must name exactly the runtime's catalogue, with the same option counts.
+#[test]
+fn the_built_in_table_matches_the_runtime_catalogue() {
+    let catalogue = plug_limit::__private::built_in_limiters();
+    for (name, arity) in &catalogue {
+        let opts = built_in_opts(name).unwrap_or_else(|| panic!("`{name}` is not built in here"));
+        let counted = (!opts.contains("...")).then(|| opts.split(',').count());
+        assert_eq!(counted, *arity, "{name}: {opts}");
+    }
+    let ours = [
+        FIXED_WINDOW,
+        TOKEN_BUCKET,
+        SLIDING_WINDOW,
+        SLIDING_LOG,
+        LEAKY_BUCKET,
+        GCRA,
+        MULTI_WINDOW,
+    ];
+    let names: Vec<&str> = catalogue.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ours);
+}
