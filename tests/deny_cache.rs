@@ -18,8 +18,8 @@ async fn bucket(limited: Bucket) -> (Bucket, &'static str) {
     (limited, "ok")
 }
 
-/// How many times Redis ran `EVALSHA` so far. The first call of a script counts twice: it fails
-/// with `NOSCRIPT`, and runs again once the script is loaded.
+/// How many script calls (`EVALSHA` and `EVAL`) Redis answered so far. The first call of a
+/// script counts twice: its `EVALSHA` fails with `NOSCRIPT`, and it runs again as `EVAL`.
 async fn evalsha_calls(redis: &RedisServer) -> u64 {
     let mut conn = redis.connection().await;
     let stats: String = plug_limit::redis::cmd("INFO")
@@ -27,11 +27,15 @@ async fn evalsha_calls(redis: &RedisServer) -> u64 {
         .query_async(&mut conn)
         .await
         .unwrap();
-    stats
-        .lines()
-        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |calls| calls.parse().unwrap())
+    let calls = |command: &str| {
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse::<u64>().unwrap())
+    };
+    calls("evalsha") + calls("eval")
 }
 
 fn app(redis: &RedisServer, deny_cache: bool) -> Router {

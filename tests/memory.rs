@@ -109,11 +109,12 @@ async fn memory_policy_decides_in_process_while_redis_is_down() {
         );
     }
     assert_eq!(send_get(&app, "/", "a").await.status, 429);
+    // One line a second per limiter, however many checks fail: an outage cannot flood logs.
     let text = logs.text();
     assert_eq!(
         text.matches("WARN plug_limit: rate limit check failed limiter=fixed_window")
             .count(),
-        4,
+        1,
         "{text}"
     );
 }

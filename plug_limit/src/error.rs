@@ -20,6 +20,10 @@ pub enum Error {
     /// Redis answered with an error (connection lost, script error, ...).
     #[error("redis: {0}")]
     Redis(#[from] RedisError),
+    /// Redis kept failing and the circuit breaker is open: no call was made (see
+    /// [`CircuitBreaker`](crate::CircuitBreaker)).
+    #[error("redis is failing: circuit breaker open (for up to {0:?} at a time)")]
+    CircuitOpen(Duration),
     /// The check took longer than the configured timeout.
     #[error("rate limit check timed out after {0:?}")]
     Timeout(Duration),

@@ -117,6 +117,7 @@ mod config;
 mod error;
 pub mod key;
 mod limit;
+mod lua;
 mod outcome;
 
 // The pipeline below the handle: one decision module, the backends, the algorithms.
@@ -134,7 +135,9 @@ pub mod __private;
 pub mod algorithms {}
 
 pub use self::clock::{Clock, ManualClock, SystemClock};
-pub use self::config::{Builder, Config, Enabled, FailurePolicy, Limiter, LimiterConfig, LogLevel};
+pub use self::config::{
+    Builder, CircuitBreaker, Config, Enabled, FailurePolicy, Limiter, LimiterConfig, LogLevel,
+};
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;
 pub use self::handle::PlugLimit;

@@ -12,6 +12,7 @@ use crate::extract::RateLimited;
 
 /// Every built-in's name and option count (`None`: a variable number), from the algorithm
 /// catalogue: the macro's own validation table is tested against it.
+#[must_use]
 pub fn built_in_limiters() -> Vec<(&'static str, Option<usize>)> {
     Algorithm::all()
         .map(|algorithm| (algorithm.name(), algorithm.arity()))

@@ -14,11 +14,11 @@
 
 use std::sync::{Arc, LazyLock};
 
-use deadpool_redis::redis::Script;
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
 use crate::limit::Opt;
+use crate::lua::Lua;
 
 use self::argv::Argv;
 pub(crate) use self::state::{Stored, Verdict};
@@ -57,7 +57,7 @@ struct Spec {
     name: &'static str,
     /// How many opts it takes; `None`: a variable number (multi_window).
     arity: Option<usize>,
-    script: &'static LazyLock<Arc<Script>>,
+    script: &'static LazyLock<Arc<Lua>>,
     headers: &'static [HeaderName],
     twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, String>,
 }
@@ -65,8 +65,8 @@ struct Spec {
 /// One `Script` per file for the life of the process: the SHA1 is computed once.
 macro_rules! script {
     ($file:literal) => {{
-        static SCRIPT: LazyLock<Arc<Script>> =
-            LazyLock::new(|| Arc::new(Script::new(include_str!(concat!("../../lua/", $file)))));
+        static SCRIPT: LazyLock<Arc<Lua>> =
+            LazyLock::new(|| Arc::new(Lua::new(include_str!(concat!("../../lua/", $file)))));
         &SCRIPT
     }};
 }
@@ -165,7 +165,7 @@ impl Algorithm {
     }
 
     /// Its Lua script.
-    pub(crate) fn script(self) -> &'static Arc<Script> {
+    pub(crate) fn script(self) -> &'static Arc<Lua> {
         self.spec().script
     }
 

@@ -7,17 +7,18 @@
 
 use std::sync::Arc;
 
-use deadpool_redis::redis::Script;
 use http::HeaderName;
 
 use crate::algorithm::Algorithm;
 use crate::error::Error;
 use crate::limit::Opt;
+use crate::lua::Lua;
 use crate::outcome::Outcome;
 
 pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::redis::RedisBackend;
+pub(crate) use self::redis::{RedisBackend, Settings as RedisSettings};
 
+mod breaker;
 mod memory;
 mod redis;
 pub(crate) mod sharded;
@@ -36,7 +37,7 @@ pub(crate) struct Program {
     pub(crate) name: Box<str>,
     /// The built-in its script implements; `None` for a custom script.
     pub(crate) algorithm: Option<Algorithm>,
-    pub(crate) script: Arc<Script>,
+    pub(crate) script: Arc<Lua>,
     pub(crate) headers: Box<[HeaderName]>,
 }
 

@@ -4,20 +4,20 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use deadpool_redis::redis::Script;
 use deadpool_redis::{Pool, Runtime};
 use http::HeaderName;
 
 use super::handler_uses::check_limiters;
 use super::limiter::Source;
-use super::{Config, Enabled, FailurePolicy, Limiter, LogLevel};
+use super::{CircuitBreaker, Config, Enabled, FailurePolicy, Limiter, LogLevel};
 use crate::algorithm::Algorithm;
-use crate::backend::{Backend, MemoryBackend, Program, RedisBackend};
+use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::clock::{Clock, SystemClock};
-use crate::decide::{Decider, DenyCache, Entry, Registry};
+use crate::decide::{Decider, DenyCache, Entry, FailureLog, Registry};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::key::{self, KeyExtractor};
+use crate::lua::Lua;
 use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
@@ -57,6 +57,7 @@ pub struct Builder {
     log_level: LogLevel,
     on_failure: FailurePolicy,
     deny_cache: bool,
+    breaker: CircuitBreaker,
     key: Arc<dyn KeyExtractor>,
     responder: Arc<dyn Responder>,
     limiters: Vec<(String, Limiter)>,
@@ -95,6 +96,7 @@ impl Builder {
             log_level: LogLevel::default(),
             on_failure: FailurePolicy::default(),
             deny_cache: false,
+            breaker: CircuitBreaker::default(),
             key: Arc::new(key::peer_ip()),
             responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
@@ -146,6 +148,14 @@ impl Builder {
         self
     }
 
+    /// The circuit breaker of the Redis backend (default: open for 1 s after 5 consecutive
+    /// failures; see [`CircuitBreaker`]). A limiter's own pool gets its own breaker with the
+    /// same settings.
+    pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
+        self.breaker = breaker;
+        self
+    }
+
     /// The default key extractor (default [`key::peer_ip`]).
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
         self.key = Arc::new(key);
@@ -193,6 +203,9 @@ impl Builder {
         }
         if let Some(on) = config.deny_cache {
             self.deny_cache = on;
+        }
+        if let Some(breaker) = config.circuit_breaker {
+            self.breaker = breaker;
         }
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
@@ -256,6 +269,18 @@ impl Builder {
         if self.timeout.is_zero() {
             return Err(BuildError::invalid("timeout", "must be greater than zero"));
         }
+        if self.breaker.failures() == 0 {
+            return Err(BuildError::invalid(
+                "circuit_breaker.failures",
+                "must be at least 1",
+            ));
+        }
+        if self.breaker.open_for().is_zero() {
+            return Err(BuildError::invalid(
+                "circuit_breaker.open_for",
+                "must be greater than zero",
+            ));
+        }
         if let Enabled::Env { env, .. } = &self.enabled
             && (env.is_empty() || env.contains(['=', '\0']))
         {
@@ -308,6 +333,17 @@ impl Builder {
             on_failure: limiter.on_failure.unwrap_or(self.on_failure),
             deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
             log_level: limiter.log_level.unwrap_or(self.log_level),
+            failures: FailureLog::new(),
+        }
+    }
+
+    /// How a Redis backend of this builder calls Redis.
+    fn redis_settings(&self) -> RedisSettings {
+        RedisSettings {
+            timeout: self.timeout,
+            clock: self.clock.clone(),
+            breaker: self.breaker,
+            log_level: self.log_level,
         }
     }
 
@@ -341,7 +377,7 @@ impl Builder {
         }
         let (algorithm, script) = match &limiter.source {
             Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
-            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua)?)),
+            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua.clone())?)),
             Source::File(path) => {
                 let lua =
                     std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
@@ -349,7 +385,7 @@ impl Builder {
                         path: path.clone(),
                         source,
                     })?;
-                (None, Arc::new(script(&field, "script_file", &lua)?))
+                (None, Arc::new(script(&field, "script_file", lua)?))
             }
         };
         let headers = match &limiter.headers {
@@ -373,30 +409,23 @@ impl Builder {
             script,
             headers,
         };
-        let backend = limiter.pool.clone().map(|pool| {
-            Backend::Redis(Arc::new(RedisBackend::new(
-                pool,
-                self.timeout,
-                self.clock.clone(),
-            )))
-        });
+        let backend = limiter
+            .pool
+            .clone()
+            .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
         Ok(self.entry(program, backend, limiter))
     }
 
     fn finish(self, registry: Registry) -> PlugLimit {
-        let (timeout, clock) = (self.timeout, self.clock);
+        let settings = self.redis_settings();
         let backend = match self.store {
-            Store::Redis(pool) => {
-                Backend::Redis(Arc::new(RedisBackend::new(pool, timeout, clock.clone())))
-            }
+            Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
             #[cfg(feature = "cluster")]
-            Store::RedisCluster(pool) => Backend::Redis(Arc::new(RedisBackend::cluster(
-                pool,
-                timeout,
-                clock.clone(),
-            ))),
+            Store::RedisCluster(pool) => {
+                Backend::Redis(Arc::new(RedisBackend::cluster(pool, settings)))
+            }
             Store::Memory => {
-                let clock = clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+                let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
                 Backend::Memory(Arc::new(MemoryBackend::new(clock)))
             }
         };
@@ -405,23 +434,24 @@ impl Builder {
             prefix: self.prefix.into(),
             log_level: self.log_level,
             on_failure: self.on_failure,
+            failures: FailureLog::new(),
             denials: DenyCache::new(),
             backend,
-            clock,
+            clock: self.clock,
             fallback: OnceLock::new(),
             registry,
         })
     }
 }
 
-fn script(field: &str, which: &str, lua: &str) -> Result<Script, BuildError> {
+fn script(field: &str, which: &str, lua: String) -> Result<Lua, BuildError> {
     if lua.trim().is_empty() {
         return Err(BuildError::invalid(
             format!("{field}.{which}"),
             "the Lua script is empty",
         ));
     }
-    Ok(Script::new(lua))
+    Ok(Lua::new(lua))
 }
 
 impl fmt::Debug for Builder {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{Enabled, FailurePolicy, LogLevel};
+use super::{CircuitBreaker, Enabled, FailurePolicy, LogLevel};
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
 /// code (key extractors and responders are set on the [`Builder`](crate::Builder)).
@@ -50,6 +50,8 @@ pub struct Config {
     pub on_failure: Option<FailurePolicy>,
     /// Whether limiters keep a local deny cache (default `false`).
     pub deny_cache: Option<bool>,
+    /// The Redis backend's circuit breaker: `{ "failures": 5, "open_for_ms": 1000 }`.
+    pub circuit_breaker: Option<CircuitBreaker>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
 }

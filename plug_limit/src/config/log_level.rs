@@ -23,21 +23,29 @@ pub enum LogLevel {
     Trace,
 }
 
+/// `tracing::event!` at a [`LogLevel`]: tracing needs the level as a constant.
+macro_rules! log_at {
+    ($level:expr, $($event:tt)+) => {
+        match $level {
+            LogLevel::Off => {}
+            LogLevel::Error => tracing::event!(target: "plug_limit", tracing::Level::ERROR, $($event)+),
+            LogLevel::Warn => tracing::event!(target: "plug_limit", tracing::Level::WARN, $($event)+),
+            LogLevel::Info => tracing::event!(target: "plug_limit", tracing::Level::INFO, $($event)+),
+            LogLevel::Debug => tracing::event!(target: "plug_limit", tracing::Level::DEBUG, $($event)+),
+            LogLevel::Trace => tracing::event!(target: "plug_limit", tracing::Level::TRACE, $($event)+),
+        }
+    };
+}
+
 impl LogLevel {
-    /// Logs a limiter failure at this level.
-    pub(crate) fn log(self, limiter: &str, error: &dyn std::error::Error) {
-        macro_rules! at {
-            ($level:expr) => {
-                tracing::event!(target: "plug_limit", $level, limiter = %limiter, error = %error, "rate limit check failed")
-            };
-        }
-        match self {
-            Self::Off => {}
-            Self::Error => at!(tracing::Level::ERROR),
-            Self::Warn => at!(tracing::Level::WARN),
-            Self::Info => at!(tracing::Level::INFO),
-            Self::Debug => at!(tracing::Level::DEBUG),
-            Self::Trace => at!(tracing::Level::TRACE),
-        }
+    /// Logs a limiter failure at this level; `suppressed` similar failures of the limiter went
+    /// unlogged since its last line.
+    pub(crate) fn log(self, limiter: &str, error: &dyn std::error::Error, suppressed: u64) {
+        log_at!(self, limiter = %limiter, error = %error, suppressed, "rate limit check failed");
+    }
+
+    /// Logs an event of the backend (a circuit breaker's transition) at this level.
+    pub(crate) fn log_event(self, message: &str) {
+        log_at!(self, "{message}");
     }
 }

@@ -2,6 +2,7 @@
 //! settings they hold.
 
 pub use self::builder::Builder;
+pub use self::circuit_breaker::CircuitBreaker;
 pub use self::enabled::Enabled;
 pub use self::file::{Config, LimiterConfig};
 pub use self::handler_uses::LimiterUse;
@@ -11,6 +12,7 @@ pub use self::log_level::LogLevel;
 pub use self::policy::FailurePolicy;
 
 mod builder;
+mod circuit_breaker;
 mod enabled;
 mod file;
 mod handler_uses;

@@ -22,10 +22,12 @@ use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 
 pub(crate) use self::deny_cache::DenyCache;
+pub(crate) use self::failure_log::FailureLog;
 pub(crate) use self::keys::Keys;
 pub(crate) use self::registry::{Entry, Registry};
 
 mod deny_cache;
+mod failure_log;
 mod keys;
 mod registry;
 
@@ -47,6 +49,8 @@ pub(crate) struct Decider {
     pub(crate) log_level: LogLevel,
     /// For a limit naming no registered limiter.
     pub(crate) on_failure: FailurePolicy,
+    /// For a limit naming no registered limiter.
+    pub(crate) failures: FailureLog,
     pub(crate) denials: DenyCache,
     pub(crate) backend: Backend,
     /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
@@ -75,7 +79,7 @@ impl Decider {
         let entry = match self.registry.get(limit.limiter) {
             Ok(entry) => entry,
             Err(error) => {
-                self.log_level.log(limit.limiter, &error);
+                self.failures.log(self.log_level, limit.limiter, &error);
                 return Step::Done(refuse_or_pass(self.on_failure, error));
             }
         };
@@ -149,7 +153,7 @@ impl Decider {
     /// Logs a check that could not decide and applies the limiter's failure policy: the one
     /// place both happen.
     fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
-        entry.log_level.log(entry.name(), &error);
+        entry.failures.log(entry.log_level, entry.name(), &error);
         // Memory stands in for a backend that failed, not for a request without a key.
         if entry.on_failure == FailurePolicy::Memory
             && !request.keys.as_slice().is_empty()
@@ -162,7 +166,7 @@ impl Decider {
                     Arc::clone(&entry.responder),
                 )),
                 Err(error) => {
-                    entry.log_level.log(entry.name(), &error);
+                    entry.failures.log(entry.log_level, entry.name(), &error);
                     Ok(None)
                 }
             };

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::failure_log::FailureLog;
 use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, LogLevel};
 use crate::error::Error;
@@ -21,6 +22,7 @@ pub(crate) struct Entry {
     /// Denials are cached locally until their wait ends.
     pub(crate) deny_cache: bool,
     pub(crate) log_level: LogLevel,
+    pub(crate) failures: FailureLog,
 }
 
 impl Entry {

@@ -1,0 +1,171 @@
+//! The circuit breaker's state machine: closed, open until a time, half-open with one probe.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::config::{CircuitBreaker, LogLevel};
+
+/// Whether a call may go to Redis now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Closed: call.
+    Call,
+    /// Half-open: this call is the one probe.
+    Probe,
+    /// Open: do not call; fail at once.
+    Reject,
+}
+
+/// The breaker of one Redis backend. A mutex, not atomics: it is taken once before and once
+/// after a call, held for a few instructions, and keeps the transitions simple to reason about.
+#[derive(Debug)]
+pub(crate) struct Breaker {
+    settings: CircuitBreaker,
+    log_level: LogLevel,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    consecutive_failures: u32,
+    /// Set while open: until when no call goes through.
+    open_until: Option<Instant>,
+    /// A probe is on its way (half-open).
+    probing: bool,
+}
+
+impl Breaker {
+    pub(crate) fn new(settings: CircuitBreaker, log_level: LogLevel) -> Self {
+        Self {
+            settings,
+            log_level,
+            state: Mutex::new(State {
+                consecutive_failures: 0,
+                open_until: None,
+                probing: false,
+            }),
+        }
+    }
+
+    /// Whether a call may go to Redis at `now`.
+    pub(crate) fn admit(&self, now: Instant) -> Admit {
+        let mut state = self.state();
+        match state.open_until {
+            None => Admit::Call,
+            Some(until) if now < until || state.probing => Admit::Reject,
+            Some(_) => {
+                state.probing = true;
+                Admit::Probe
+            }
+        }
+    }
+
+    /// A call admitted as `admit` reached Redis and got its answer.
+    pub(crate) fn succeeded(&self, admit: Admit) {
+        let mut state = self.state();
+        state.consecutive_failures = 0;
+        if admit == Admit::Probe || state.open_until.is_some() {
+            state.open_until = None;
+            state.probing = false;
+            drop(state);
+            self.log_level
+                .log_event("redis answers again: circuit breaker closed");
+        }
+    }
+
+    /// A call admitted as `admit` failed at `now` for a reason of Redis's (timeout, lost
+    /// connection, no connection).
+    pub(crate) fn failed(&self, admit: Admit, now: Instant) {
+        let mut state = self.state();
+        state.consecutive_failures = state.consecutive_failures.saturating_add(1);
+        let reopen = admit == Admit::Probe;
+        let trip =
+            state.open_until.is_none() && state.consecutive_failures >= self.settings.failures();
+        if reopen || trip {
+            state.open_until = Some(now + self.settings.open_for());
+            state.probing = false;
+            let failures = state.consecutive_failures;
+            drop(state);
+            let open_for = self.settings.open_for();
+            self.log_level.log_event(&format!(
+                "circuit breaker open for {open_for:?} after {failures} consecutive redis failures"
+            ));
+        }
+    }
+
+    /// A probe that ended without an answer either way (its request was dropped): let another
+    /// check probe.
+    pub(crate) fn abandoned(&self, admit: Admit) {
+        if admit == Admit::Probe {
+            self.state().probing = false;
+        }
+    }
+
+    /// How long the breaker stays open, for error messages.
+    pub(crate) fn open_for(&self) -> Duration {
+        self.settings.open_for()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every write leaves the state whole, so a poisoned lock holds a valid state.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn breaker() -> Breaker {
+        Breaker::new(
+            CircuitBreaker::new(3, Duration::from_millis(100)),
+            LogLevel::Off,
+        )
+    }
+
+    #[test]
+    fn opens_after_consecutive_failures_only() {
+        let b = breaker();
+        let t0 = Instant::now();
+        b.failed(Admit::Call, t0);
+        b.failed(Admit::Call, t0);
+        b.succeeded(Admit::Call);
+        b.failed(Admit::Call, t0);
+        b.failed(Admit::Call, t0);
+        assert_eq!(b.admit(t0), Admit::Call);
+        b.failed(Admit::Call, t0);
+        assert_eq!(b.admit(t0), Admit::Reject);
+        assert_eq!(b.admit(t0 + Duration::from_millis(99)), Admit::Reject);
+    }
+
+    #[test]
+    fn half_open_lets_one_probe_through_and_closes_on_success() {
+        let b = breaker();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            b.failed(Admit::Call, t0);
+        }
+        let later = t0 + Duration::from_millis(100);
+        assert_eq!(b.admit(later), Admit::Probe);
+        assert_eq!(b.admit(later), Admit::Reject);
+        b.succeeded(Admit::Probe);
+        assert_eq!(b.admit(later), Admit::Call);
+    }
+
+    #[test]
+    fn a_failed_probe_reopens_and_an_abandoned_one_frees_the_slot() {
+        let b = breaker();
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            b.failed(Admit::Call, t0);
+        }
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!(b.admit(t1), Admit::Probe);
+        b.failed(Admit::Probe, t1);
+        assert_eq!(b.admit(t1 + Duration::from_millis(99)), Admit::Reject);
+        let t2 = t1 + Duration::from_millis(100);
+        assert_eq!(b.admit(t2), Admit::Probe);
+        b.abandoned(Admit::Probe);
+        assert_eq!(b.admit(t2), Admit::Probe);
+    }
+}

@@ -1,0 +1,63 @@
+//! The commands a check sends: `EVALSHA`, its `EVAL` fallback, and `DEL`.
+
+use deadpool_redis::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
+
+use super::connection::{Shared, query};
+use crate::limit::Opt;
+use crate::lua::Lua;
+
+/// The `EVALSHA` command of one check, built straight into one `Cmd` sized up front: what
+/// `Script::prepare_invoke` would send, without its intermediate buffer per key and argument.
+pub(super) fn evalsha(lua: &Lua, keys: &[String], opts: &[Opt], extra: &[Opt]) -> Cmd {
+    script_cmd("EVALSHA", lua.sha1(), keys, opts, extra)
+}
+
+/// The same call with the script's body, for a Redis that does not know the SHA1.
+fn eval(lua: &Lua, keys: &[String], opts: &[Opt], extra: &[Opt]) -> Cmd {
+    script_cmd("EVAL", lua.source(), keys, opts, extra)
+}
+
+fn script_cmd(verb: &str, script: &str, keys: &[String], opts: &[Opt], extra: &[Opt]) -> Cmd {
+    // An option is at most 20 digits and a sign.
+    let data = verb.len()
+        + script.len()
+        + 4
+        + keys.iter().map(String::len).sum::<usize>()
+        + 21 * (opts.len() + extra.len());
+    let mut cmd = Cmd::with_capacity(3 + keys.len() + opts.len() + extra.len(), data);
+    cmd.arg(verb).arg(script).arg(keys.len());
+    for key in keys {
+        cmd.arg(key.as_str());
+    }
+    for opt in opts.iter().chain(extra) {
+        cmd.arg(opt);
+    }
+    cmd
+}
+
+/// Sends `evalsha`; on `NOSCRIPT` (the script ran nothing), sends the body with `EVAL`,
+/// which also caches it. One call, so a `SCRIPT FLUSH` cannot slip in between a load and the
+/// retry, as it could with `SCRIPT LOAD` then `EVALSHA`.
+pub(super) async fn invoke(
+    evalsha: &Cmd,
+    lua: &Lua,
+    keys: &[String],
+    opts: &[Opt],
+    extra: &[Opt],
+    conn: &mut Shared,
+) -> RedisResult<Value> {
+    match query(evalsha, conn).await {
+        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            // Boxed: once per script and server, so its state stays out of every check's future.
+            Box::pin(query(&eval(lua, keys, opts, extra), conn)).await
+        }
+        reply => reply,
+    }
+}
+
+/// `DEL key`.
+pub(super) fn del(key: &str) -> Cmd {
+    let mut del = deadpool_redis::redis::cmd("DEL");
+    del.arg(key);
+    del
+}

@@ -1,0 +1,199 @@
+//! The one multiplexed connection every check shares, and when it is replaced.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
+use deadpool_redis::redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use deadpool_redis::{Connection, Pool};
+#[cfg(feature = "cluster")]
+use deadpool_redis::{cluster, cluster::ClusterConnection};
+
+use crate::error::Error;
+
+/// A connection idle this long is checked with `PING` before a decision is sent on it: a
+/// decision is never sent twice, so it must not be the request that finds a connection dead.
+const IDLE: Duration = Duration::from_secs(1);
+
+/// The pool the shared connection comes from.
+pub(crate) enum Pools {
+    Single(Pool),
+    #[cfg(feature = "cluster")]
+    Cluster(cluster::Pool),
+}
+
+/// Checking a connection out of a deadpool pool costs a `PING` + `UNWATCH` round trip (its
+/// recycle check), which would double the cost of every decision. So one connection is taken
+/// out of the pool and shared: a multiplexed connection pipelines concurrent requests by
+/// itself. When it breaks, a fresh one is taken from the pool, which reconnects as usual.
+///
+/// A cluster connection is shared the same way: it multiplexes too, routes each `EVALSHA` to
+/// the node owning the slot of `KEYS[1]`, and follows `MOVED` by itself.
+pub(crate) struct Connections {
+    pool: Pools,
+    current: Mutex<Option<Current>>,
+    // Serialises checkouts, so a burst of first requests takes one connection, not one each.
+    checkout: tokio::sync::Mutex<()>,
+    /// The client's own response timeout, set above the backend's so that only the backend's
+    /// timeout decides when a call has failed.
+    response_timeout: Duration,
+    generations: AtomicU64,
+    /// When a reply last arrived, in milliseconds since `epoch`.
+    last_reply_ms: AtomicU64,
+    epoch: Instant,
+}
+
+/// The shared connection and which checkout made it.
+#[derive(Clone)]
+pub(crate) struct Current {
+    pub(crate) conn: Shared,
+    generation: u64,
+}
+
+/// A cheap clone of a handle to one multiplexer.
+#[derive(Clone)]
+pub(crate) enum Shared {
+    Single(MultiplexedConnection),
+    #[cfg(feature = "cluster")]
+    Cluster(ClusterConnection),
+}
+
+impl Connections {
+    pub(crate) fn new(pool: Pools, response_timeout: Duration) -> Self {
+        Self {
+            pool,
+            current: Mutex::new(None),
+            checkout: tokio::sync::Mutex::new(()),
+            response_timeout,
+            generations: AtomicU64::new(0),
+            last_reply_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// The shared connection, checked out first if there is none, and checked with `PING` if
+    /// it has been idle: a dead one is replaced before anything that counts is sent on it.
+    pub(crate) async fn get(&self) -> Result<Current, Error> {
+        let current = self.lock().clone();
+        let Some(mut current) = current else {
+            // Boxed: the pool's checkout future is kilobytes, and inline it would be part of
+            // every check's future, moved and allocated with it on every request.
+            return Box::pin(self.checkout()).await;
+        };
+        if self.idle_for() < IDLE {
+            return Ok(current);
+        }
+        // Boxed for the same reason: rare, and kept out of every check's future.
+        Box::pin(async move {
+            let ping = deadpool_redis::redis::cmd("PING");
+            if ping.query_async::<Value>(&mut current.conn).await.is_ok() {
+                self.replied();
+                return Ok(current);
+            }
+            // A PING counts nothing: after it fails, a fresh connection is safe to try.
+            self.forget(&current);
+            self.checkout().await
+        })
+        .await
+    }
+
+    /// A reply arrived on the shared connection.
+    pub(crate) fn replied(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_reply_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Drops `current` if it is still the shared connection, so the next check takes a fresh
+    /// one; a newer connection made meanwhile is kept.
+    pub(crate) fn forget(&self, current: &Current) {
+        let mut shared = self.lock();
+        if shared
+            .as_ref()
+            .is_some_and(|shared| shared.generation == current.generation)
+        {
+            *shared = None;
+        }
+    }
+
+    pub(crate) fn is_connected(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    pub(crate) fn status(&self) -> (&'static str, deadpool_redis::Status) {
+        match &self.pool {
+            Pools::Single(pool) => ("single", pool.status()),
+            #[cfg(feature = "cluster")]
+            Pools::Cluster(pool) => ("cluster", pool.status()),
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_reply_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(last)
+    }
+
+    async fn checkout(&self) -> Result<Current, Error> {
+        let _checkout = self.checkout.lock().await;
+        if let Some(current) = self.lock().clone() {
+            return Ok(current);
+        }
+        let conn = match &self.pool {
+            Pools::Single(pool) => {
+                let mut conn = Connection::take(pool.get().await?);
+                conn.set_response_timeout(self.response_timeout);
+                Shared::Single(conn)
+            }
+            #[cfg(feature = "cluster")]
+            Pools::Cluster(pool) => Shared::Cluster(cluster::Connection::take(pool.get().await?)),
+        };
+        let current = Current {
+            conn,
+            generation: self.generations.fetch_add(1, Ordering::Relaxed),
+        };
+        self.replied();
+        *self.lock() = Some(current.clone());
+        Ok(current)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Current>> {
+        // The guarded value is a plain `Option` that no panic can leave half-written.
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ConnectionLike for Shared {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            #[cfg(feature = "cluster")]
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+/// Sends `cmd` on `conn`.
+pub(crate) async fn query(cmd: &Cmd, conn: &mut Shared) -> RedisResult<Value> {
+    cmd.query_async(conn).await
+}

@@ -1,0 +1,206 @@
+//! The Redis backend: scripts evaluated by SHA1 on one shared multiplexed connection, to a
+//! single Redis or (feature `cluster`) to a Redis Cluster.
+//!
+//! The rules every call follows:
+//! - **Counted once or not at all.** A command that may have reached Redis is never sent
+//!   again: a lost reply, a dropped connection or a timeout fails the check (its failure policy
+//!   applies), and the connection is replaced for the next check. Only what provably counted
+//!   nothing is retried: a `PING` on an idle connection before a decision is sent on it, and a
+//!   script Redis answered `NOSCRIPT` for (it ran nothing), sent again with its body (`EVAL`).
+//! - **One timeout.** The backend's timeout bounds the whole call, connection included; the
+//!   client's own response timeout is set above it, so it never cuts a call short.
+//! - **Outages cost nothing once known.** A circuit breaker stops calling a Redis that keeps
+//!   failing, so checks fail at once instead of each waiting out the timeout.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deadpool_redis::Pool;
+#[cfg(feature = "cluster")]
+use deadpool_redis::cluster;
+use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
+
+use self::command::{del, evalsha, invoke};
+use self::connection::{Connections, Pools};
+use super::Call;
+use super::breaker::{Admit, Breaker};
+use crate::clock::Clock;
+use crate::config::{CircuitBreaker, LogLevel};
+use crate::error::Error;
+use crate::limit::Opt;
+use crate::outcome::{Outcome, parse_reply};
+
+mod command;
+mod connection;
+
+/// Runs limiter scripts on Redis.
+pub(crate) struct RedisBackend {
+    connections: Connections,
+    /// The most a call may take, connection included.
+    timeout: Duration,
+    /// Set: built-ins decide by this clock instead of the server's `TIME`.
+    clock: Option<Arc<dyn Clock>>,
+    breaker: Breaker,
+}
+
+/// How a Redis backend calls Redis.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    pub(crate) timeout: Duration,
+    pub(crate) clock: Option<Arc<dyn Clock>>,
+    pub(crate) breaker: CircuitBreaker,
+    pub(crate) log_level: LogLevel,
+}
+
+impl RedisBackend {
+    pub(crate) fn new(pool: Pool, settings: Settings) -> Self {
+        Self::with_pool(Pools::Single(pool), settings)
+    }
+
+    #[cfg(feature = "cluster")]
+    pub(crate) fn cluster(pool: cluster::Pool, settings: Settings) -> Self {
+        Self::with_pool(Pools::Cluster(pool), settings)
+    }
+
+    fn with_pool(pool: Pools, settings: Settings) -> Self {
+        // Twice the backend's timeout: the backend's fires first and is the one that counts.
+        let response_timeout = settings.timeout.saturating_mul(2);
+        Self {
+            connections: Connections::new(pool, response_timeout),
+            timeout: settings.timeout,
+            clock: settings.clock,
+            breaker: Breaker::new(settings.breaker, settings.log_level),
+        }
+    }
+
+    /// Evaluates `call` in one `EVALSHA` round trip.
+    ///
+    /// A built-in gets `ARGV = [opts..., cost, now_ms]`; both trailing values are optional, so
+    /// the seed's plain `ARGV = opts` call stays valid and sends nothing extra.
+    pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
+        let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
+        let extra = [
+            Opt::Int(i64::from(call.cost)),
+            Opt::Int(now_ms.unwrap_or_default()),
+        ];
+        let extra = match (call.cost, now_ms) {
+            (1, None) => &extra[..0],
+            (_, None) => &extra[..1],
+            (_, Some(_)) => &extra[..],
+        };
+        if !extra.is_empty() {
+            call.program.builtin_only()?;
+        }
+        let lua = &call.program.script;
+        let evalsha = evalsha(lua, call.keys, call.opts, extra);
+        let reply = self
+            .send(async |conn| invoke(&evalsha, lua, call.keys, call.opts, extra, conn).await)
+            .await?;
+        Ok(parse_reply(reply, &call.program.headers)?)
+    }
+
+    /// Deletes `key`, on the same terms as [`eval`](Self::eval).
+    pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
+        let del = del(key);
+        self.send(async |conn| connection::query(&del, conn).await)
+            .await
+            .map(drop)
+    }
+
+    /// Sends one command through the breaker, within the timeout, on the shared connection.
+    async fn send(
+        &self,
+        run: impl AsyncFnOnce(&mut connection::Shared) -> Result<Value, RedisError>,
+    ) -> Result<Value, Error> {
+        let admit = self.breaker.admit(Instant::now());
+        if admit == Admit::Reject {
+            return Err(Error::CircuitOpen(self.breaker.open_for()));
+        }
+        // Settles a probe that is dropped before it ends (its request went away).
+        let mut probe = ProbeGuard {
+            breaker: &self.breaker,
+            admit,
+            settled: false,
+        };
+        let call = async {
+            let mut current = self.connections.get().await?;
+            let reply = run(&mut current.conn).await;
+            match &reply {
+                Ok(_) => self.connections.replied(),
+                Err(err) if is_broken_connection(err) => self.connections.forget(&current),
+                Err(_) => {}
+            }
+            Ok::<_, Error>(reply?)
+        };
+        let result = match tokio::time::timeout(self.timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::Timeout(self.timeout)),
+        };
+        probe.settled = true;
+        match &result {
+            Err(error) if is_outage(error) => self.breaker.failed(admit, Instant::now()),
+            // Redis answered, if only with a script error: it is up.
+            _ => self.breaker.succeeded(admit),
+        }
+        result
+    }
+}
+
+/// Lets another check probe when a probe's request is dropped mid-call.
+struct ProbeGuard<'a> {
+    breaker: &'a Breaker,
+    admit: Admit,
+    settled: bool,
+}
+
+impl Drop for ProbeGuard<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.breaker.abandoned(self.admit);
+        }
+    }
+}
+
+/// An error that says the connection cannot carry another command.
+fn is_broken_connection(err: &RedisError) -> bool {
+    (err.is_connection_dropped() || err.is_io_error() || err.is_connection_refusal())
+        && !err.is_timeout()
+}
+
+/// A failure of Redis itself (unreachable, too slow, overloaded), as opposed to a script's
+/// error or a reply out of contract: what the circuit breaker counts.
+fn is_outage(error: &Error) -> bool {
+    match error {
+        Error::Pool(_) | Error::Timeout(_) | Error::CircuitOpen(_) => true,
+        Error::Redis(err) => {
+            err.is_io_error()
+                || err.is_connection_dropped()
+                || err.is_connection_refusal()
+                || err.is_timeout()
+                || matches!(
+                    err.kind(),
+                    ErrorKind::Server(
+                        ServerErrorKind::BusyLoading
+                            | ServerErrorKind::TryAgain
+                            | ServerErrorKind::ClusterDown
+                            | ServerErrorKind::MasterDown
+                    )
+                )
+                || err.code() == Some("BUSY")
+        }
+        _ => false,
+    }
+}
+
+impl fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, status) = self.connections.status();
+        f.debug_struct("RedisBackend")
+            .field("kind", &kind)
+            .field("pool", &status)
+            .field("timeout", &self.timeout)
+            .field("connected", &self.connections.is_connected())
+            .finish_non_exhaustive()
+    }
+}

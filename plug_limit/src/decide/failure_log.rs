@@ -1,0 +1,58 @@
+//! Failure logging that an outage cannot flood: one line a second per limiter, each saying how
+//! many failures went unlogged since the last.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::LogLevel;
+
+/// The least time between two failure lines of one limiter.
+const EVERY: Duration = Duration::from_secs(1);
+
+/// One limiter's failure log.
+#[derive(Debug)]
+pub(crate) struct FailureLog {
+    epoch: Instant,
+    /// When the last line was written, in milliseconds since `epoch`, plus one (0: never).
+    last_ms: AtomicU64,
+    suppressed: AtomicU64,
+}
+
+impl FailureLog {
+    pub(crate) fn new() -> Self {
+        Self {
+            epoch: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
+    /// Logs `error` at `level`, unless a line was written less than a second ago: then it is
+    /// counted, and the next line reports the count.
+    pub(crate) fn log(&self, level: LogLevel, limiter: &str, error: &dyn std::error::Error) {
+        if level == LogLevel::Off {
+            return;
+        }
+        let now = u64::try_from(self.epoch.elapsed().as_millis())
+            .unwrap_or(u64::MAX)
+            .saturating_add(1);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= millis(EVERY);
+        // One writer wins the second; the others count themselves as suppressed.
+        if due
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            let suppressed = self.suppressed.swap(0, Ordering::Relaxed);
+            level.log(limiter, error, suppressed);
+        } else {
+            self.suppressed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
