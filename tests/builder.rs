@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use plug_limit::{BuildError, Config, Enabled, Limiter, PlugLimit};
+use plug_limit::{BuildError, CircuitBreaker, Config, Enabled, Limiter, PlugLimit};
 use plug_limit_tests::dead_url;
 
 fn builder() -> plug_limit::Builder {
@@ -18,11 +18,27 @@ fn every_rule_names_its_field() {
     let cases: Vec<(Result<PlugLimit, BuildError>, &str)> = vec![
         (
             builder().prefix("").build(),
-            "invalid `prefix`: must be non-empty and contain no whitespace",
+            "invalid `prefix`: must be non-empty and contain no whitespace, `{` or `}`",
         ),
         (
             builder().prefix("my app").build(),
-            "invalid `prefix`: must be non-empty and contain no whitespace",
+            "invalid `prefix`: must be non-empty and contain no whitespace, `{` or `}`",
+        ),
+        (
+            builder().prefix("app{1}").build(),
+            "invalid `prefix`: must be non-empty and contain no whitespace, `{` or `}`",
+        ),
+        (
+            builder()
+                .circuit_breaker(CircuitBreaker::new(0, Duration::from_secs(1)))
+                .build(),
+            "invalid `circuit_breaker.failures`: must be at least 1",
+        ),
+        (
+            builder()
+                .circuit_breaker(CircuitBreaker::new(3, Duration::ZERO))
+                .build(),
+            "invalid `circuit_breaker.open_for`: must be greater than zero",
         ),
         (
             builder().timeout(Duration::ZERO).build(),

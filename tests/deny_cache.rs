@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::{Router, routing::get};
-use plug_limit::{FixedWindow, PlugLimit, RateLimited, TokenBucket, key};
+use plug_limit::{FixedWindow, PlugLimit, RateLimited, Subject, TokenBucket, key};
 use plug_limit_tests::{RedisServer, get as send_get};
 
 type Two = RateLimited<FixedWindow<2, 1>>;
@@ -131,6 +131,9 @@ async fn reset_clears_the_local_denial() {
         send_get(&app, "/two", "r").await;
     }
     assert_eq!(send_get(&app, "/two", "r").await.status, 429);
-    limits.reset("fixed_window", "/two:r").await.unwrap();
+    limits
+        .reset("fixed_window", Subject::scoped("/two", "r"))
+        .await
+        .unwrap();
     assert_eq!(send_get(&app, "/two", "r").await.status, 200);
 }

@@ -8,7 +8,7 @@ use deadpool_redis::Pool;
 use crate::config::{Builder, assert_builtin_limiters};
 use crate::decide::Decider;
 use crate::error::Error;
-use crate::limit::Opt;
+use crate::limit::{Opt, Subject};
 use crate::outcome::Outcome;
 
 /// The rate limiter handle: a cheap [`Clone`] to keep in router state.
@@ -163,9 +163,8 @@ impl PlugLimit {
     /// Evaluates `limiter` with `opts` for one key, outside any request: for jobs, websockets
     /// or custom middleware. The request costs [`Limit::COST`](crate::Limit::COST)'s default, 1.
     ///
-    /// The key is `{prefix}:{limiter}:{key}`; a request to a route is counted under
-    /// `{prefix}:{limiter}:{scope}:{client}`, so `key = "{scope}:{client}"` shares its budget.
-    /// This ignores the enabled flag and the failure policy: the caller sees every error.
+    /// `key` is a client key of its own (`&str`), or a route's budget for a client
+    /// ([`Subject::scoped`]), counted exactly as that route's requests are. This ignores the enabled flag and the failure policy: the caller sees every error.
     ///
     /// # Errors
     ///
@@ -190,7 +189,12 @@ impl PlugLimit {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
+    pub async fn check<'a>(
+        &self,
+        limiter: &str,
+        key: impl Into<Subject<'a>>,
+        opts: &[Opt],
+    ) -> Result<Outcome, Error> {
         self.check_cost(limiter, key, opts, 1).await
     }
 
@@ -201,14 +205,14 @@ impl PlugLimit {
     ///
     /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter and a cost other
     /// than 1.
-    pub async fn check_cost(
+    pub async fn check_cost<'a>(
         &self,
         limiter: &str,
-        key: &str,
+        key: impl Into<Subject<'a>>,
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
-        self.decider.check(limiter, key, opts, cost).await
+        self.decider.check(limiter, key.into(), opts, cost).await
     }
 
     /// What a request of cost 1 would get now, without consuming anything (built-in limiters
@@ -217,7 +221,12 @@ impl PlugLimit {
     /// # Errors
     ///
     /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter.
-    pub async fn peek(&self, limiter: &str, key: &str, opts: &[Opt]) -> Result<Outcome, Error> {
+    pub async fn peek<'a>(
+        &self,
+        limiter: &str,
+        key: impl Into<Subject<'a>>,
+        opts: &[Opt],
+    ) -> Result<Outcome, Error> {
         self.check_cost(limiter, key, opts, 0).await
     }
 
@@ -226,8 +235,8 @@ impl PlugLimit {
     /// # Errors
     ///
     /// [`Error::UnknownLimiter`] for an unregistered limiter, and any Redis or timeout error.
-    pub async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
-        self.decider.reset(limiter, key).await
+    pub async fn reset<'a>(&self, limiter: &str, key: impl Into<Subject<'a>>) -> Result<(), Error> {
+        self.decider.reset(limiter, key.into()).await
     }
 }
 

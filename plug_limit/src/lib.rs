@@ -145,7 +145,7 @@ pub use self::handle::PlugLimit;
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
-    FixedWindow, Gcra, LeakyBucket, Limit, Opt, SlidingLog, SlidingWindow, TokenBucket,
+    FixedWindow, Gcra, LeakyBucket, Limit, Opt, SlidingLog, SlidingWindow, Subject, TokenBucket,
 };
 pub use self::outcome::{Decision, Outcome, ReplyError};
 pub use self::rejection::{Denied, RateLimitRejection};

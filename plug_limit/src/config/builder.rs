@@ -260,10 +260,15 @@ impl Builder {
         if let Some(error) = self.errors.drain(..).next() {
             return Err(error);
         }
-        if self.prefix.is_empty() || self.prefix.contains(char::is_whitespace) {
+        // Braces would put a Redis Cluster hash tag before the one the library chooses.
+        if self.prefix.is_empty()
+            || self
+                .prefix
+                .contains(|c: char| c.is_whitespace() || c == '{' || c == '}')
+        {
             return Err(BuildError::invalid(
                 "prefix",
-                "must be non-empty and contain no whitespace",
+                "must be non-empty and contain no whitespace, `{` or `}`",
             ));
         }
         if self.timeout.is_zero() {

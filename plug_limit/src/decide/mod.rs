@@ -17,7 +17,8 @@ use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, LogLevel};
 use crate::error::Error;
-use crate::limit::{LimitRef, Opt};
+use crate::key::Key;
+use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 
@@ -174,17 +175,17 @@ impl Decider {
         refuse_or_pass(entry.on_failure, error)
     }
 
-    /// Evaluates `limiter` for one programmatic `key`: the same dispatch as a request's, with
+    /// Evaluates `limiter` for one programmatic `subject`: the same dispatch as a request's, with
     /// every error returned to the caller.
     pub(crate) async fn check(
         &self,
         limiter: &str,
-        key: &str,
+        subject: Subject<'_>,
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
         let entry = self.registry.get(limiter)?;
-        let keys = Keys::programmatic(key, &self.prefix, entry.name());
+        let keys = self.subject_keys(entry, subject);
         let call = Call {
             program: &entry.program,
             keys: keys.as_slice(),
@@ -194,13 +195,20 @@ impl Decider {
         self.backend(entry).eval(call).await
     }
 
-    /// Forgets everything `limiter` counted for the programmatic `key`, here and in this
+    /// Forgets everything `limiter` counted for `subject`, here and in this
     /// instance's deny cache.
-    pub(crate) async fn reset(&self, limiter: &str, key: &str) -> Result<(), Error> {
+    pub(crate) async fn reset(&self, limiter: &str, subject: Subject<'_>) -> Result<(), Error> {
         let entry = self.registry.get(limiter)?;
-        let keys = Keys::programmatic(key, &self.prefix, entry.name());
+        let keys = self.subject_keys(entry, subject);
         self.denials.remove(keys.first());
         self.backend(entry).reset(keys.first()).await
+    }
+
+    /// The keys a programmatic check counts under: those of a request from the same client to
+    /// a route of the same scope.
+    fn subject_keys(&self, entry: &Entry, subject: Subject<'_>) -> Keys {
+        let key = Key::from(subject.client);
+        Keys::namespaced(&key, &self.prefix, entry.name(), subject.scope)
     }
 
     fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {

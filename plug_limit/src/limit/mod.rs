@@ -4,9 +4,11 @@ use crate::key::KeyExtractor;
 
 pub use self::builtin::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 pub use self::opt::Opt;
+pub use self::subject::Subject;
 
 mod builtin;
 mod opt;
+mod subject;
 
 /// A rate limit a handler is subject to: which limiter, with which options, keyed how.
 ///
