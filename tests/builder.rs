@@ -41,6 +41,15 @@ fn every_rule_names_its_field() {
             "invalid `circuit_breaker.open_for`: must be greater than zero",
         ),
         (
+            builder()
+                .limiter(
+                    "framing",
+                    Limiter::script("return {'allow', {'0'}}").headers(["Content-Length"]),
+                )
+                .build(),
+            "invalid `limiters.framing.headers[0]`: `content-length` frames the response or belongs to the connection; a limiter may not set it",
+        ),
+        (
             builder().timeout(Duration::ZERO).build(),
             "invalid `timeout`: must be greater than zero",
         ),

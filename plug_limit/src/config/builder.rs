@@ -18,6 +18,7 @@ use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::key::{self, KeyExtractor};
 use crate::lua::Lua;
+use crate::outcome::is_framing;
 use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
@@ -398,12 +399,17 @@ impl Builder {
                 .iter()
                 .enumerate()
                 .map(|(i, name)| {
-                    HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                        BuildError::invalid(
-                            format!("{field}.headers[{i}]"),
-                            format!("`{name}` is not a valid header name"),
-                        )
-                    })
+                    let field = || format!("{field}.headers[{i}]");
+                    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
+                    })?;
+                    if is_framing(&header) {
+                        return Err(BuildError::invalid(
+                            field(),
+                            format!("`{header}` frames the response or belongs to the connection; a limiter may not set it"),
+                        ));
+                    }
+                    Ok(header)
                 })
                 .collect::<Result<_, _>>()?,
             None => algorithm.map_or(&[][..], Algorithm::headers).into(),

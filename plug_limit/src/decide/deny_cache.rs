@@ -1,8 +1,6 @@
 //! The local deny cache: once a key is denied until T, deny it here until T without asking the
 //! backend again.
 
-use std::time::{Duration, Instant};
-
 use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
 
 use crate::backend::sharded::Sharded;
@@ -14,17 +12,23 @@ const SHARDS: usize = 16;
 ///
 /// A flood from one client then costs no backend call at all: after the first denial every
 /// request of the flood is answered from here until the limiter's own `retry-after` (or, without
-/// one, `x-ratelimit-reset`) has passed. Expired entries are dropped on lookup and swept as new
-/// ones arrive, so the cache holds about the keys denied within their waits.
+/// one, `x-ratelimit-reset`) has passed. A denial holds for the limit that was denied (its
+/// options): another limit counting under the same key decides for itself. Time is the
+/// limiter's clock. Expired entries are dropped on lookup and swept as new ones arrive, so the
+/// cache holds about the keys denied within their waits.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    denials: Sharded<Denial>,
+    /// By key: the denials of each limit (options) counting under it.
+    denials: Sharded<Vec<Denial>>,
 }
 
 #[derive(Debug)]
 struct Denial {
-    at: Instant,
-    until: Instant,
+    /// The denied limit's options, rendered.
+    opts: Box<str>,
+    /// When it was denied, in milliseconds of the limiter's clock.
+    at_ms: i64,
+    until_ms: i64,
     cost: u32,
     outcome: Outcome,
 }
@@ -36,43 +40,50 @@ impl DenyCache {
         }
     }
 
-    /// The cached denial of `key` for a request of `cost`, with its `retry-after` and
-    /// `x-ratelimit-reset` counted down by the time since the denial. A denial of a costlier
-    /// request says nothing about a cheaper one.
-    pub(crate) fn get(&self, key: &str, cost: u32, now: Instant) -> Option<Outcome> {
+    /// The cached denial of `key` under the limit of `opts` for a request of `cost`, with its
+    /// `retry-after` and `x-ratelimit-reset` counted down by the time since the denial. A
+    /// denial of a costlier request says nothing about a cheaper one.
+    pub(crate) fn get(&self, key: &str, opts: &str, cost: u32, now_ms: i64) -> Option<Outcome> {
         let mut shard = self.denials.lock(key);
-        let denial = shard.get_mut(key)?;
-        if now >= denial.until {
-            shard.remove(key);
-            return None;
-        }
+        let denials = shard.get_mut(key)?;
+        denials.retain(|denial| now_ms < denial.until_ms);
+        let denial = denials.iter().find(|denial| &*denial.opts == opts)?;
         if cost < denial.cost {
             return None;
         }
-        Some(count_down(&denial.outcome, now - denial.at))
+        Some(count_down(&denial.outcome, now_ms - denial.at_ms))
     }
 
-    /// Remembers a denial of `key`, until its `retry-after` (else `x-ratelimit-reset`) seconds
-    /// have passed. An outcome with neither is not cached: nothing says when it ends.
-    pub(crate) fn insert(&self, key: &str, cost: u32, outcome: &Outcome, now: Instant) {
+    /// Remembers a denial of `key` under the limit of `opts`, until its `retry-after` (else
+    /// `x-ratelimit-reset`) seconds have passed. An outcome with neither is not cached:
+    /// nothing says when it ends.
+    pub(crate) fn insert(&self, key: &str, opts: &str, cost: u32, outcome: &Outcome, now_ms: i64) {
         let Some(wait) = seconds(outcome, &RETRY_AFTER).or_else(|| seconds(outcome, &RESET)) else {
             return;
         };
         if wait == 0 {
             return;
         }
+        let wait_ms = i64::try_from(wait.saturating_mul(1000)).unwrap_or(i64::MAX);
         let denial = Denial {
-            at: now,
-            until: now + Duration::from_secs(wait),
+            opts: opts.into(),
+            at_ms: now_ms,
+            until_ms: now_ms.saturating_add(wait_ms),
             cost,
             outcome: outcome.clone(),
         };
         let mut shard = self.denials.lock(key);
-        shard.sweep_if_due(|denial| denial.until > now);
-        shard.insert(key, denial);
+        shard.sweep_if_due(|denials| denials.iter().any(|denial| denial.until_ms > now_ms));
+        match shard.get_mut(key) {
+            Some(denials) => {
+                denials.retain(|old| &*old.opts != opts && old.until_ms > now_ms);
+                denials.push(denial);
+            }
+            None => shard.insert(key, vec![denial]),
+        }
     }
 
-    /// Forgets `key`'s denial, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
+    /// Forgets every denial of `key`, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
     pub(crate) fn remove(&self, key: &str) {
         self.denials.lock(key).remove(key);
     }
@@ -88,9 +99,9 @@ fn seconds(outcome: &Outcome, name: &HeaderName) -> Option<u64> {
         .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
 }
 
-/// The outcome as it reads `elapsed` later: its waits shortened by the whole seconds passed.
-fn count_down(outcome: &Outcome, elapsed: Duration) -> Outcome {
-    let passed = elapsed.as_secs();
+/// The outcome as it reads `elapsed_ms` later: its waits shortened by the whole seconds passed.
+fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
+    let passed = u64::try_from(elapsed_ms / 1000).unwrap_or(0);
     if passed == 0 {
         return outcome.clone();
     }
@@ -134,47 +145,57 @@ mod tests {
     #[test]
     fn a_denial_lasts_until_retry_after_and_counts_down() {
         let cache = DenyCache::new();
-        let t0 = Instant::now();
-        cache.insert("k", 1, &denied(Some("3"), "50"), t0);
-        let later = cache.get("k", 1, t0 + Duration::from_millis(1500)).unwrap();
+        let t0 = 1_700_000_000_000;
+        cache.insert("k", "", 1, &denied(Some("3"), "50"), t0);
+        let later = cache.get("k", "", 1, t0 + 1500).unwrap();
         assert_eq!(header(&later, "retry-after"), "2");
         assert_eq!(header(&later, "x-ratelimit-reset"), "49");
         assert_eq!(header(&later, "x-ratelimit-remaining"), "0");
-        assert!(cache.get("k", 1, t0 + Duration::from_secs(3)).is_none());
-        assert!(cache.get("other", 1, t0).is_none());
+        assert!(cache.get("k", "", 1, t0 + 3000).is_none());
+        assert!(cache.get("other", "", 1, t0).is_none());
     }
 
     #[test]
     fn without_retry_after_the_reset_bounds_it() {
         let cache = DenyCache::new();
-        let t0 = Instant::now();
-        cache.insert("k", 1, &denied(None, "2"), t0);
-        assert!(
-            cache
-                .get("k", 1, t0 + Duration::from_millis(1999))
-                .is_some()
-        );
-        assert!(cache.get("k", 1, t0 + Duration::from_secs(2)).is_none());
+        let t0 = 1_700_000_000_000;
+        cache.insert("k", "", 1, &denied(None, "2"), t0);
+        assert!(cache.get("k", "", 1, t0 + 1999).is_some());
+        assert!(cache.get("k", "", 1, t0 + 2000).is_none());
     }
 
     #[test]
     fn a_costlier_denial_does_not_deny_a_cheaper_request() {
         let cache = DenyCache::new();
-        let t0 = Instant::now();
-        cache.insert("k", 5, &denied(Some("10"), "10"), t0);
-        assert!(cache.get("k", 1, t0).is_none());
-        assert!(cache.get("k", 5, t0).is_some());
+        let t0 = 1_700_000_000_000;
+        cache.insert("k", "", 5, &denied(Some("10"), "10"), t0);
+        assert!(cache.get("k", "", 1, t0).is_none());
+        assert!(cache.get("k", "", 5, t0).is_some());
         cache.remove("k");
-        assert!(cache.get("k", 5, t0).is_none());
+        assert!(cache.get("k", "", 5, t0).is_none());
+    }
+
+    #[test]
+    fn a_denial_holds_for_its_own_limit_only() {
+        let cache = DenyCache::new();
+        let t0 = 1_700_000_000_000;
+        cache.insert("k", "1,60,", 1, &denied(Some("60"), "60"), t0);
+        assert!(cache.get("k", "1,60,", 1, t0).is_some());
+        assert!(cache.get("k", "5,60,", 1, t0).is_none());
+        cache.insert("k", "5,60,", 1, &denied(Some("9"), "60"), t0);
+        assert!(cache.get("k", "1,60,", 1, t0).is_some());
+        cache.remove("k");
+        assert!(cache.get("k", "1,60,", 1, t0).is_none());
+        assert!(cache.get("k", "5,60,", 1, t0).is_none());
     }
 
     #[test]
     fn no_wait_no_cache() {
         let cache = DenyCache::new();
-        let t0 = Instant::now();
-        cache.insert("k", 1, &denied(Some("0"), "0"), t0);
-        cache.insert("j", 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
-        assert!(cache.get("k", 1, t0).is_none());
-        assert!(cache.get("j", 1, t0).is_none());
+        let t0 = 1_700_000_000_000;
+        cache.insert("k", "", 1, &denied(Some("0"), "0"), t0);
+        cache.insert("j", "", 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
+        assert!(cache.get("k", "", 1, t0).is_none());
+        assert!(cache.get("j", "", 1, t0).is_none());
     }
 }

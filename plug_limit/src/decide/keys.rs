@@ -35,11 +35,11 @@ impl Keys {
         let first = parts.next().unwrap_or_default();
         let digest = sha1(first);
         let tag = tag(&digest);
-        let first_key = compose(prefix, &tag, limiter, scope, first, &digest);
+        let first_key = compose(prefix, tag, limiter, scope, first, &digest);
         match parts.next() {
             None => Self::One(first_key),
             Some(second) => {
-                let one = |part: &str| compose(prefix, &tag, limiter, scope, part, &sha1(part));
+                let one = |part: &str| compose(prefix, tag, limiter, scope, part, &sha1(part));
                 let mut all = vec![first_key, one(second)];
                 all.extend(parts.map(one));
                 Self::Many(all)
@@ -84,7 +84,7 @@ fn tag(digest: &Digest) -> [u8; 4] {
 /// One key; `digest` is `part`'s SHA-1.
 fn compose(
     prefix: &str,
-    tag: &[u8; 4],
+    tag: [u8; 4],
     limiter: &str,
     scope: &str,
     part: &str,

@@ -5,10 +5,10 @@
 //! in one place. [`Decider::check`] and [`Decider::reset`] share the dispatch and skip what
 //! belongs to requests (the enabled flag, the deny cache's answers, the failure policy).
 
+use std::fmt::Write;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use axum::extract::MatchedPath;
 use http::request::Parts;
@@ -104,12 +104,18 @@ impl Decider {
             keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
             opts: limit.opts,
             cost: limit.cost,
-            cached: entry.deny_cache.then(Instant::now),
+            cached: None,
         };
-        // `keys[0]` names the client for every built-in; a custom script's other keys only
-        // refine it.
-        if let Some(now) = request.cached
-            && let Some(outcome) = self.denials.get(request.keys.first(), limit.cost, now)
+        let request = Request {
+            cached: entry
+                .deny_cache
+                .then(|| (rendered(limit.opts), self.now_ms())),
+            ..request
+        };
+        if let Some((opts, now_ms)) = &request.cached
+            && let Some(outcome) = self
+                .denials
+                .get(request.keys.first(), opts, limit.cost, *now_ms)
         {
             tracing::trace!(target: "plug_limit", limiter = %entry.name(), key = request.keys.first(), "request denied from the local deny cache");
             return Step::Done(Err(RateLimitRejection::denied(
@@ -138,9 +144,14 @@ impl Decider {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
             Ok(outcome) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), key = %request.keys.as_slice().join(" "), "request denied");
-                if let Some(now) = request.cached {
-                    self.denials
-                        .insert(request.keys.first(), request.cost, &outcome, now);
+                if let Some((opts, now_ms)) = &request.cached {
+                    self.denials.insert(
+                        request.keys.first(),
+                        opts,
+                        request.cost,
+                        &outcome,
+                        *now_ms,
+                    );
                 }
                 Err(RateLimitRejection::denied(
                     outcome,
@@ -211,6 +222,13 @@ impl Decider {
         Keys::namespaced(&key, &self.prefix, entry.name(), subject.scope)
     }
 
+    /// Now by the configured clock, else the system's: the deny cache's time.
+    fn now_ms(&self) -> i64 {
+        self.clock
+            .as_ref()
+            .map_or_else(|| SystemClock.now_ms(), |clock| clock.now_ms())
+    }
+
     fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {
         entry.backend.as_ref().unwrap_or(&self.backend)
     }
@@ -230,8 +248,9 @@ struct Request<'a> {
     keys: Keys,
     opts: &'a [Opt],
     cost: u32,
-    /// Set when the limiter keeps a deny cache: the time it was consulted.
-    cached: Option<Instant>,
+    /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
+    /// apart, and the time (by the limiter's clock) it was consulted.
+    cached: Option<(String, i64)>,
 }
 
 impl Request<'_> {
@@ -253,6 +272,17 @@ impl Request<'_> {
             cost: self.cost,
         }
     }
+}
+
+/// A limit's options as the deny cache tells limits apart: two limits of different options
+/// may count under one key and decide differently.
+fn rendered(opts: &[Opt]) -> String {
+    let mut text = String::new();
+    for opt in opts {
+        // Writing to a String cannot fail.
+        let _ = write!(text, "{opt},");
+    }
+    text
 }
 
 /// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory

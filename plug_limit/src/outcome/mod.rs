@@ -5,7 +5,7 @@ use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
 pub use self::reply::ReplyError;
-pub(crate) use self::reply::parse_reply;
+pub(crate) use self::reply::{is_framing, parse_reply};
 
 mod reply;
 

@@ -52,6 +52,9 @@ fn headers(
                     .map_err(|_| ReplyError::BadOverride { position })?;
                 let name = HeaderName::from_bytes(&text(name, position)?)
                     .map_err(|_| ReplyError::InvalidHeaderName { position })?;
+                if is_framing(&name) {
+                    return Err(ReplyError::FramingHeader { position, name });
+                }
                 (name, header_value(value, position)?)
             }
             value => {
@@ -68,6 +71,31 @@ fn headers(
         headers.push(header);
     }
     Ok(headers)
+}
+
+/// Headers that frame the message or belong to one connection (RFC 9110 §7.6.1, RFC 9112):
+/// copied from a script into a response, they would cut the body short, hang the client or
+/// drop the connection, so no script may set them.
+pub(crate) fn is_framing(name: &HeaderName) -> bool {
+    use http::header::{
+        CONNECTION, CONTENT_ENCODING, CONTENT_LENGTH, HOST, PROXY_AUTHENTICATE,
+        PROXY_AUTHORIZATION, TE, TRAILER, TRANSFER_ENCODING, UPGRADE,
+    };
+    [
+        CONNECTION,
+        CONTENT_ENCODING,
+        CONTENT_LENGTH,
+        HOST,
+        PROXY_AUTHENTICATE,
+        PROXY_AUTHORIZATION,
+        TE,
+        TRAILER,
+        TRANSFER_ENCODING,
+        UPGRADE,
+    ]
+    .contains(name)
+        || name == "keep-alive"
+        || name == "proxy-connection"
 }
 
 fn text(value: Value, position: usize) -> Result<Vec<u8>, ReplyError> {
@@ -133,6 +161,15 @@ pub enum ReplyError {
     BadOverride {
         /// Zero-based position in the headers array.
         position: usize,
+    },
+    /// A header override names a header that frames the message or belongs to the connection
+    /// (`content-length`, `transfer-encoding`, `connection`, ...).
+    #[error("header override {position} names `{name}`, which no script may set")]
+    FramingHeader {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// The header it names.
+        name: HeaderName,
     },
     /// A header override names an invalid header.
     #[error("header override {position} has an invalid header name")]
@@ -266,6 +303,33 @@ mod tests {
             (
                 Value::Array(vec![s("allow"), Value::Array(vec![Value::Nil])]),
                 "header value 0 is invalid: nil",
+            ),
+            (
+                Value::Array(vec![
+                    s("allow"),
+                    Value::Array(vec![
+                        s("1"),
+                        Value::Array(vec![s("Content-Length"), s("0")]),
+                    ]),
+                ]),
+                "header override 1 names `content-length`, which no script may set",
+            ),
+            (
+                Value::Array(vec![
+                    s("deny"),
+                    Value::Array(vec![Value::Array(vec![
+                        s("transfer-encoding"),
+                        s("chunked"),
+                    ])]),
+                ]),
+                "header override 0 names `transfer-encoding`, which no script may set",
+            ),
+            (
+                Value::Array(vec![
+                    s("deny"),
+                    Value::Array(vec![Value::Array(vec![s("keep-alive"), s("timeout=1")])]),
+                ]),
+                "header override 0 names `keep-alive`, which no script may set",
             ),
         ];
         for (reply, message) in cases {
