@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use axum::{Router, routing::get};
 use plug_limit::redis::{self, Script, Value, aio::MultiplexedConnection};
 use plug_limit::{FixedWindow, Opt, Outcome, PlugLimit, RateLimited, key};
-use plug_limit_tests::{RedisCluster, get as send_get, unique_prefix};
+use plug_limit_tests::{RedisCluster, get as send_get, stored_key, unique_prefix};
 
 /// Keys a test spreads over the cluster; enough that every node owns some.
 const KEYS: usize = 30;
@@ -169,7 +169,7 @@ async fn every_builtin_decides_on_the_node_owning_its_key() {
                 calls.push(seen(&limits.check(limiter, &key, opts).await.unwrap()));
             }
             assert_eq!(calls, expected(limit, remaining), "{limiter} {key}");
-            let stored = format!("{prefix}:{limiter}:{key}");
+            let stored = stored_key(&prefix, limiter, "", &key);
             let owner = slots.owner(&stored).await;
             assert!(
                 node_holds(&cluster, owner, &stored).await,
@@ -299,7 +299,11 @@ async fn scripts_survive_script_flush_on_every_node() {
             (true, "3".to_owned(), "2".to_owned()),
             "{key}"
         );
-        owners.insert(slots.owner(&format!("plug_limit:fixed_window:{key}")).await);
+        owners.insert(
+            slots
+                .owner(&stored_key("plug_limit", "fixed_window", "", &key))
+                .await,
+        );
     }
     assert_eq!(owners, all_ports(&cluster));
     assert_eq!(script_loaded(&cluster).await, [true; 3]);
@@ -342,7 +346,7 @@ async fn reset_and_peek_reach_the_node_owning_the_key() {
         let fresh = (true, limit.to_owned(), remaining[0].to_owned());
         for i in 0..KEYS {
             let key = format!("client-{i}");
-            let stored = format!("{prefix}:{limiter}:{key}");
+            let stored = stored_key(&prefix, limiter, "", &key);
             let owner = slots.owner(&stored).await;
             owners.insert(owner);
 

@@ -10,7 +10,7 @@ use plug_limit::redis::Value;
 use plug_limit::{
     FixedWindow, KeyExtractor, Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key,
 };
-use plug_limit_tests::{RedisServer, get as send_get, unique_prefix};
+use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
 
 /// Echoes its options into two declared headers, and its keys into a third.
 const ECHO: &str = "return {'allow', {ARGV[1], ARGV[2], KEYS[1]}}";
@@ -46,8 +46,10 @@ async fn custom_script_echoes_opts_into_declared_headers() {
     assert_eq!(reply.body, "echoed");
     assert_eq!(reply.header("x-first"), Some("hello"));
     assert_eq!(reply.header("x-second"), Some("7"));
-    // {prefix}:{limiter}:{matched route}:{client}
-    assert_eq!(reply.header("x-key"), Some("app:echo:/echo/{id}:carol"));
+    // {prefix}:{tag}:{limiter}:{scope length}:{matched route}:{client}
+    let key = stored_key("app", "echo", "/echo/{id}", "carol");
+    assert_eq!(key, "app:{28b9}:echo:10:/echo/{id}:carol");
+    assert_eq!(reply.header("x-key"), Some(key.as_str()));
 }
 
 struct Override;
@@ -156,11 +158,11 @@ async fn a_limiter_with_its_own_pool_counts_on_its_own_redis() {
         [Some("5"), Some("60"), Some("4"), None]
     );
 
-    let key = "plug_limit:other:shared:dave";
-    let exists = |conn| async move {
+    let key = stored_key("plug_limit", "other", "shared", "dave");
+    let exists = |conn| async {
         let mut conn = conn;
         plug_limit::redis::cmd("EXISTS")
-            .arg(key)
+            .arg(&key)
             .query_async::<i64>(&mut conn)
             .await
             .unwrap()

@@ -136,7 +136,8 @@ pub mod algorithms {}
 
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
-    Builder, CircuitBreaker, Config, Enabled, FailurePolicy, Limiter, LimiterConfig, LogLevel,
+    Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
+    LogLevel,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

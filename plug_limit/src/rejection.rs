@@ -8,20 +8,27 @@ use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
 use crate::error::Error;
+use crate::key::KeyError;
 use crate::outcome::Outcome;
 use crate::responder::Responder;
 
 /// Why [`RateLimited`](crate::RateLimited) refused a request.
 ///
 /// Its response is the limiter's [`Responder`] for a denied request (by default
-/// `429 Too Many Requests` with the rate-limit headers), and `503 Service Unavailable` for a
-/// limiter that could not decide under [`FailurePolicy::Closed`](crate::FailurePolicy::Closed).
+/// `429 Too Many Requests` with the rate-limit headers), `400 Bad Request` for a request
+/// without a usable key under [`KeyFailure`](crate::KeyFailure) `PeerIp` (with no peer address)
+/// or `Reject`, and `503 Service Unavailable` for a limiter that could not decide under
+/// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitRejection {
     /// The request is over its limit.
     #[error("too many requests")]
     TooManyRequests(Denied),
+    /// The request carries no usable key and its limiter's
+    /// [`KeyFailure`](crate::KeyFailure) policy refuses it (`400 Bad Request`).
+    #[error("no rate limit key: {0}")]
+    KeyRejected(#[source] KeyError),
     /// The limiter could not decide and its failure policy is closed.
     #[error("rate limiter unavailable: {0}")]
     Unavailable(#[source] Error),
@@ -37,6 +44,7 @@ impl RateLimitRejection {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::KeyRejected(_) => StatusCode::BAD_REQUEST,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
@@ -46,6 +54,7 @@ impl RateLimitRejection {
     pub fn body_text(&self) -> &'static str {
         match self {
             Self::TooManyRequests(_) => "Too Many Requests",
+            Self::KeyRejected(_) => "Bad Request",
             Self::Unavailable(_) => "Rate limiter unavailable",
         }
     }
@@ -55,7 +64,7 @@ impl RateLimitRejection {
     pub fn outcome(&self) -> Option<&Outcome> {
         match self {
             Self::TooManyRequests(denied) => Some(&denied.outcome),
-            Self::Unavailable(_) => None,
+            Self::KeyRejected(_) | Self::Unavailable(_) => None,
         }
     }
 }
@@ -64,8 +73,8 @@ impl IntoResponse for RateLimitRejection {
     fn into_response(self) -> Response {
         match self {
             Self::TooManyRequests(denied) => denied.responder.respond(&denied.outcome),
-            unavailable @ Self::Unavailable(_) => {
-                (unavailable.status(), unavailable.body_text()).into_response()
+            other @ (Self::KeyRejected(_) | Self::Unavailable(_)) => {
+                (other.status(), other.body_text()).into_response()
             }
         }
     }

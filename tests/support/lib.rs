@@ -12,6 +12,10 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::{Config, Pool, Runtime};
 
+pub use self::keys::stored_key;
+
+mod keys;
+
 /// A `redis-server` process owned by a test; killed on drop.
 #[derive(Debug)]
 pub struct RedisServer {

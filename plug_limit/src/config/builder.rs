@@ -9,7 +9,7 @@ use http::HeaderName;
 
 use super::handler_uses::check_limiters;
 use super::limiter::Source;
-use super::{CircuitBreaker, Config, Enabled, FailurePolicy, Limiter, LogLevel};
+use super::{CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::clock::{Clock, SystemClock};
@@ -57,6 +57,7 @@ pub struct Builder {
     timeout: Duration,
     log_level: LogLevel,
     on_failure: FailurePolicy,
+    on_key_failure: KeyFailure,
     deny_cache: bool,
     breaker: CircuitBreaker,
     key: Arc<dyn KeyExtractor>,
@@ -96,6 +97,7 @@ impl Builder {
             timeout: DEFAULT_TIMEOUT,
             log_level: LogLevel::default(),
             on_failure: FailurePolicy::default(),
+            on_key_failure: KeyFailure::default(),
             deny_cache: false,
             breaker: CircuitBreaker::default(),
             key: Arc::new(key::peer_ip()),
@@ -133,6 +135,12 @@ impl Builder {
     /// What a request gets when its limiter cannot decide (default [`FailurePolicy::Open`]).
     pub fn on_failure(mut self, policy: FailurePolicy) -> Self {
         self.on_failure = policy;
+        self
+    }
+
+    /// What a request gets when its key cannot be extracted (default [`KeyFailure::PeerIp`]).
+    pub fn on_key_failure(mut self, policy: KeyFailure) -> Self {
+        self.on_key_failure = policy;
         self
     }
 
@@ -205,6 +213,9 @@ impl Builder {
         if let Some(on) = config.deny_cache {
             self.deny_cache = on;
         }
+        if let Some(policy) = config.on_key_failure {
+            self.on_key_failure = policy;
+        }
         if let Some(breaker) = config.circuit_breaker {
             self.breaker = breaker;
         }
@@ -242,6 +253,9 @@ impl Builder {
             }
             if let Some(on) = limiter.deny_cache {
                 built = built.deny_cache(on);
+            }
+            if let Some(policy) = limiter.on_key_failure {
+                built = built.on_key_failure(policy);
             }
             self.limiters.push((name, built));
         }
@@ -337,6 +351,7 @@ impl Builder {
                 .responder
                 .unwrap_or_else(|| Arc::clone(&self.responder)),
             on_failure: limiter.on_failure.unwrap_or(self.on_failure),
+            on_key_failure: limiter.on_key_failure.unwrap_or(self.on_key_failure),
             deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
             log_level: limiter.log_level.unwrap_or(self.log_level),
             failures: FailureLog::new(),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{CircuitBreaker, Enabled, FailurePolicy, LogLevel};
+use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel};
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
 /// code (key extractors and responders are set on the [`Builder`](crate::Builder)).
@@ -50,6 +50,8 @@ pub struct Config {
     pub on_failure: Option<FailurePolicy>,
     /// Whether limiters keep a local deny cache (default `false`).
     pub deny_cache: Option<bool>,
+    /// What a request without a usable key gets: `peer_ip` (default), `reject` or `pass`.
+    pub on_key_failure: Option<KeyFailure>,
     /// The Redis backend's circuit breaker: `{ "failures": 5, "open_for_ms": 1000 }`.
     pub circuit_breaker: Option<CircuitBreaker>,
     /// Custom limiters by name.
@@ -73,6 +75,8 @@ pub struct LimiterConfig {
     pub log_level: Option<LogLevel>,
     /// This limiter's failure policy.
     pub on_failure: Option<FailurePolicy>,
+    /// This limiter's key failure policy.
+    pub on_key_failure: Option<KeyFailure>,
     /// Whether this limiter keeps a local deny cache.
     pub deny_cache: Option<bool>,
 }

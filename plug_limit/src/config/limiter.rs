@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, LogLevel};
+use super::{FailurePolicy, KeyFailure, LogLevel};
 use crate::algorithm::Algorithm;
 use crate::key::KeyExtractor;
 use crate::responder::Responder;
@@ -47,6 +47,7 @@ pub struct Limiter {
     pub(crate) key: Option<Arc<dyn KeyExtractor>>,
     pub(crate) responder: Option<Arc<dyn Responder>>,
     pub(crate) on_failure: Option<FailurePolicy>,
+    pub(crate) on_key_failure: Option<KeyFailure>,
     pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
 }
@@ -66,6 +67,7 @@ impl Limiter {
             key: None,
             responder: None,
             on_failure: None,
+            on_key_failure: None,
             deny_cache: None,
             log_level: None,
         }
@@ -130,6 +132,12 @@ impl Limiter {
         self
     }
 
+    /// What this limiter's requests get when their key cannot be extracted.
+    pub fn on_key_failure(mut self, policy: KeyFailure) -> Self {
+        self.on_key_failure = Some(policy);
+        self
+    }
+
     /// Whether this limiter keeps a local deny cache (see
     /// [`Builder::deny_cache`](crate::Builder::deny_cache)). A custom script's denials are
     /// cached only when it answers a `retry-after` or `x-ratelimit-reset` in seconds.
@@ -159,6 +167,7 @@ impl fmt::Debug for Limiter {
             .field("own_key", &self.key.is_some())
             .field("own_responder", &self.responder.is_some())
             .field("on_failure", &self.on_failure)
+            .field("on_key_failure", &self.on_key_failure)
             .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
             .finish()

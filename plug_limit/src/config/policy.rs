@@ -2,8 +2,9 @@
 
 use serde::Deserialize;
 
-/// What a request gets when its limit cannot be checked: Redis is down or slow, the script
-/// failed or answered out of contract, or the key could not be extracted.
+/// What a request gets when its limit cannot be checked: Redis is down or slow, the circuit
+/// breaker is open, the script failed or answered out of contract. (A key that cannot be
+/// extracted is the client's doing and has its own policy, [`KeyFailure`](crate::KeyFailure).)
 ///
 /// The error is always logged (at the configured [`LogLevel`](crate::LogLevel)) first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -19,7 +20,6 @@ pub enum FailurePolicy {
     Closed,
     /// Decide in this process's memory instead, by the same rules as the built-in script: the
     /// limit then holds per instance rather than across instances, until Redis answers again.
-    /// Built-in limiters only; a failure that memory cannot stand in for (a key that cannot be
-    /// extracted) passes the request, as [`Open`](Self::Open) does.
+    /// Built-in limiters only.
     Memory,
 }

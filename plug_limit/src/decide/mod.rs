@@ -15,9 +15,9 @@ use http::request::Parts;
 
 use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
-use crate::config::{Enabled, FailurePolicy, LogLevel};
+use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::key::Key;
+use crate::key::{self, Key, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -85,13 +85,9 @@ impl Decider {
             }
         };
         let extractor = limit.key.unwrap_or(&*entry.key);
-        let key = match extractor.extract(parts) {
-            Ok(key) => key,
-            Err(error) => return Step::Done(self.fail(entry, &Request::none(), error.into())),
-        };
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).
-        let scope = limit
+        let route_scope = limit
             .scope
             .or_else(|| {
                 parts
@@ -100,6 +96,24 @@ impl Decider {
                     .map(MatchedPath::as_str)
             })
             .unwrap_or("*");
+        let fallback_scope;
+        let (key, scope) = match extractor.extract(parts) {
+            Ok(key) => (key, route_scope),
+            Err(error) => {
+                tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
+                let by_peer = match entry.on_key_failure {
+                    KeyFailure::PeerIp => key::peer_ip().extract(parts).ok(),
+                    KeyFailure::Reject => None,
+                    KeyFailure::Pass => return Step::Done(Ok(None)),
+                };
+                let Some(peer) = by_peer else {
+                    return Step::Done(Err(RateLimitRejection::KeyRejected(error)));
+                };
+                // A budget of its own: the extractor's keys and the peer's never meet.
+                fallback_scope = format!("{route_scope}\0peer");
+                (peer, fallback_scope.as_str())
+            }
+        };
         let request = Request {
             keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
             opts: limit.opts,
@@ -166,9 +180,7 @@ impl Decider {
     /// place both happen.
     fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
         entry.failures.log(entry.log_level, entry.name(), &error);
-        // Memory stands in for a backend that failed, not for a request without a key.
         if entry.on_failure == FailurePolicy::Memory
-            && !request.keys.as_slice().is_empty()
             && let Started::Done(result) = self.fallback().start(request.call(entry))
         {
             return match result {
@@ -254,16 +266,6 @@ struct Request<'a> {
 }
 
 impl Request<'_> {
-    /// A request that failed before it had a key.
-    fn none() -> Self {
-        Request {
-            keys: Keys::Many(Vec::new()),
-            opts: &[],
-            cost: 0,
-            cached: None,
-        }
-    }
-
     fn call<'a>(&'a self, entry: &'a Entry) -> Call<'a> {
         Call {
             program: &entry.program,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::failure_log::FailureLog;
 use crate::backend::{Backend, Program};
-use crate::config::{FailurePolicy, LogLevel};
+use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::KeyExtractor;
 use crate::responder::Responder;
@@ -19,6 +19,7 @@ pub(crate) struct Entry {
     pub(crate) key: Arc<dyn KeyExtractor>,
     pub(crate) responder: Arc<dyn Responder>,
     pub(crate) on_failure: FailurePolicy,
+    pub(crate) on_key_failure: KeyFailure,
     /// Denials are cached locally until their wait ends.
     pub(crate) deny_cache: bool,
     pub(crate) log_level: LogLevel,

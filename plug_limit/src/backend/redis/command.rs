@@ -35,23 +35,42 @@ fn script_cmd(verb: &str, script: &str, keys: &[String], opts: &[Opt], extra: &[
     cmd
 }
 
-/// Sends `evalsha`; on `NOSCRIPT` (the script ran nothing), sends the body with `EVAL`,
-/// which also caches it. One call, so a `SCRIPT FLUSH` cannot slip in between a load and the
-/// retry, as it could with `SCRIPT LOAD` then `EVALSHA`.
-pub(super) async fn invoke(
-    evalsha: &Cmd,
-    lua: &Lua,
-    keys: &[String],
-    opts: &[Opt],
-    extra: &[Opt],
-    conn: &mut Shared,
-) -> RedisResult<Value> {
-    match query(evalsha, conn).await {
-        Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-            // Boxed: once per script and server, so its state stays out of every check's future.
-            Box::pin(query(&eval(lua, keys, opts, extra), conn)).await
+/// A command a check sends.
+pub(super) enum Command<'a> {
+    /// A script call: its `EVALSHA`, and what its `EVAL` fallback needs.
+    Script {
+        evalsha: Cmd,
+        lua: &'a Lua,
+        keys: &'a [String],
+        /// The opts, then the trailing cost and now.
+        args: [&'a [Opt]; 2],
+    },
+    /// Any other command.
+    Plain(Cmd),
+}
+
+impl Command<'_> {
+    /// Sends the command on `conn`. A script Redis answers `NOSCRIPT` for (it ran nothing) is
+    /// sent again with its body (`EVAL`, which also caches it): one call, so a `SCRIPT FLUSH`
+    /// cannot slip in between a load and the retry, as it could with `SCRIPT LOAD` then
+    /// `EVALSHA`.
+    pub(super) async fn run(&self, conn: &mut Shared) -> RedisResult<Value> {
+        match self {
+            Self::Plain(cmd) => query(cmd, conn).await,
+            Self::Script {
+                evalsha,
+                lua,
+                keys,
+                args: [opts, extra],
+            } => match query(evalsha, conn).await {
+                Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    // Boxed: once per script and server, so its state stays out of every
+                    // check's future.
+                    Box::pin(query(&eval(lua, keys, opts, extra), conn)).await
+                }
+                reply => reply,
+            },
         }
-        reply => reply,
     }
 }
 

@@ -5,15 +5,20 @@
 //! - **Counted once or not at all.** A command that may have reached Redis is never sent
 //!   again: a lost reply, a dropped connection or a timeout fails the check (its failure policy
 //!   applies), and the connection is replaced for the next check. Only what provably counted
-//!   nothing is retried: a `PING` on an idle connection before a decision is sent on it, and a
-//!   script Redis answered `NOSCRIPT` for (it ran nothing), sent again with its body (`EVAL`).
+//!   nothing is retried: a command the connection refused on the spot because it was already
+//!   known dead (sent again on a fresh connection), a `PING` on an idle connection before a
+//!   decision is sent on it, and a script Redis answered `NOSCRIPT` for (it ran nothing), sent
+//!   again with its body (`EVAL`).
 //! - **One timeout.** The backend's timeout bounds the whole call, connection included; the
 //!   client's own response timeout is set above it, so it never cuts a call short.
 //! - **Outages cost nothing once known.** A circuit breaker stops calling a Redis that keeps
 //!   failing, so checks fail at once instead of each waiting out the timeout.
 
 use std::fmt;
+use std::future::poll_fn;
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use deadpool_redis::Pool;
@@ -21,7 +26,7 @@ use deadpool_redis::Pool;
 use deadpool_redis::cluster;
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
-use self::command::{del, evalsha, invoke};
+use self::command::{Command, del, evalsha};
 use self::connection::{Connections, Pools};
 use super::Call;
 use super::breaker::{Admit, Breaker};
@@ -93,26 +98,23 @@ impl RedisBackend {
             call.program.builtin_only()?;
         }
         let lua = &call.program.script;
-        let evalsha = evalsha(lua, call.keys, call.opts, extra);
-        let reply = self
-            .send(async |conn| invoke(&evalsha, lua, call.keys, call.opts, extra, conn).await)
-            .await?;
+        let command = Command::Script {
+            evalsha: evalsha(lua, call.keys, call.opts, extra),
+            lua,
+            keys: call.keys,
+            args: [call.opts, extra],
+        };
+        let reply = self.send(&command).await?;
         Ok(parse_reply(reply, &call.program.headers)?)
     }
 
     /// Deletes `key`, on the same terms as [`eval`](Self::eval).
     pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
-        let del = del(key);
-        self.send(async |conn| connection::query(&del, conn).await)
-            .await
-            .map(drop)
+        self.send(&Command::Plain(del(key))).await.map(drop)
     }
 
     /// Sends one command through the breaker, within the timeout, on the shared connection.
-    async fn send(
-        &self,
-        run: impl AsyncFnOnce(&mut connection::Shared) -> Result<Value, RedisError>,
-    ) -> Result<Value, Error> {
+    async fn send(&self, command: &Command<'_>) -> Result<Value, Error> {
         let admit = self.breaker.admit(Instant::now());
         if admit == Admit::Reject {
             return Err(Error::CircuitOpen(self.breaker.open_for()));
@@ -125,7 +127,15 @@ impl RedisBackend {
         };
         let call = async {
             let mut current = self.connections.get().await?;
-            let reply = run(&mut current.conn).await;
+            let reply = match refused_at_once(command.run(&mut current.conn)).await {
+                Sent(reply) => reply,
+                // The connection is known dead and took nothing: a fresh one may carry it.
+                Refused => {
+                    self.connections.forget(&current);
+                    current = self.connections.get().await?;
+                    command.run(&mut current.conn).await
+                }
+            };
             match &reply {
                 Ok(_) => self.connections.replied(),
                 Err(err) if is_broken_connection(err) => self.connections.forget(&current),
@@ -144,6 +154,30 @@ impl RedisBackend {
             _ => self.breaker.succeeded(admit),
         }
         result
+    }
+}
+
+/// Whether a command was handed to the connection.
+enum Handed {
+    /// It was (or may have been): its reply, whatever it is, is final.
+    Sent(Result<Value, RedisError>),
+    /// The connection refused it on the spot: it is known dead, and the command never left.
+    Refused,
+}
+
+use Handed::{Refused, Sent};
+
+/// Polls a command once before waiting on it. A multiplexed connection hands commands to its
+/// driver task through a channel; when that task has ended (the server closed the
+/// connection), the command fails on its first poll, before anything is written: the one
+/// failure that provably reached nothing, and so the one that may be sent again.
+async fn refused_at_once(command: impl Future<Output = Result<Value, RedisError>>) -> Handed {
+    let mut command = pin!(command);
+    let first = poll_fn(|cx| Poll::Ready(command.as_mut().poll(cx))).await;
+    match first {
+        Poll::Ready(Err(err)) if is_broken_connection(&err) => Refused,
+        Poll::Ready(reply) => Sent(reply),
+        Poll::Pending => Sent(command.await),
     }
 }
 
