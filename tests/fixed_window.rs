@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use plug_limit::{FixedWindow, Opt, PlugLimit, RateLimited, key};
-use plug_limit_tests::{RedisServer, backends, get as send_get};
+use plug_limit_tests::{RedisServer, backends, get as send_get, stored_key};
 
 type Three = RateLimited<FixedWindow<3, 60>>;
 
@@ -124,7 +124,7 @@ async fn every_key_gets_a_ttl() {
         .unwrap();
     let mut conn = redis.connection().await;
     let ttl: i64 = plug_limit::redis::cmd("TTL")
-        .arg("ttl:fixed_window:k")
+        .arg(stored_key("ttl", "fixed_window", "", "k"))
         .query_async(&mut conn)
         .await
         .unwrap();

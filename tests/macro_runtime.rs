@@ -286,9 +286,9 @@ async fn the_key_argument_replaces_the_default_key() {
     let response = send(&app, with_api_key("grace"), Body::empty()).await;
     assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
 
-    // No API key: the key cannot be extracted, and the default policy lets it through bare.
+    // No API key, and no peer address to fall back on: refused, never let through unlimited.
     let response = get_as(&app, "/api", "frank").await;
-    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     assert!(header(response.headers(), "x-ratelimit-limit").is_none());
 }
 

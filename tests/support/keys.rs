@@ -6,7 +6,7 @@
 /// as `#` and its SHA-1 in hex.
 #[must_use]
 pub fn stored_key(prefix: &str, limiter: &str, scope: &str, client: &str) -> String {
-    let digest = sha1_smol::Sha1::from(client).hexdigest();
+    let digest = sha1_smol::Sha1::from(client).digest().to_string();
     let tag = &digest[..4];
     let client = if client.len() <= 64 && !client.starts_with('#') {
         client.to_owned()
