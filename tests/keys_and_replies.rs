@@ -1,0 +1,224 @@
+//! What a client controls never buys a budget: key text cannot collide across routes or grow
+//! Redis keys without bound, a script cannot set framing headers, the deny cache answers only
+//! for the limit it saw deny, and a `SCRIPT FLUSH` storm fails no check.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::{Router, routing::get};
+use plug_limit::{
+    FailurePolicy, FixedWindow, Limit, Limiter, ManualClock, Opt, PlugLimit, RateLimited, key,
+};
+use plug_limit_tests::{RedisServer, get as send_get};
+
+type One = RateLimited<FixedWindow<1, 60>>;
+
+async fn one(limited: One) -> (One, &'static str) {
+    (limited, "ok")
+}
+
+#[tokio::test]
+async fn a_colon_in_a_key_cannot_reach_another_routes_budget() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/v1/items", get(one))
+        .route("/v1/items:batch", get(one))
+        .with_state(limits);
+    // Before keys were composed injectively, `/v1/items` + `batch:VICTIM` and
+    // `/v1/items:batch` + `VICTIM` were one Redis key.
+    assert_eq!(send_get(&app, "/v1/items", "batch:VICTIM").await.status, 200);
+    assert_eq!(send_get(&app, "/v1/items", "batch:VICTIM").await.status, 429);
+    assert_eq!(send_get(&app, "/v1/items:batch", "VICTIM").await.status, 200);
+    assert_eq!(send_get(&app, "/v1/items:batch", "VICTIM").await.status, 429);
+}
+
+#[tokio::test]
+async fn a_huge_key_is_stored_as_its_digest() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(one)).with_state(limits);
+    let huge = "k".repeat(300_000);
+    assert_eq!(send_get(&app, "/", &huge).await.status, 200);
+    assert_eq!(send_get(&app, "/", &huge).await.status, 429);
+    // One character more is another client.
+    assert_eq!(send_get(&app, "/", &format!("{huge}k")).await.status, 200);
+    let mut conn = redis.connection().await;
+    let keys: Vec<String> = plug_limit::redis::cmd("KEYS")
+        .arg("*")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut lengths: Vec<usize> = keys.iter().map(String::len).collect();
+    lengths.sort_unstable();
+    // `plug_limit:{tag}:fixed_window:1:/:#` and 40 hex digits.
+    assert_eq!(lengths, [76, 76]);
+}
+
+struct Framing;
+
+impl Limit for Framing {
+    const LIMITER: &'static str = "framing";
+    const OPTS: &'static [Opt] = &[];
+}
+
+async fn framing(limited: RateLimited<Framing>) -> (RateLimited<Framing>, &'static str) {
+    (limited, "body intact")
+}
+
+#[tokio::test]
+async fn a_script_cannot_set_framing_headers() {
+    let redis = RedisServer::start();
+    for header in ["content-length", "Transfer-Encoding", "connection"] {
+        let lua = format!("return {{'allow', {{'1', {{'{header}', '0'}}}}}}");
+        let limits = PlugLimit::builder(redis.pool())
+            .key(key::header("x-client"))
+            .on_failure(FailurePolicy::Closed)
+            .limiter("framing", Limiter::script(lua).headers(["x-n"]))
+            .build()
+            .unwrap();
+        let app = Router::new().route("/", get(framing)).with_state(limits);
+        let reply = send_get(&app, "/", "a").await;
+        // Out of contract: the reply is refused (here closed: 503), never copied.
+        assert_eq!(reply.status, 503, "{header}");
+        assert_eq!(reply.header("x-n"), None, "{header}");
+        assert_eq!(reply.header("transfer-encoding"), None, "{header}");
+    }
+}
+
+struct Strict;
+
+impl Limit for Strict {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(1), Opt::Int(60)];
+    const SCOPE: Option<&'static str> = Some("shared");
+}
+
+struct Lenient;
+
+impl Limit for Lenient {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(5), Opt::Int(60)];
+    const SCOPE: Option<&'static str> = Some("shared");
+}
+
+async fn strict(limited: RateLimited<Strict>) -> (RateLimited<Strict>, &'static str) {
+    (limited, "strict")
+}
+
+async fn lenient(limited: RateLimited<Lenient>) -> (RateLimited<Lenient>, &'static str) {
+    (limited, "lenient")
+}
+
+#[tokio::test]
+async fn a_cached_denial_holds_only_for_the_limit_that_denied() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .key(key::header("x-client"))
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/strict", get(strict))
+        .route("/lenient", get(lenient))
+        .with_state(limits);
+    let mut statuses = Vec::new();
+    for path in ["/strict", "/strict", "/lenient"] {
+        statuses.push(send_get(&app, path, "c").await.status.as_u16());
+    }
+    // Both count under scope `shared`; the lenient limit decides for itself.
+    assert_eq!(statuses, [200, 429, 200]);
+}
+
+#[tokio::test]
+async fn the_deny_cache_keeps_the_limiters_clock() {
+    let clock = ManualClock::new(1_800_000_000_000);
+    let limits = PlugLimit::memory_builder()
+        .key(key::header("x-client"))
+        .clock(clock.clone())
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(one)).with_state(limits);
+    assert_eq!(send_get(&app, "/", "c").await.status, 200);
+    let denied = send_get(&app, "/", "c").await;
+    assert_eq!(denied.status, 429);
+    assert_eq!(denied.header("x-ratelimit-reset"), Some("60"));
+    clock.advance(Duration::from_secs(30));
+    let cached = send_get(&app, "/", "c").await;
+    assert_eq!(
+        (cached.status.as_u16(), cached.header("x-ratelimit-reset")),
+        (429, Some("30"))
+    );
+    // The window is over by the limiter's clock, however little real time passed.
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(send_get(&app, "/", "c").await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_flush_storm_fails_no_check() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool()).build().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut conn = redis.connection().await;
+    let storm = tokio::spawn({
+        let stop = Arc::clone(&stop);
+        async move {
+            let mut flushes = 0_u32;
+            while !stop.load(Ordering::Relaxed) && flushes < 4_000 {
+                let _: () = plug_limit::redis::cmd("SCRIPT")
+                    .arg("FLUSH")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                flushes += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            flushes
+        }
+    });
+    let opts = [Opt::Int(1_000_000), Opt::Int(60)];
+    let mut failed = Vec::new();
+    for round in 0..40 {
+        let checks = (0..50).map(|i| {
+            let limits = limits.clone();
+            async move { limits.check("fixed_window", &format!("c{i}"), &opts).await }
+        });
+        for (i, result) in futures_join_all(checks).await.into_iter().enumerate() {
+            if let Err(error) = result {
+                failed.push(format!("round {round} check {i}: {error}"));
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let flushes = storm.await.unwrap();
+    assert!(flushes >= 10, "the storm ran {flushes} flushes");
+    let first = &failed[..failed.len().min(3)];
+    assert!(failed.is_empty(), "{} checks failed: {first:?}", failed.len());
+    let remaining = limits.check("fixed_window", "c0", &opts).await.unwrap();
+    assert_eq!(
+        remaining.header("x-ratelimit-remaining").unwrap(),
+        &(1_000_000 - 41).to_string()
+    );
+}
+
+/// Runs the futures concurrently and collects their outputs in order.
+async fn futures_join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
+where
+    F: Send + 'static,
+    F::Output: Send + 'static,
+{
+    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
+    let mut outputs = Vec::with_capacity(handles.len());
+    for handle in handles {
+        outputs.push(handle.await.unwrap());
+    }
+    outputs
+}
