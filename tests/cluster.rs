@@ -381,3 +381,53 @@ async fn reset_and_peek_reach_the_node_owning_the_key() {
     }
     assert_eq!(owners, all_ports(&cluster));
 }
+
+type Item = RateLimited<FixedWindow<5, 60>>;
+
+async fn item(limited: Item) -> (Item, &'static str) {
+    (limited, "item")
+}
+
+/// How many keys each master holds, in port order (`DBSIZE` on each node).
+async fn keys_per_node(cluster: &RedisCluster) -> Vec<i64> {
+    let mut sizes = Vec::new();
+    for &port in cluster.ports() {
+        let mut node = cluster.node(port).await;
+        sizes.push(
+            redis::cmd("DBSIZE")
+                .query_async::<i64>(&mut node)
+                .await
+                .unwrap(),
+        );
+    }
+    sizes
+}
+
+#[tokio::test]
+async fn clients_of_a_parameterised_route_spread_over_every_master() {
+    let cluster = RedisCluster::start();
+    let limits = PlugLimit::cluster_builder(cluster.pool())
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/items/{id}", get(item))
+        .with_state(limits);
+    // `{id}` in the route, and braces in the clients' own keys: neither may pick the slot.
+    for i in 0..300 {
+        let client = if i % 2 == 0 {
+            format!("client-{i}")
+        } else {
+            format!("{{same}}-{i}")
+        };
+        let reply = send_get(&app, &format!("/items/{i}"), &client).await;
+        assert_eq!(reply.header("x-ratelimit-remaining"), Some("4"), "{client}");
+    }
+    let sizes = keys_per_node(&cluster).await;
+    assert_eq!(sizes.iter().sum::<i64>(), 300);
+    // Even is 100 a master; every one within 20% of it.
+    assert!(
+        sizes.iter().all(|&n| (80..=120).contains(&n)),
+        "keys per master: {sizes:?}"
+    );
+}
