@@ -5,10 +5,12 @@
 //! to use another binary.
 //!
 //! Around the servers: pools and both backends configured alike ([`backends`]), requests sent
-//! through an app without a socket ([`get`], [`send`]), and captured logs ([`Logs`]).
+//! through an app without a socket ([`get`], [`send`]), captured logs ([`Logs`]), and a proxy
+//! that breaks the connection to Redis on demand ([`FaultProxy`]).
 
 mod backends;
 mod cluster;
+mod fault_proxy;
 mod logs;
 mod ports;
 mod readme;
@@ -17,6 +19,7 @@ mod requests;
 
 pub use backends::{backends, pool, unique_prefix};
 pub use cluster::RedisCluster;
+pub use fault_proxy::{Fault, FaultProxy};
 pub use logs::Logs;
 pub use ports::{dead_url, free_port};
 pub use redis_server::RedisServer;

@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,6 +72,12 @@ impl RedisServer {
     #[must_use]
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// `127.0.0.1:{port}`, to put a [`FaultProxy`](crate::FaultProxy) in front of the server.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     /// `redis://127.0.0.1:{port}/`.
