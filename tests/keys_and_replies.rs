@@ -31,10 +31,22 @@ async fn a_colon_in_a_key_cannot_reach_another_routes_budget() {
         .with_state(limits);
     // Before keys were composed injectively, `/v1/items` + `batch:VICTIM` and
     // `/v1/items:batch` + `VICTIM` were one Redis key.
-    assert_eq!(send_get(&app, "/v1/items", "batch:VICTIM").await.status, 200);
-    assert_eq!(send_get(&app, "/v1/items", "batch:VICTIM").await.status, 429);
-    assert_eq!(send_get(&app, "/v1/items:batch", "VICTIM").await.status, 200);
-    assert_eq!(send_get(&app, "/v1/items:batch", "VICTIM").await.status, 429);
+    assert_eq!(
+        send_get(&app, "/v1/items", "batch:VICTIM").await.status,
+        200
+    );
+    assert_eq!(
+        send_get(&app, "/v1/items", "batch:VICTIM").await.status,
+        429
+    );
+    assert_eq!(
+        send_get(&app, "/v1/items:batch", "VICTIM").await.status,
+        200
+    );
+    assert_eq!(
+        send_get(&app, "/v1/items:batch", "VICTIM").await.status,
+        429
+    );
 }
 
 #[tokio::test]
@@ -201,7 +213,11 @@ async fn a_script_flush_storm_fails_no_check() {
     let flushes = storm.await.unwrap();
     assert!(flushes >= 10, "the storm ran {flushes} flushes");
     let first = &failed[..failed.len().min(3)];
-    assert!(failed.is_empty(), "{} checks failed: {first:?}", failed.len());
+    assert!(
+        failed.is_empty(),
+        "{} checks failed: {first:?}",
+        failed.len()
+    );
     let remaining = limits.check("fixed_window", "c0", &opts).await.unwrap();
     assert_eq!(
         remaining.header("x-ratelimit-remaining").unwrap(),

@@ -1,0 +1,133 @@
+//! The app each variant serves on `GET /`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use http::HeaderValue;
+use plug_limit::{FailurePolicy, FixedWindow, Gcra, PlugLimit, RateLimited, TokenBucket};
+use tower_governor::GovernorLayer;
+use tower_governor::governor::GovernorConfigBuilder;
+
+use crate::evalsha::{
+    FIXED_WINDOW_CHECK, GCRA_CHECK, TOKEN_BUCKET_CHECK, evalsha_pool_get, handwritten,
+};
+use crate::variants::Variant;
+use crate::{BoxError, CLIENT_HEADER, LIMIT, WINDOW};
+
+type FixedWindowLimited = RateLimited<FixedWindow<LIMIT, WINDOW>>;
+type TokenBucketLimited = RateLimited<TokenBucket<LIMIT, WINDOW, LIMIT>>;
+type GcraLimited = RateLimited<Gcra<LIMIT, WINDOW, LIMIT>>;
+/// One request an hour: after the first, the window's remaining hour is spent denied.
+type FloodLimited = RateLimited<FixedWindow<1, WINDOW>>;
+
+async fn bare() -> &'static str {
+    "ok"
+}
+
+/// `bare` plus the three rate-limit headers, made per request as cheaply as honestly possible:
+/// the floor of any limiter that sends them, where `bare` is the floor of one that does not.
+async fn bare_headers(State(served): State<Arc<AtomicU64>>) -> impl IntoResponse {
+    let n = served.fetch_add(1, Ordering::Relaxed) + 1;
+    let limit = u64::from(LIMIT);
+    (
+        [
+            ("x-ratelimit-limit", HeaderValue::from(limit)),
+            ("x-ratelimit-reset", HeaderValue::from(u64::from(WINDOW))),
+            (
+                "x-ratelimit-remaining",
+                HeaderValue::from(limit.saturating_sub(n)),
+            ),
+        ],
+        "ok",
+    )
+}
+
+async fn fixed_window(limited: FixedWindowLimited) -> (FixedWindowLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn token_bucket(limited: TokenBucketLimited) -> (TokenBucketLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn gcra(limited: GcraLimited) -> (GcraLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn deny_flood(limited: FloodLimited) -> (FloodLimited, &'static str) {
+    (limited, "ok")
+}
+/// `tower_governor`'s key: the `x-client` header, as the library's `key::header` reads it.
+#[derive(Debug, Clone, Copy)]
+struct ClientHeader;
+
+impl tower_governor::key_extractor::KeyExtractor for ClientHeader {
+    type Key = String;
+
+    fn extract<T>(&self, req: &http::Request<T>) -> Result<String, tower_governor::GovernorError> {
+        req.headers()
+            .get(CLIENT_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
+    }
+}
+
+pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
+    let limits = || {
+        PlugLimit::builder(plug_limit_tests::pool(redis_url))
+            .key(plug_limit::key::header(CLIENT_HEADER))
+            // A failed check answers 503, which is not counted, instead of a fast 200.
+            .on_failure(FailurePolicy::Closed)
+    };
+    Ok(match variant {
+        Variant::Bare => Router::new().route("/", get(bare)),
+        Variant::BareHeaders => Router::new()
+            .route("/", get(bare_headers))
+            .with_state(Arc::new(AtomicU64::new(0))),
+        Variant::FixedWindow => Router::new()
+            .route("/", get(fixed_window))
+            .with_state(limits().build()?),
+        Variant::TokenBucket => Router::new()
+            .route("/", get(token_bucket))
+            .with_state(limits().build()?),
+        Variant::Gcra => Router::new()
+            .route("/", get(gcra))
+            .with_state(limits().build()?),
+        Variant::EvalshaMultiplexed => handwritten(redis_url, &FIXED_WINDOW_CHECK).await?,
+        Variant::EvalshaTokenBucket => handwritten(redis_url, &TOKEN_BUCKET_CHECK).await?,
+        Variant::EvalshaGcra => handwritten(redis_url, &GCRA_CHECK).await?,
+        Variant::EvalshaPoolGet => Router::new()
+            .route("/", get(evalsha_pool_get))
+            .with_state(plug_limit_tests::pool(redis_url)),
+        Variant::TowerGovernor => {
+            // One cell a nanosecond with a burst of LIMIT: never reached, like the others.
+            let config = GovernorConfigBuilder::default()
+                .per_nanosecond(1)
+                .burst_size(LIMIT)
+                .key_extractor(ClientHeader)
+                .use_headers()
+                .finish()
+                .ok_or("tower_governor: invalid quota")?;
+            Router::new()
+                .route("/", get(bare))
+                .layer(GovernorLayer::new(config))
+        }
+        Variant::Memory => {
+            let limits = PlugLimit::memory_builder()
+                .key(plug_limit::key::header(CLIENT_HEADER))
+                .on_failure(FailurePolicy::Closed)
+                .build()?;
+            Router::new()
+                .route("/", get(fixed_window))
+                .with_state(limits)
+        }
+        Variant::DenyFlood => Router::new()
+            .route("/", get(deny_flood))
+            .with_state(limits().deny_cache(true).build()?),
+    })
+}

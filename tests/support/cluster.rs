@@ -1,0 +1,205 @@
+//! A three-master Redis Cluster per test, on free loopback ports.
+
+use std::ffi::OsStr;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::Runtime;
+
+use crate::redis_server::{answers_ping, spawn_server};
+
+/// A Redis Cluster of three masters without replicas, owned by a test: each master a
+/// `redis-server` on free loopback ports; every node killed and its files removed on drop.
+///
+/// A missing `redis-server` or `redis-cli` is a loud failure with a hint. Set `REDIS_SERVER`
+/// and `REDIS_CLI` to use other binaries.
+#[derive(Debug)]
+pub struct RedisCluster {
+    nodes: Vec<Child>,
+    ports: Vec<u16>,
+    dir: PathBuf,
+}
+
+impl RedisCluster {
+    const NODES: usize = 3;
+
+    /// Starts three masters, joins them with `redis-cli --cluster create`, and waits until
+    /// every node reports `cluster_state:ok`.
+    #[must_use]
+    pub fn start() -> Self {
+        // Two ports a node: a client port and a bus port. Each node's bus port is chosen
+        // rather than the default client port + 10000, which can be taken or above 65535.
+        // All six listeners are held at once, so the ports are distinct.
+        let ports = {
+            let listeners: Vec<TcpListener> = (0..2 * Self::NODES)
+                .map(|_| TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port"))
+                .collect();
+            listeners
+                .iter()
+                .map(|listener| listener.local_addr().expect("local address").port())
+                .collect::<Vec<u16>>()
+        };
+        let (ports, bus_ports) = ports.split_at(Self::NODES);
+        let dir = std::env::temp_dir().join(format!("plug_limit-cluster-{}", ports[0]));
+        std::fs::create_dir_all(&dir).expect("create the cluster's working directory");
+        // Built before the nodes start, so a panic below still kills the ones started.
+        let mut cluster = Self {
+            nodes: Vec::with_capacity(Self::NODES),
+            ports: ports.to_vec(),
+            dir,
+        };
+        for (&port, &bus_port) in ports.iter().zip(bus_ports) {
+            let node = cluster.spawn_node(port, bus_port);
+            cluster.nodes.push(node);
+        }
+        for (index, &port) in ports.iter().enumerate() {
+            cluster.wait_ping(index, port);
+        }
+        cluster.create();
+        cluster.wait_ok();
+        cluster
+    }
+
+    fn spawn_node(&self, port: u16, bus_port: u16) -> Child {
+        let bus_port = bus_port.to_string();
+        let config = self.dir.join(format!("nodes-{port}.conf"));
+        let cluster_args = [
+            OsStr::new("--cluster-enabled"),
+            OsStr::new("yes"),
+            OsStr::new("--cluster-port"),
+            OsStr::new(&bus_port),
+            OsStr::new("--cluster-config-file"),
+            config.as_os_str(),
+        ];
+        spawn_server(port, &self.dir, cluster_args, "the cluster tests")
+    }
+
+    fn wait_ping(&mut self, index: usize, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if answers_ping(port) {
+                return;
+            }
+            if let Ok(Some(status)) = self.nodes[index].try_wait() {
+                panic!("cluster node redis-server on port {port} exited early: {status}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("cluster node redis-server on port {port} did not answer PING within 10 s");
+    }
+
+    fn create(&self) {
+        let binary = std::env::var("REDIS_CLI").unwrap_or_else(|_| "redis-cli".to_owned());
+        let output = Command::new(&binary)
+            .args(["--cluster", "create"])
+            .args(self.ports.iter().map(|port| format!("127.0.0.1:{port}")))
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|err| {
+                panic!(
+                    "cannot start `{binary}` ({err}): the cluster tests need it to join the nodes. \
+                     Install it (`apt-get install redis-tools`, part of redis-server) or set REDIS_CLI=/path/to/redis-cli"
+                )
+            });
+        assert!(
+            output.status.success(),
+            "`{binary} --cluster create` failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr),
+        );
+    }
+
+    /// `redis-cli` returns once the nodes agree on the slots; each node declares the cluster
+    /// `ok` only when it has heard from the others, a moment later.
+    fn wait_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = Vec::new();
+        while Instant::now() < deadline {
+            last = self.ports.iter().map(|&port| cluster_info(port)).collect();
+            if last
+                .iter()
+                .all(|info| info.lines().any(|line| line.trim() == "cluster_state:ok"))
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let states: Vec<String> = self
+            .ports
+            .iter()
+            .zip(&last)
+            .map(|(port, info)| {
+                let state = info
+                    .lines()
+                    .find(|line| line.starts_with("cluster_state:"))
+                    .unwrap_or(info.as_str());
+                format!("{port}: {}", state.trim())
+            })
+            .collect();
+        panic!(
+            "the Redis Cluster did not reach cluster_state:ok on every node within 30 s: {}",
+            states.join(", ")
+        );
+    }
+
+    /// The client ports of the three masters.
+    #[must_use]
+    pub fn ports(&self) -> &[u16] {
+        &self.ports
+    }
+
+    /// `redis://127.0.0.1:{port}/` for each master.
+    #[must_use]
+    pub fn urls(&self) -> Vec<String> {
+        self.ports
+            .iter()
+            .map(|port| format!("redis://127.0.0.1:{port}/"))
+            .collect()
+    }
+
+    /// A new deadpool-redis cluster pool for this cluster.
+    #[must_use]
+    pub fn pool(&self) -> deadpool_redis::cluster::Pool {
+        deadpool_redis::cluster::Config::from_urls(self.urls())
+            .create_pool(Some(Runtime::Tokio1))
+            .expect("create a deadpool-redis cluster pool")
+    }
+
+    /// A plain connection to the master on `port`, not following redirections: to ask one
+    /// node about itself (`CLUSTER KEYSLOT`, `SCRIPT FLUSH`, `EXISTS` of a key it owns).
+    pub async fn node(&self, port: u16) -> deadpool_redis::redis::aio::MultiplexedConnection {
+        assert!(self.ports.contains(&port), "no node on port {port}");
+        deadpool_redis::redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .expect("redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to a cluster node")
+    }
+}
+
+/// `CLUSTER INFO` of the node on `port`, or the error in its place.
+fn cluster_info(port: u16) -> String {
+    use deadpool_redis::redis;
+    let info = redis::Client::open(format!("redis://127.0.0.1:{port}/")).and_then(|client| {
+        let mut conn = client.get_connection_with_timeout(Duration::from_secs(1))?;
+        conn.set_read_timeout(Some(Duration::from_secs(1)))?;
+        redis::cmd("CLUSTER").arg("INFO").query::<String>(&mut conn)
+    });
+    info.unwrap_or_else(|err| format!("error: {err}"))
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            let _ = node.kill();
+        }
+        for node in &mut self.nodes {
+            let _ = node.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

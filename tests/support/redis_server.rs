@@ -1,0 +1,164 @@
+//! A single `redis-server` process per test, on a free loopback port.
+
+use std::ffi::OsStr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::Pool;
+
+use crate::{free_port, pool};
+
+/// A `redis-server` process owned by a test; killed on drop.
+#[derive(Debug)]
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port and waits until it answers `PING`.
+    #[must_use]
+    pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `redis-server` arguments, e.g. `["--busy-reply-threshold", "50"]`.
+    #[must_use]
+    pub fn start_with(args: &[&str]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("plug_limit-redis-{port}"));
+        std::fs::create_dir_all(&dir).expect("create the redis-server working directory");
+        let mut server = Self {
+            child: None,
+            port,
+            dir,
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let child = spawn_server(self.port, &self.dir, &self.args, "the tests");
+        self.child = Some(child);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if answers_ping(self.port) {
+                return;
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("redis-server on port {} exited early: {status}", self.port);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "redis-server on port {} did not answer PING within 10 s",
+            self.port
+        );
+    }
+
+    /// The server's port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:{port}`, to put a [`FaultProxy`](crate::FaultProxy) in front of the server.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `redis://127.0.0.1:{port}/`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A new deadpool-redis pool for this server.
+    #[must_use]
+    pub fn pool(&self) -> Pool {
+        pool(&self.url())
+    }
+
+    /// A plain client connection for assertions and setup (`SCRIPT FLUSH`, `TTL`, ...).
+    pub async fn connection(&self) -> deadpool_redis::redis::aio::MultiplexedConnection {
+        deadpool_redis::redis::Client::open(self.url())
+            .expect("redis url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect to the test redis-server")
+    }
+
+    /// Kills the server (as a crash would) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Kills the server and starts a new one on the same port: an empty Redis, as after a
+    /// restart without persistence.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.spawn();
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts `redis-server` on loopback `port`, working in `dir`, without persistence, followed by
+/// `extra` arguments. A missing binary panics with a hint on installing it, saying who needs it.
+pub(crate) fn spawn_server<S: AsRef<OsStr>>(
+    port: u16,
+    dir: &Path,
+    extra: impl IntoIterator<Item = S>,
+    needed_by: &str,
+) -> Child {
+    let binary = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_owned());
+    Command::new(&binary)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|err| {
+            panic!(
+                "cannot start `{binary}` ({err}): {needed_by} need a real Redis. \
+                 Install it (`apt-get install redis-server`) or set REDIS_SERVER=/path/to/redis-server"
+            )
+        })
+}
+
+/// Whether a server on loopback `port` answers a raw `PING` within half a second: spoken by
+/// hand, so a server can be awaited before any client library is involved.
+pub(crate) fn answers_ping(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && &reply == b"+PONG\r\n"
+}
