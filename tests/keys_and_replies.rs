@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::{Router, routing::get};
+use futures_util::future::join_all;
 use plug_limit::{
     FailurePolicy, FixedWindow, Limit, Limiter, ManualClock, Opt, PlugLimit, RateLimited, key,
 };
@@ -203,7 +204,7 @@ async fn a_script_flush_storm_fails_no_check() {
             let limits = limits.clone();
             async move { limits.check("fixed_window", &format!("c{i}"), &opts).await }
         });
-        for (i, result) in futures_join_all(checks).await.into_iter().enumerate() {
+        for (i, result) in join_all(checks).await.into_iter().enumerate() {
             if let Err(error) = result {
                 failed.push(format!("round {round} check {i}: {error}"));
             }
@@ -223,18 +224,4 @@ async fn a_script_flush_storm_fails_no_check() {
         remaining.header("x-ratelimit-remaining").unwrap(),
         &(1_000_000 - 41).to_string()
     );
-}
-
-/// Runs the futures concurrently and collects their outputs in order.
-async fn futures_join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output>
-where
-    F: Send + 'static,
-    F::Output: Send + 'static,
-{
-    let handles: Vec<_> = futures.into_iter().map(tokio::spawn).collect();
-    let mut outputs = Vec::with_capacity(handles.len());
-    for handle in handles {
-        outputs.push(handle.await.unwrap());
-    }
-    outputs
 }
