@@ -1,0 +1,89 @@
+//! Key extractors: who a request is counted against.
+//!
+//! A [`KeyExtractor`] reads the request parts and names the client (an IP address, an API key,
+//! a user id). [`PlugLimit`](crate::PlugLimit) then namespaces it as
+//! `{prefix}:{limiter}:{scope}:{key}`, so the same client has one budget per limiter and route.
+//!
+//! | extractor | counts a request against | key text |
+//! |---|---|---|
+//! | [`peer_ip()`] (the default) | the TCP peer's address | `192.0.2.1`, `2001:db8:1:2::/64` |
+//! | [`client_ip(source)`](client_ip()) | the address a proxy reports | the same |
+//! | [`header(name)`](header()) | a header's value, such as an API key | `k-123` |
+//! | [`global()`] | one budget for everyone | `global` |
+//! | any `Fn(&Parts) -> Result<K, KeyError>` | your own | yours |
+//!
+//! # Behind a proxy
+//!
+//! Behind a reverse proxy or a load balancer, the TCP peer of every request is the proxy, and
+//! [`peer_ip()`] would give all clients one budget. [`client_ip()`] reads the address the
+//! proxy reports instead, from the [`ClientIpSource`] it writes. It believes the header from
+//! every peer, so use it only where nothing but your proxy reaches the app.
+//!
+//! ```
+//! use plug_limit::key::{self, ClientIpSource};
+//! use plug_limit::KeyExtractor;
+//!
+//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor);
+//! // The client wrote the left entries; the proxy appended the address it saw.
+//! let request = http::Request::builder()
+//!     .header("x-forwarded-for", b"\xff not an address, 6.6.6.6, 203.0.113.7".as_slice())
+//!     .body(())?;
+//! let key = key.extract(&request.into_parts().0)?;
+//! assert_eq!(key.iter().collect::<Vec<_>>(), ["203.0.113.7"]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! The rightmost entry of `X-Forwarded-For` or `Forwarded` is the one the nearest proxy
+//! appended; everything to its left came from the client and is never parsed, so bytes the
+//! client writes there (not UTF-8, not addresses) cannot fail the extraction. Single-value
+//! headers (`X-Real-Ip`, `CF-Connecting-IP`, ...) must appear once: a proxy replaces the
+//! client's, and two lines cannot be told apart. A key that cannot be extracted follows the
+//! limiter's [`FailurePolicy`](crate::FailurePolicy), which lets the request through by
+//! default; `FailurePolicy::Closed` refuses it.
+//!
+//! # IPv6 clients are keyed by prefix
+//!
+//! An IPv4 address is one subscriber (or many behind a NAT); an IPv6 subscriber gets a whole
+//! block, and may send each request from a new address of it. [`peer_ip()`] and
+//! [`client_ip()`] therefore key an IPv6 client by its /64 (`2001:db8:1:2::/64`): the
+//! smallest block a network hands to one subscriber, since addresses are formed inside a
+//! /64. Many residential ISPs give each home a /56, and
+//! [`.ipv6_prefix(56)`](PeerIp::ipv6_prefix) counts the whole home as one client; `128`
+//! keys every address alone. IPv4 is keyed by address, and an IPv4-mapped address
+//! (`::ffff:192.0.2.1`, as dual-stack listeners report IPv4 peers) by the IPv4 address it
+//! stands for.
+//!
+//! # Your own
+//!
+//! Any `Fn(&Parts) -> Result<K, KeyError>` closure or function is a key extractor:
+//!
+//! ```
+//! use axum::http::request::Parts;
+//! use plug_limit::key::KeyError;
+//!
+//! fn tenant(parts: &Parts) -> Result<String, KeyError> {
+//!     parts
+//!         .uri
+//!         .host()
+//!         .map(str::to_owned)
+//!         .ok_or_else(|| KeyError::new("request has no host"))
+//! }
+//! # let _: &dyn plug_limit::KeyExtractor = &tenant;
+//! ```
+
+mod addr;
+mod client_ip;
+mod error;
+mod extractor;
+mod forwarded;
+mod header;
+mod peer_ip;
+mod single_value;
+#[cfg(test)]
+mod tests;
+
+pub use self::client_ip::{ClientIp, ClientIpSource, client_ip};
+pub use self::error::KeyError;
+pub use self::extractor::{Key, KeyExtractor};
+pub use self::header::{Global, Header, global, header};
+pub use self::peer_ip::{PeerIp, peer_ip};
