@@ -1,8 +1,9 @@
-//! The client IP a proxy reports.
+//! The client IP a proxy reports, believed only from the proxies you trust.
 
 use std::net::IpAddr;
 
 use http::request::Parts;
+use ipnet::IpNet;
 
 use super::peer_ip::{DEFAULT_IPV6_PREFIX, checked_prefix, ip_key, peer};
 use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
@@ -16,11 +17,13 @@ use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
 /// # Example
 ///
 /// ```
-/// use plug_limit::key::{self, ClientIpSource};
+/// use plug_limit::key::{self, ClientIpSource, IpNet};
 ///
-/// // nginx in front, with `proxy_set_header X-Real-IP $remote_addr;`.
-/// let key = key::client_ip(ClientIpSource::XRealIp);
+/// // nginx on the same host, with `proxy_set_header X-Real-IP $remote_addr;`.
+/// let key = key::client_ip(ClientIpSource::XRealIp)
+///     .trusted_proxies(["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?]);
 /// # let _: &dyn plug_limit::KeyExtractor = &key;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -68,19 +71,32 @@ impl ClientIpSource {
     }
 }
 
+/// The proxy list of a [`ClientIp`] without [`trusted_proxies`](ClientIp::trusted_proxies):
+/// the source is believed whatever the peer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyPeer;
+
 /// Keys by the client IP a proxy reports. See [`client_ip()`].
+///
+/// `Proxies` is the list of trusted proxies: [`AnyPeer`] until
+/// [`trusted_proxies`](ClientIp::trusted_proxies) sets one (`[IpNet; N]`, `Vec<IpNet>`,
+/// `&'static [IpNet]`, ...).
 #[derive(Debug, Clone, Copy)]
-pub struct ClientIp {
+pub struct ClientIp<Proxies = AnyPeer> {
     source: ClientIpSource,
     ipv6_prefix: u8,
+    proxies: Proxies,
 }
 
 /// Keys requests by the client IP address that a proxy reports in `source`; an IPv6 client by
 /// its /64 (see [`ClientIp::ipv6_prefix`]).
 ///
-/// The header is believed from every peer: use it only when nothing but your proxy can reach
-/// the app. A client that reaches the app directly writes the header itself, and with it picks
-/// a fresh budget for every request.
+/// **Name your proxies** with [`trusted_proxies`](ClientIp::trusted_proxies) whenever the
+/// app can be reached by anything but them. Without a list the header is believed from every
+/// peer: a client that reaches the app directly writes the header itself, and with it picks a
+/// fresh budget for every request. That is the behaviour of `client_ip(source)` alone, kept for
+/// apps that only a proxy can reach (a private network, a platform such as Fly.io whose proxy
+/// addresses are not published), where a list would have to trust everyone anyway.
 ///
 /// # Example
 ///
@@ -95,10 +111,52 @@ pub const fn client_ip(source: ClientIpSource) -> ClientIp {
     ClientIp {
         source,
         ipv6_prefix: DEFAULT_IPV6_PREFIX,
+        proxies: AnyPeer,
     }
 }
 
 impl ClientIp {
+    /// Believes the source only when the TCP peer (axum's `ConnectInfo<SocketAddr>`) is inside
+    /// one of `proxies`; any other peer is keyed by its own address, as
+    /// [`peer_ip`](super::peer_ip) does. A request without a peer address is then a
+    /// [`KeyError::NoPeerAddress`]. An empty list trusts no one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::key::{self, ClientIpSource, IpNet};
+    ///
+    /// let proxies: [IpNet; 2] = ["10.0.0.0/8".parse()?, "2001:db8:ffff::/48".parse()?];
+    /// let key = key::client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(proxies);
+    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// In a constant, for `#[rate_limit(key = ...)]` or [`Limit::KEY`](crate::Limit::KEY),
+    /// with any [`ipv6_prefix`](Self::ipv6_prefix) set first:
+    ///
+    /// ```
+    /// use std::net::{IpAddr, Ipv4Addr};
+    ///
+    /// use plug_limit::key::{self, ClientIp, ClientIpSource, IpNet};
+    ///
+    /// const PROXIES: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)];
+    /// const BY_PROXY: ClientIp<&[IpNet]> = key::client_ip(ClientIpSource::XRealIp)
+    ///     .ipv6_prefix(56)
+    ///     .trusted_proxies(PROXIES);
+    /// ```
+    #[must_use]
+    pub const fn trusted_proxies<Proxies>(self, proxies: Proxies) -> ClientIp<Proxies>
+    where
+        Proxies: AsRef<[IpNet]>,
+    {
+        ClientIp {
+            source: self.source,
+            ipv6_prefix: self.ipv6_prefix,
+            proxies,
+        }
+    }
+
     /// Keys IPv6 clients by their first `bits` bits instead of 64, as
     /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does.
     ///
@@ -122,9 +180,72 @@ impl ClientIp {
     }
 }
 
+impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
+    /// Keys IPv6 clients by their first `bits` bits instead of 64, as
+    /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does. Not `const`: the list may own
+    /// memory, which a constant cannot drop; in a constant, set the prefix before the list.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::key::{self, ClientIpSource, IpNet};
+    ///
+    /// // A list read at start-up, e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
+    /// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
+    ///     .split(',')
+    ///     .map(str::parse)
+    ///     .collect::<Result<_, _>>()?;
+    /// let key = key::client_ip(ClientIpSource::RightmostForwarded)
+    ///     .trusted_proxies(proxies)
+    ///     .ipv6_prefix(48);
+    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `bits` is not within `1..=128`.
+    #[must_use]
+    pub fn ipv6_prefix(self, bits: u8) -> Self {
+        Self {
+            ipv6_prefix: checked_prefix(bits),
+            ..self
+        }
+    }
+
+    /// Whether `peer` is one of the trusted proxies.
+    fn trusts(&self, peer: IpAddr) -> bool {
+        // `peer` is canonical (IPv4-mapped addresses as IPv4); a list may still name IPv4
+        // proxies in their mapped form.
+        let mapped = match peer {
+            IpAddr::V4(ip) => IpAddr::V6(ip.to_ipv6_mapped()),
+            IpAddr::V6(_) => peer,
+        };
+        let proxies = self.proxies.as_ref();
+        proxies
+            .iter()
+            .any(|proxy| proxy.contains(&peer) || proxy.contains(&mapped))
+    }
+}
+
 impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
         let ip = self.source.read(parts)?;
+        Ok(ip_key(ip, self.ipv6_prefix))
+    }
+}
+
+impl<Proxies> KeyExtractor for ClientIp<Proxies>
+where
+    Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        let peer = peer(parts)?;
+        let ip = if self.trusts(peer) {
+            self.source.read(parts)?
+        } else {
+            peer
+        };
         Ok(ip_key(ip, self.ipv6_prefix))
     }
 }

@@ -16,20 +16,29 @@
 //!
 //! Behind a reverse proxy or a load balancer, the TCP peer of every request is the proxy, and
 //! [`peer_ip()`] would give all clients one budget. [`client_ip()`] reads the address the
-//! proxy reports instead, from the [`ClientIpSource`] it writes. It believes the header from
-//! every peer, so use it only where nothing but your proxy reaches the app.
+//! proxy reports instead, from the [`ClientIpSource`] it writes, and believes it only when the
+//! peer is one of the [trusted proxies](ClientIp::trusted_proxies); any other peer is keyed
+//! by its own address, so a client that reaches the app directly cannot choose its key.
 //!
 //! ```
-//! use plug_limit::key::{self, ClientIpSource};
+//! use std::net::SocketAddr;
+//!
+//! use axum::extract::ConnectInfo;
+//! use plug_limit::key::{self, ClientIpSource, IpNet};
 //! use plug_limit::KeyExtractor;
 //!
-//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor);
-//! // The client wrote the left entries; the proxy appended the address it saw.
-//! let request = http::Request::builder()
-//!     .header("x-forwarded-for", b"\xff not an address, 6.6.6.6, 203.0.113.7".as_slice())
-//!     .body(())?;
-//! let key = key.extract(&request.into_parts().0)?;
-//! assert_eq!(key.iter().collect::<Vec<_>>(), ["203.0.113.7"]);
+//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor)
+//!     .trusted_proxies(["10.0.0.0/8".parse::<IpNet>()?]);
+//! let key_of = |peer: [u8; 4]| -> Result<String, Box<dyn std::error::Error>> {
+//!     // The client wrote the left entries; the proxy appended the address it saw.
+//!     let request = http::Request::builder()
+//!         .header("x-forwarded-for", b"\xff not an address, 6.6.6.6, 203.0.113.7".as_slice())
+//!         .extension(ConnectInfo(SocketAddr::from((peer, 40000))))
+//!         .body(())?;
+//!     Ok(key.extract(&request.into_parts().0)?.iter().collect())
+//! };
+//! assert_eq!(key_of([10, 0, 0, 2])?, "203.0.113.7"); // through the proxy
+//! assert_eq!(key_of([192, 0, 2, 9])?, "192.0.2.9"); // straight in: its own address
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -82,8 +91,11 @@ mod single_value;
 #[cfg(test)]
 mod tests;
 
-pub use self::client_ip::{ClientIp, ClientIpSource, client_ip};
+pub use self::client_ip::{AnyPeer, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
 pub use self::header::{Global, Header, global, header};
 pub use self::peer_ip::{PeerIp, peer_ip};
+/// The CIDR block type of [`ClientIp::trusted_proxies`], from the `ipnet` crate.
+#[doc(no_inline)]
+pub use ipnet::IpNet;

@@ -3,6 +3,7 @@
 
 mod forwarded;
 mod single_value;
+mod trusted_proxies;
 mod x_forwarded_for;
 
 use std::net::SocketAddr;
