@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use http::request::Parts;
 
-use super::KeyError;
+use super::{KeyError, Or, first_of};
 
 /// Names the client a request is counted against.
 ///
@@ -15,7 +15,7 @@ use super::KeyError;
 ///
 /// ```
 /// use axum::http::request::Parts;
-/// use plug_limit::{KeyError, KeyExtractor};
+/// use plug_limit::{KeyError, KeyExtractor, key};
 ///
 /// fn tenant(parts: &Parts) -> Result<String, KeyError> {
 ///     parts
@@ -24,7 +24,10 @@ use super::KeyError;
 ///         .map(str::to_owned)
 ///         .ok_or_else(|| KeyError::new("request has no host"))
 /// }
-/// # let _: &dyn KeyExtractor = &tenant;
+///
+/// // A tenant's budget, else the client IP's.
+/// let key = tenant.or(key::peer_ip());
+/// # let _: &dyn KeyExtractor = &key;
 /// ```
 pub trait KeyExtractor: Send + Sync + 'static {
     /// Extracts the key from the request parts.
@@ -34,6 +37,26 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// A [`KeyError`] when the request does not carry what the key is made of. The request then
     /// follows the limiter's [`FailurePolicy`](crate::FailurePolicy), and the error is logged.
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
+
+    /// This key, else `then`'s when this one cannot be extracted; the two never share a
+    /// budget. The same as [`first_of(self, then)`](first_of), which also works in constants.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{KeyExtractor, key};
+    ///
+    /// // Users by the id an auth layer in front sets, everyone else by address.
+    /// let key = key::header("x-user-id").or(key::peer_ip());
+    /// # let _: &dyn KeyExtractor = &key;
+    /// ```
+    #[must_use]
+    fn or<Then: KeyExtractor>(self, then: Then) -> Or<Self, Then>
+    where
+        Self: Sized,
+    {
+        first_of(self, then)
+    }
 }
 
 impl<F, K> KeyExtractor for F
@@ -84,6 +107,22 @@ impl Key {
     /// The parts of the key, in `KEYS` order.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.first.as_str()).chain(self.rest.iter().map(String::as_str))
+    }
+
+    /// The same key with `tag` and `:` before every part, so that keys of two extractors
+    /// cannot meet.
+    pub(super) fn tagged(self, tag: &str) -> Self {
+        let tag = |part: String| {
+            let mut tagged = String::with_capacity(tag.len() + 1 + part.len());
+            tagged.push_str(tag);
+            tagged.push(':');
+            tagged.push_str(&part);
+            tagged
+        };
+        Self {
+            first: tag(self.first),
+            rest: self.rest.into_iter().map(tag).collect(),
+        }
     }
 }
 

@@ -39,7 +39,8 @@ pub struct Header(&'static str);
 ///
 /// A request without the header, or with a value that is not visible ASCII, is a
 /// [`KeyError`]. The client writes the value: use it for keys that something checks, such as
-/// an API key your app or gateway verifies.
+/// an API key your app or gateway verifies, and see [`first_of`](super::first_of) to fall back
+/// to the client IP.
 ///
 /// # Example
 ///

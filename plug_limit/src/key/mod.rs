@@ -10,6 +10,7 @@
 //! | [`client_ip(source)`](client_ip()) | the address a proxy reports | the same |
 //! | [`header(name)`](header()) | a header's value, such as an API key | `k-123` |
 //! | [`global()`] | one budget for everyone | `global` |
+//! | [`a.or(b)`](KeyExtractor::or), [`first_of(a, b)`](first_of) | `a`'s key, else `b`'s | `1:k-123`, `2:192.0.2.1` |
 //! | any `Fn(&Parts) -> Result<K, KeyError>` | your own | yours |
 //!
 //! # Behind a proxy
@@ -62,6 +63,11 @@
 //! (`::ffff:192.0.2.1`, as dual-stack listeners report IPv4 peers) by the IPv4 address it
 //! stands for.
 //!
+//! # Falling back
+//!
+//! `key::header("x-api-key").or(key::peer_ip())` counts requests with an API key against the
+//! key, and the others against their address, in separate key spaces (see [`first_of`]).
+//!
 //! # Your own
 //!
 //! Any `Fn(&Parts) -> Result<K, KeyError>` closure or function is a key extractor:
@@ -86,6 +92,7 @@ mod error;
 mod extractor;
 mod forwarded;
 mod header;
+mod or;
 mod peer_ip;
 mod single_value;
 #[cfg(test)]
@@ -95,6 +102,7 @@ pub use self::client_ip::{AnyPeer, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
 pub use self::header::{Global, Header, global, header};
+pub use self::or::{Or, first_of};
 pub use self::peer_ip::{PeerIp, peer_ip};
 /// The CIDR block type of [`ClientIp::trusted_proxies`], from the `ipnet` crate.
 #[doc(no_inline)]

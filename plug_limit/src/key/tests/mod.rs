@@ -1,6 +1,7 @@
 //! Unit tests of the key extractors, through their public face: request parts in, key text or
 //! error message out.
 
+mod first_of;
 mod forwarded;
 mod single_value;
 mod trusted_proxies;
