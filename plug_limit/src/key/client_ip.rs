@@ -1,0 +1,251 @@
+//! The client IP a proxy reports, believed only from the proxies you trust.
+
+use std::net::IpAddr;
+
+use http::request::Parts;
+use ipnet::IpNet;
+
+use super::peer_ip::{DEFAULT_IPV6_PREFIX, checked_prefix, ip_key, peer};
+use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
+
+/// Where a trusted proxy puts the client's IP address. See [`client_ip()`].
+///
+/// Pick the one your own proxy sets; a header no proxy of yours overwrites can be forged by the
+/// client. The `Rightmost*` sources take the entry your proxy appended and never read the ones
+/// to its left, which the client wrote.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::key::{self, ClientIpSource, IpNet};
+///
+/// // nginx on the same host, with `proxy_set_header X-Real-IP $remote_addr;`.
+/// let key = key::client_ip(ClientIpSource::XRealIp)
+///     .trusted_proxies(["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?]);
+/// # let _: &dyn plug_limit::KeyExtractor = &key;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ClientIpSource {
+    /// The rightmost address in `X-Forwarded-For` (nginx, most load balancers), with or
+    /// without a port: `192.0.2.1`, `192.0.2.1:4711`, `2001:db8::1`, `[2001:db8::1]:4711`.
+    RightmostXForwardedFor,
+    /// The `for=` address of the last element of `Forwarded` (RFC 7239):
+    /// `for=192.0.2.1`, `for="192.0.2.1:4711"`, `for="[2001:db8::1]:4711"`.
+    RightmostForwarded,
+    /// `X-Real-Ip` (nginx `real_ip` module): one address.
+    XRealIp,
+    /// `CF-Connecting-IP` (Cloudflare): one address.
+    CfConnectingIp,
+    /// `True-Client-IP` (Cloudflare Enterprise, Akamai): one address.
+    TrueClientIp,
+    /// `Fly-Client-IP` (Fly.io): one address.
+    FlyClientIp,
+    /// `CloudFront-Viewer-Address` (AWS CloudFront): the address and the client's port, IPv6
+    /// unbracketed: `198.51.100.10:46532`, `2001:db8::1:46532`.
+    CloudFrontViewerAddress,
+    /// `X-Envoy-External-Address` (Envoy): one address.
+    XEnvoyExternalAddress,
+    /// The TCP peer, as [`peer_ip`](super::peer_ip).
+    ConnectInfo,
+}
+
+impl ClientIpSource {
+    /// The client's address as this source tells it.
+    fn read(self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        let headers = &parts.headers;
+        match self {
+            Self::RightmostXForwardedFor => forwarded::rightmost_x_forwarded_for(headers),
+            Self::RightmostForwarded => forwarded::rightmost_forwarded(headers),
+            Self::XRealIp => single_value::ip(headers, "x-real-ip"),
+            Self::CfConnectingIp => single_value::ip(headers, "cf-connecting-ip"),
+            Self::TrueClientIp => single_value::ip(headers, "true-client-ip"),
+            Self::FlyClientIp => single_value::ip(headers, "fly-client-ip"),
+            Self::CloudFrontViewerAddress => {
+                single_value::ip_and_port(headers, "cloudfront-viewer-address")
+            }
+            Self::XEnvoyExternalAddress => single_value::ip(headers, "x-envoy-external-address"),
+            Self::ConnectInfo => peer(parts),
+        }
+    }
+}
+
+/// The proxy list of a [`ClientIp`] without [`trusted_proxies`](ClientIp::trusted_proxies):
+/// the source is believed whatever the peer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AnyPeer;
+
+/// Keys by the client IP a proxy reports. See [`client_ip()`].
+///
+/// `Proxies` is the list of trusted proxies: [`AnyPeer`] until
+/// [`trusted_proxies`](ClientIp::trusted_proxies) sets one (`[IpNet; N]`, `Vec<IpNet>`,
+/// `&'static [IpNet]`, ...).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp<Proxies = AnyPeer> {
+    source: ClientIpSource,
+    ipv6_prefix: u8,
+    proxies: Proxies,
+}
+
+/// Keys requests by the client IP address that a proxy reports in `source`; an IPv6 client by
+/// its /64 (see [`ClientIp::ipv6_prefix`]).
+///
+/// **Name your proxies** with [`trusted_proxies`](ClientIp::trusted_proxies) whenever the
+/// app can be reached by anything but them. Without a list the header is believed from every
+/// peer: a client that reaches the app directly writes the header itself, and with it picks a
+/// fresh budget for every request. That is the behaviour of `client_ip(source)` alone, kept for
+/// apps that only a proxy can reach (a private network, a platform such as Fly.io whose proxy
+/// addresses are not published), where a list would have to trust everyone anyway.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::key::{self, ClientIpSource};
+///
+/// // Behind Fly.io's proxy, the only way in.
+/// const FLY: key::ClientIp = key::client_ip(ClientIpSource::FlyClientIp);
+/// ```
+#[must_use]
+pub const fn client_ip(source: ClientIpSource) -> ClientIp {
+    ClientIp {
+        source,
+        ipv6_prefix: DEFAULT_IPV6_PREFIX,
+        proxies: AnyPeer,
+    }
+}
+
+impl ClientIp {
+    /// Believes the source only when the TCP peer (axum's `ConnectInfo<SocketAddr>`) is inside
+    /// one of `proxies`; any other peer is keyed by its own address, as
+    /// [`peer_ip`](super::peer_ip) does. A request without a peer address is then a
+    /// [`KeyError::NoPeerAddress`]. An empty list trusts no one.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::key::{self, ClientIpSource, IpNet};
+    ///
+    /// let proxies: [IpNet; 2] = ["10.0.0.0/8".parse()?, "2001:db8:ffff::/48".parse()?];
+    /// let key = key::client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(proxies);
+    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// In a constant, for `#[rate_limit(key = ...)]` or [`Limit::KEY`](crate::Limit::KEY),
+    /// with any [`ipv6_prefix`](Self::ipv6_prefix) set first:
+    ///
+    /// ```
+    /// use std::net::{IpAddr, Ipv4Addr};
+    ///
+    /// use plug_limit::key::{self, ClientIp, ClientIpSource, IpNet};
+    ///
+    /// const PROXIES: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)];
+    /// const BY_PROXY: ClientIp<&[IpNet]> = key::client_ip(ClientIpSource::XRealIp)
+    ///     .ipv6_prefix(56)
+    ///     .trusted_proxies(PROXIES);
+    /// ```
+    #[must_use]
+    pub const fn trusted_proxies<Proxies>(self, proxies: Proxies) -> ClientIp<Proxies>
+    where
+        Proxies: AsRef<[IpNet]>,
+    {
+        ClientIp {
+            source: self.source,
+            ipv6_prefix: self.ipv6_prefix,
+            proxies,
+        }
+    }
+
+    /// Keys IPv6 clients by their first `bits` bits instead of 64, as
+    /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::key::{self, ClientIpSource};
+    ///
+    /// const PER_HOME: key::ClientIp = key::client_ip(ClientIpSource::FlyClientIp).ipv6_prefix(56);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `bits` is not within `1..=128`; in a `const` context this is a compile error.
+    #[must_use]
+    pub const fn ipv6_prefix(self, bits: u8) -> Self {
+        Self {
+            ipv6_prefix: checked_prefix(bits),
+            ..self
+        }
+    }
+}
+
+impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
+    /// Keys IPv6 clients by their first `bits` bits instead of 64, as
+    /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does. Not `const`: the list may own
+    /// memory, which a constant cannot drop; in a constant, set the prefix before the list.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::key::{self, ClientIpSource, IpNet};
+    ///
+    /// // A list read at start-up, e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
+    /// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
+    ///     .split(',')
+    ///     .map(str::parse)
+    ///     .collect::<Result<_, _>>()?;
+    /// let key = key::client_ip(ClientIpSource::RightmostForwarded)
+    ///     .trusted_proxies(proxies)
+    ///     .ipv6_prefix(48);
+    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// When `bits` is not within `1..=128`.
+    #[must_use]
+    pub fn ipv6_prefix(self, bits: u8) -> Self {
+        Self {
+            ipv6_prefix: checked_prefix(bits),
+            ..self
+        }
+    }
+
+    /// Whether `peer` is one of the trusted proxies.
+    fn trusts(&self, peer: IpAddr) -> bool {
+        // `peer` is canonical (IPv4-mapped addresses as IPv4); a list may still name IPv4
+        // proxies in their mapped form.
+        let mapped = match peer {
+            IpAddr::V4(ip) => IpAddr::V6(ip.to_ipv6_mapped()),
+            IpAddr::V6(_) => peer,
+        };
+        let proxies = self.proxies.as_ref();
+        proxies
+            .iter()
+            .any(|proxy| proxy.contains(&peer) || proxy.contains(&mapped))
+    }
+}
+
+impl KeyExtractor for ClientIp {
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        let ip = self.source.read(parts)?;
+        Ok(ip_key(ip, self.ipv6_prefix))
+    }
+}
+
+impl<Proxies> KeyExtractor for ClientIp<Proxies>
+where
+    Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
+{
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        let peer = peer(parts)?;
+        let ip = if self.trusts(peer) {
+            self.source.read(parts)?
+        } else {
+            peer
+        };
+        Ok(ip_key(ip, self.ipv6_prefix))
+    }
+}

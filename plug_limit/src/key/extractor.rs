@@ -1,0 +1,150 @@
+//! The `KeyExtractor` trait and the `Key` it returns.
+
+use std::net::IpAddr;
+
+use http::request::Parts;
+
+use super::{KeyError, Or, first_of};
+
+/// Names the client a request is counted against.
+///
+/// Implemented by the extractors of [`key`](crate::key) and by any
+/// `Fn(&Parts) -> Result<K, KeyError>` where `K: Into<Key>`.
+///
+/// # Example
+///
+/// ```
+/// use axum::http::request::Parts;
+/// use plug_limit::{KeyError, KeyExtractor, key};
+///
+/// fn tenant(parts: &Parts) -> Result<String, KeyError> {
+///     parts
+///         .uri
+///         .host()
+///         .map(str::to_owned)
+///         .ok_or_else(|| KeyError::new("request has no host"))
+/// }
+///
+/// // A tenant's budget, else the client IP's.
+/// let key = tenant.or(key::peer_ip());
+/// # let _: &dyn KeyExtractor = &key;
+/// ```
+pub trait KeyExtractor: Send + Sync + 'static {
+    /// Extracts the key from the request parts.
+    ///
+    /// # Errors
+    ///
+    /// A [`KeyError`] when the request does not carry what the key is made of. The request then
+    /// follows the limiter's [`FailurePolicy`](crate::FailurePolicy), and the error is logged.
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
+
+    /// This key, else `then`'s when this one cannot be extracted; the two never share a
+    /// budget. The same as [`first_of(self, then)`](first_of), which also works in constants.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{KeyExtractor, key};
+    ///
+    /// // Users by the id an auth layer in front sets, everyone else by address.
+    /// let key = key::header("x-user-id").or(key::peer_ip());
+    /// # let _: &dyn KeyExtractor = &key;
+    /// ```
+    #[must_use]
+    fn or<Then: KeyExtractor>(self, then: Then) -> Or<Self, Then>
+    where
+        Self: Sized,
+    {
+        first_of(self, then)
+    }
+}
+
+impl<F, K> KeyExtractor for F
+where
+    F: Fn(&Parts) -> Result<K, KeyError> + Send + Sync + 'static,
+    K: Into<Key>,
+{
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        self(parts).map(Into::into)
+    }
+}
+
+/// The key(s) a request is counted against, as returned by a [`KeyExtractor`].
+///
+/// Built-in limiters use one key. A custom script may take several (`KEYS[1]`, `KEYS[2]`, ...);
+/// on Redis Cluster they must then share a hash tag.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::key::Key;
+///
+/// let key = Key::many(["{user-7}:minute".to_owned(), "{user-7}:day".to_owned()]);
+/// let parts: Vec<&str> = key.iter().flat_map(Key::iter).collect();
+/// assert_eq!(parts, ["{user-7}:minute", "{user-7}:day"]);
+/// assert_eq!(Key::from("user-7").iter().collect::<Vec<_>>(), ["user-7"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    first: String,
+    rest: Vec<String>,
+}
+
+impl Key {
+    /// A key made of several parts, passed to the script as `KEYS[1..]`.
+    ///
+    /// Returns `None` when `keys` is empty.
+    #[must_use]
+    pub fn many(keys: impl IntoIterator<Item = String>) -> Option<Self> {
+        let mut keys = keys.into_iter();
+        let first = keys.next()?;
+        Some(Self {
+            first,
+            rest: keys.collect(),
+        })
+    }
+
+    /// The parts of the key, in `KEYS` order.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.first.as_str()).chain(self.rest.iter().map(String::as_str))
+    }
+
+    /// The same key with `tag` and `:` before every part, so that keys of two extractors
+    /// cannot meet.
+    pub(super) fn tagged(self, tag: &str) -> Self {
+        let tag = |part: String| {
+            let mut tagged = String::with_capacity(tag.len() + 1 + part.len());
+            tagged.push_str(tag);
+            tagged.push(':');
+            tagged.push_str(&part);
+            tagged
+        };
+        Self {
+            first: tag(self.first),
+            rest: self.rest.into_iter().map(tag).collect(),
+        }
+    }
+}
+
+impl From<String> for Key {
+    fn from(first: String) -> Self {
+        Self {
+            first,
+            rest: Vec::new(),
+        }
+    }
+}
+
+impl From<&str> for Key {
+    fn from(first: &str) -> Self {
+        first.to_owned().into()
+    }
+}
+
+/// The whole address. [`peer_ip`](crate::key::peer_ip) and
+/// [`client_ip`](crate::key::client_ip()) key IPv6 clients by prefix instead.
+impl From<IpAddr> for Key {
+    fn from(ip: IpAddr) -> Self {
+        ip.to_string().into()
+    }
+}
