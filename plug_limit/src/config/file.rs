@@ -50,6 +50,9 @@ pub struct Config {
     pub on_failure: Option<FailurePolicy>,
     /// Whether limiters keep a local deny cache (default `false`).
     pub deny_cache: Option<bool>,
+    /// The most keys the memory backend holds state for (default 1,000,000; at least 1): see
+    /// [`Builder::memory_capacity`](crate::Builder::memory_capacity).
+    pub memory_capacity: Option<usize>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
 }
