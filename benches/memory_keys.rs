@@ -1,5 +1,6 @@
 //! Memory per key of the memory backend: one million distinct keys per built-in, measured as
-//! the process's resident memory before and after (Linux `/proc/self/statm`).
+//! the process's resident memory before and after (Linux `/proc/self/statm`), without a key
+//! bound and with `memory_capacity` at a tenth of the keys sent, so that the bound evicts.
 //!
 //! Run with: `cargo bench --bench memory_keys` (`MEMORY_KEYS` sets the number of keys).
 
@@ -31,28 +32,39 @@ fn resident() -> u64 {
 fn main() {
     // Each limiter is measured in a process of its own: memory freed by one would otherwise be
     // reused by the next and hide from the resident-size delta.
-    if let Some(limiter) = std::env::args().nth(1).filter(|arg| !arg.starts_with('-')) {
-        measure(&limiter);
+    let mut args = std::env::args().skip(1).filter(|arg| !arg.starts_with('-'));
+    if let (Some(limiter), Some(capacity)) = (args.next(), args.next()) {
+        measure(&limiter, capacity.parse().expect("a capacity"));
         return;
     }
-    println!("| limiter | keys | bytes per key | ns per check |");
-    println!("|---|---:|---:|---:|");
+    let keys = keys();
+    println!(
+        "| limiter | capacity | keys sent | keys held | resident growth | bytes per held key | ns per check |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     let exe = std::env::current_exe().expect("the bench's own path");
     for (limiter, _) in LIMITERS {
-        let status = std::process::Command::new(&exe)
-            .arg(limiter)
-            .status()
-            .expect("run the measurement");
-        assert!(status.success(), "{limiter}: {status}");
+        for capacity in [usize::MAX, keys / 10] {
+            let status = std::process::Command::new(&exe)
+                .args([limiter, &capacity.to_string()])
+                .status()
+                .expect("run the measurement");
+            assert!(status.success(), "{limiter}: {status}");
+        }
     }
 }
 
-/// Prints one table row: `limiter` over `MEMORY_KEYS` (default one million) distinct keys.
-fn measure(limiter: &str) {
-    let keys: usize = std::env::var("MEMORY_KEYS")
+/// `MEMORY_KEYS`, default one million.
+fn keys() -> usize {
+    std::env::var("MEMORY_KEYS")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(1_000_000);
+        .unwrap_or(1_000_000)
+}
+
+/// Prints one table row: `limiter` over `keys()` distinct keys, with at most `capacity` held.
+fn measure(limiter: &str, capacity: usize) {
+    let keys = keys();
     let (_, opts) = LIMITERS
         .into_iter()
         .find(|(name, _)| *name == limiter)
@@ -60,11 +72,12 @@ fn measure(limiter: &str) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
-    // One clock far from any expiry: every key stays live.
+    // One clock far from any expiry: every key stays live, and only the bound evicts.
     let limits = PlugLimit::memory_builder()
         .clock(ManualClock::starting_now())
+        .memory_capacity(capacity)
         .build()
-        .expect("defaults are valid");
+        .expect("a valid capacity");
     let before = resident();
     let started = Instant::now();
     runtime.block_on(async {
@@ -79,10 +92,26 @@ fn measure(limiter: &str) {
     });
     let elapsed = started.elapsed();
     let after = resident();
-    assert_eq!(limits.memory_keys(), Some(keys));
+    let held = limits.memory_keys().expect("a memory backend");
+    // Unbounded, every key is held; bounded, a full shard evicts an eighth at a time.
+    if capacity >= keys {
+        assert_eq!(held, keys, "{limiter}: keys held");
+    } else {
+        assert!(held <= capacity, "{limiter}: {held} keys held");
+    }
+    let grown = after.saturating_sub(before);
     #[allow(clippy::cast_precision_loss)]
-    let per_key = after.saturating_sub(before) as f64 / keys as f64;
+    let per_key = grown as f64 / held as f64;
     #[allow(clippy::cast_precision_loss)]
     let per_check = elapsed.as_nanos() as f64 / keys as f64;
-    println!("| {limiter} | {keys} | {per_key:.0} | {per_check:.0} |");
+    #[allow(clippy::cast_precision_loss)]
+    let grown_mb = grown as f64 / 1e6;
+    let capacity = if capacity == usize::MAX {
+        "none".to_owned()
+    } else {
+        capacity.to_string()
+    };
+    println!(
+        "| {limiter} | {capacity} | {keys} | {held} | {grown_mb:.1} MB | {per_key:.0} | {per_check:.0} |"
+    );
 }

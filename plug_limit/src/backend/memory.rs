@@ -2,6 +2,7 @@
 //! local development.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
@@ -20,7 +21,9 @@ const SHARDS: usize = 64;
 const _: () = assert!(size_of::<Option<Stored>>() == size_of::<Stored>());
 
 /// Keeps each key's limiter state in a [`Sharded`] map, evaluated by the same rules as the Lua
-/// scripts; expired state is swept as traffic flows, without a background task.
+/// scripts; expired state is swept as traffic flows, without a background task, and a full
+/// shard evicts the state that expires soonest (see
+/// [`Builder::memory_capacity`](crate::Builder::memory_capacity)).
 pub(crate) struct MemoryBackend {
     /// `None` only while an evaluation runs: a key whose state it deletes is removed.
     states: Sharded<Option<Stored>>,
@@ -28,9 +31,10 @@ pub(crate) struct MemoryBackend {
 }
 
 impl MemoryBackend {
-    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+    /// A backend holding state for at most `capacity` keys.
+    pub(crate) fn new(clock: Arc<dyn Clock>, capacity: NonZeroUsize) -> Self {
         Self {
-            states: Sharded::new(SHARDS),
+            states: Sharded::bounded(SHARDS, capacity),
             clock,
         }
     }
@@ -55,10 +59,10 @@ impl MemoryBackend {
     ) -> Result<Verdict, String> {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock(key);
-        shard.sweep_if_due(|slot| slot.as_ref().is_some_and(|s| s.expires_at_ms > now_ms));
+        shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         // An existing key is evaluated in place: one lookup, no allocation.
         if let Some(slot) = shard.get_mut(key) {
-            if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
+            if expires_at(slot.as_ref()) <= now_ms {
                 *slot = None;
             }
             let verdict = algorithm.evaluate(opts, cost, now_ms, slot);
@@ -70,6 +74,8 @@ impl MemoryBackend {
         let mut slot = None;
         let verdict = algorithm.evaluate(opts, cost, now_ms, &mut slot);
         if slot.is_some() {
+            // Only a new key can fill a shard: a known one was evaluated in place above.
+            shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
             shard.insert(key, slot);
         }
         verdict
@@ -84,6 +90,12 @@ impl MemoryBackend {
     pub(crate) fn len(&self) -> usize {
         self.states.len()
     }
+}
+
+/// When a key's state ends by itself, as its Redis key's TTL would end it: what eviction orders
+/// by. A slot is only `None` while it is evaluated; such a slot is as good as gone.
+fn expires_at(slot: Option<&Stored>) -> i64 {
+    slot.map_or(i64::MIN, |stored| stored.expires_at_ms)
 }
 
 /// A twin's verdict as the outcome its script's reply would parse to: header values under the

@@ -1,7 +1,9 @@
 //! A string-keyed map split over independently locked shards, with expired entries swept as
-//! traffic flows: the store of the memory backend and of the local deny cache.
+//! traffic flows and, when the map is bounded, the soonest-expiring entries evicted to make room:
+//! the store of the memory backend and of the local deny cache.
 
 use std::hash::{BuildHasher, RandomState};
+use std::num::NonZeroUsize;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
@@ -10,28 +12,36 @@ use hashbrown::HashTable;
 /// memory it frees.
 const MIN_SWEEP: usize = 64;
 
+/// A full shard frees at least `1 / EVICT_SHARE` of its capacity at once, so that the pass over
+/// the shard that finds what to evict is paid for by that many new keys, not by every one.
+const EVICT_SHARE: usize = 8;
+
 /// Independent locks, so concurrent requests for different keys rarely wait on each other.
 ///
 /// Keys come from clients, so they are hashed with std's DoS-resistant SipHash; but only once
 /// per operation: the one hash picks the shard (from its high bits) and probes the shard's
-/// table (which reads its low bits and its top seven).
+/// table (which reads its low bits and its top seven). A client cannot choose which shard its
+/// keys land in, which is what spreads a bound kept per shard evenly over a spray.
 #[derive(Debug)]
 pub(crate) struct Sharded<V> {
     shards: Box<[Mutex<Shard<V>>]>,
     hasher: RandomState,
 }
 
-/// One shard: its entries, and when it sweeps next.
+/// One shard: its entries, when it sweeps next, and how many entries it may hold.
 ///
 /// Expired entries are evicted without a background task: a shard sweeps once it has counted
 /// as many operations as it kept entries at its last sweep. A sweep of `n` entries thus follows
-/// at least `n / 2` operations (O(1) per operation, amortised), and a shard holds at most its
-/// live entries plus the operations since its last sweep: about twice its live entries.
+/// at least `n / 2` operations (O(1) per operation, amortised), and an unbounded shard holds at
+/// most its live entries plus the operations since its last sweep: about twice its live
+/// entries. A bounded shard also never holds more than its `capacity` (see
+/// [`Locked::make_room`]).
 #[derive(Debug)]
 struct Shard<V> {
     entries: HashTable<(Box<str>, V)>,
     ops_since_sweep: usize,
     next_sweep: usize,
+    capacity: usize,
 }
 
 /// The shard that holds one key, locked, with the key's hash.
@@ -42,14 +52,32 @@ pub(crate) struct Locked<'a, V> {
 }
 
 impl<V> Sharded<V> {
+    /// A map without a bound on its entries: only expiry removes them.
     pub(crate) fn new(shards: usize) -> Self {
+        Self::with_capacities(shards.max(1), |_| usize::MAX)
+    }
+
+    /// A map that holds at most `capacity` entries, split over `shards` shards (fewer when
+    /// `capacity` is smaller, so that each holds at least one).
+    ///
+    /// The shares differ by at most one and add up to `capacity` exactly, so the bound holds
+    /// for the whole map while each shard keeps its own under its own lock.
+    pub(crate) fn bounded(shards: usize, capacity: NonZeroUsize) -> Self {
+        let capacity = capacity.get();
+        let shards = shards.clamp(1, capacity);
+        let (share, rest) = (capacity / shards, capacity % shards);
+        Self::with_capacities(shards, |index| share + usize::from(index < rest))
+    }
+
+    fn with_capacities(shards: usize, capacity: impl Fn(usize) -> usize) -> Self {
         Self {
-            shards: (0..shards.max(1))
-                .map(|_| {
+            shards: (0..shards)
+                .map(|index| {
                     Mutex::new(Shard {
                         entries: HashTable::new(),
                         ops_since_sweep: 0,
                         next_sweep: MIN_SWEEP,
+                        capacity: capacity(index),
                     })
                 })
                 .collect(),
@@ -101,6 +129,45 @@ impl<V> Locked<'_, V> {
             shard.ops_since_sweep = 0;
             shard.next_sweep = shard.entries.len().max(MIN_SWEEP);
         }
+    }
+
+    /// Makes room for one new entry if the shard is full: it drops every entry expired at
+    /// `now` and, if that frees less than an eighth of its capacity, the entries that expire
+    /// soonest, until an eighth is free. Entries expiring at the cut are dropped in no
+    /// particular order, only as many as needed.
+    ///
+    /// An entry thus goes before its expiry only while fewer than an eighth of its shard's
+    /// entries expire before it. One pass over the shard frees an eighth of it, so each new
+    /// key pays for about eight entries' worth of passing, amortised.
+    pub(crate) fn make_room<At: Ord + Copy>(&mut self, now: At, expires_at: impl Fn(&V) -> At) {
+        let shard = &mut *self.shard;
+        if shard.entries.len() < shard.capacity {
+            return;
+        }
+        // At least 1 and at most `capacity`, which a full shard holds: `batch - 1` indexes it.
+        let batch = shard.capacity.div_ceil(EVICT_SHARE);
+        let mut expiries: Vec<At> = shard
+            .entries
+            .iter()
+            .map(|(_, value)| expires_at(value))
+            .collect();
+        let (sooner, &mut cut, _) = expiries.select_nth_unstable(batch - 1);
+        // Everything expiring before the cut goes; entries at the cut go until `batch` have.
+        let mut at_cut = batch - sooner.iter().filter(|&&at| at < cut).count();
+        shard.entries.retain(|(_, value)| {
+            let at = expires_at(value);
+            if at <= now || at < cut {
+                return false;
+            }
+            if at == cut && at_cut > 0 {
+                at_cut -= 1;
+                return false;
+            }
+            true
+        });
+        // That pass dropped every expired entry: it stands for a sweep.
+        shard.ops_since_sweep = 0;
+        shard.next_sweep = shard.entries.len().max(MIN_SWEEP);
     }
 
     /// The value stored under `key` (the key this shard was locked for).
@@ -156,6 +223,117 @@ mod tests {
         assert_eq!(map.len(), 14 + 36);
         assert_eq!(map.lock("49").get_mut("49"), None);
         assert_eq!(map.lock("50").get_mut("50"), Some(&mut 50));
+    }
+
+    /// Stores each `(key, expiry)` as the memory backend stores a new key: room first.
+    fn store(map: &Sharded<u32>, now: u32, entries: impl IntoIterator<Item = (String, u32)>) {
+        for (key, expires_at) in entries {
+            let mut shard = map.lock(&key);
+            shard.make_room(now, |&at| at);
+            shard.insert(&key, expires_at);
+        }
+    }
+
+    /// Every expiry the map holds, sorted.
+    fn held(map: &Sharded<u32>) -> Vec<u32> {
+        let mut all: Vec<u32> = map
+            .shards
+            .iter()
+            .flat_map(|shard| {
+                let shard = shard.lock().unwrap();
+                shard.entries.iter().map(|(_, at)| *at).collect::<Vec<_>>()
+            })
+            .collect();
+        all.sort_unstable();
+        all
+    }
+
+    fn keyed(expiries: impl IntoIterator<Item = u32>) -> Vec<(String, u32)> {
+        expiries
+            .into_iter()
+            .map(|at| (at.to_string(), at))
+            .collect()
+    }
+
+    fn capacities(map: &Sharded<u32>) -> Vec<usize> {
+        map.shards
+            .iter()
+            .map(|shard| shard.lock().unwrap().capacity)
+            .collect()
+    }
+
+    #[test]
+    fn a_bound_is_split_exactly_over_the_shards() {
+        let split = capacities(&Sharded::bounded(64, NonZeroUsize::new(100).unwrap()));
+        assert_eq!(split.len(), 64);
+        assert_eq!(split.iter().sum::<usize>(), 100);
+        assert_eq!(split.iter().filter(|&&share| share == 2).count(), 36);
+        assert_eq!(split.iter().filter(|&&share| share == 1).count(), 28);
+        // Fewer keys than shards: fewer shards, one key each, never an empty one.
+        assert_eq!(
+            capacities(&Sharded::bounded(64, NonZeroUsize::new(10).unwrap())),
+            [1; 10]
+        );
+    }
+
+    #[test]
+    fn a_full_shard_drops_every_expired_entry_first() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(8).unwrap());
+        store(&map, 0, keyed(1..=8));
+        // At 4, the four entries expiring by then go, more than the one an eighth asks for.
+        store(&map, 4, keyed([20]));
+        assert_eq!(held(&map), [5, 6, 7, 8, 20]);
+    }
+
+    #[test]
+    fn a_full_shard_evicts_the_soonest_expiring_eighth() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(16).unwrap());
+        let scrambled = [9, 3, 14, 1, 12, 7, 16, 5, 10, 2, 15, 8, 13, 4, 11, 6];
+        store(&map, 0, keyed(scrambled));
+        assert_eq!(map.len(), 16);
+        store(&map, 0, keyed([17]));
+        assert_eq!(held(&map), (3..=17).collect::<Vec<_>>());
+        // Two slots are free now: the next new key evicts nothing.
+        store(&map, 0, keyed([18]));
+        assert_eq!(held(&map), (3..=18).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn entries_at_the_cut_go_only_as_far_as_the_eighth_needs() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(16).unwrap());
+        let mut shared = keyed([1]);
+        shared.extend((0..15).map(|i| (format!("tie{i}"), 5)));
+        store(&map, 0, shared);
+        store(&map, 0, keyed([9]));
+        assert_eq!(held(&map), [[5; 14].as_slice(), &[9]].concat());
+    }
+
+    #[test]
+    fn a_spray_expiring_sooner_never_evicts_a_later_entry() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(8).unwrap());
+        store(&map, 0, [("victim".to_owned(), 1000)]);
+        store(&map, 0, (1..=800).map(|at| (format!("spray{at}"), at)));
+        // Each new key evicted the oldest spray; the victim and the last seven remain.
+        assert_eq!(held(&map), [794, 795, 796, 797, 798, 799, 800, 1000]);
+        assert_eq!(map.lock("victim").get_mut("victim"), Some(&mut 1000));
+    }
+
+    #[test]
+    fn evicting_an_entry_takes_a_shard_of_later_expiring_ones() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(8).unwrap());
+        store(&map, 0, [("victim".to_owned(), 10)]);
+        store(&map, 0, (0..7).map(|i| (format!("spray{i}"), 100 + i)));
+        assert_eq!(map.lock("victim").get_mut("victim"), Some(&mut 10));
+        store(&map, 0, [("spray7".to_owned(), 107)]);
+        assert_eq!(map.lock("victim").get_mut("victim"), None);
+        assert_eq!(held(&map), (100..=107).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_unbounded_map_never_evicts() {
+        let map = Sharded::new(4);
+        store(&map, 10, keyed(1..=1000));
+        assert_eq!(map.len(), 1000);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The [`Builder`] of a [`PlugLimit`], and the validation of its configuration.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
+const DEFAULT_MEMORY_CAPACITY: usize = 1_000_000;
 
 /// Builds a [`PlugLimit`] with every option of the configuration. Made by
 /// [`PlugLimit::builder`].
@@ -60,6 +62,7 @@ pub struct Builder {
     on_key_failure: KeyFailure,
     deny_cache: bool,
     breaker: CircuitBreaker,
+    memory_capacity: usize,
     key: Arc<dyn KeyExtractor>,
     responder: Arc<dyn Responder>,
     limiters: Vec<(String, Limiter)>,
@@ -100,6 +103,7 @@ impl Builder {
             on_key_failure: KeyFailure::default(),
             deny_cache: false,
             breaker: CircuitBreaker::default(),
+            memory_capacity: DEFAULT_MEMORY_CAPACITY,
             key: Arc::new(key::peer_ip()),
             responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
@@ -165,6 +169,66 @@ impl Builder {
         self
     }
 
+    /// The most keys the memory backend holds state for (default 1,000,000), so that a
+    /// client sending a new key with every request cannot grow memory without bound.
+    ///
+    /// It bounds the backend of [`PlugLimit::memory_builder`] and the one
+    /// [`FailurePolicy::Memory`] falls back on while Redis fails. The default is far above the
+    /// distinct clients one instance sees within their windows (more is a case for Redis), and
+    /// holds a spray to 0.2 to 0.3 GB rather than to the process's memory: a full backend
+    /// takes about 220 to 300 bytes per key, by limiter (`cargo bench --bench memory_keys`).
+    /// A lower bound saves memory but makes evicting a key cheaper (see below).
+    /// `usize::MAX` lifts the bound.
+    ///
+    /// # Eviction
+    ///
+    /// The bound is kept per shard, so no lock spans the map: keys are spread by a keyed hash
+    /// over up to 64 shards, whose shares of `max_keys` add up to exactly `max_keys`; a shard
+    /// can thus fill while the whole holds a little less. A key's *expiry* is when its state
+    /// would end by itself, as its Redis key's TTL would end it. Only a new key arriving at a
+    /// full shard evicts, and the shard then drops:
+    ///
+    /// 1. every expired entry: its state was over, nothing is lost;
+    /// 2. if that freed less than an eighth of the shard, the live entries that expire
+    ///    soonest, until an eighth is free (entries expiring in the same millisecond go in no
+    ///    particular order).
+    ///
+    /// So a live key is evicted only while fewer than an eighth of its shard's entries expire
+    /// before it, and what it loses is its state: its next request starts afresh, its budget
+    /// back early by at most the time that state had left, which was among the shortest eighth
+    /// in its shard. Evicting it takes its full shard to hold at least seven eighths of entries
+    /// expiring no sooner than it; a client cannot choose shards, so on an otherwise idle
+    /// backend a spray needs about seven eighths of `max_keys` fresh keys that outlast it. Keys
+    /// that expire sooner never push it out: a client denied for an hour stays denied through
+    /// any spray, however long, through limiters whose windows end before its denial does
+    /// (given two keys or more per shard, i.e. `max_keys` of 128 or more). A spray through the
+    /// victim's own limiter does count, once its fresh keys outlast the victim's state. One
+    /// pass over a shard frees an eighth of it, so eviction costs each new key a constant
+    /// amount of work, amortised.
+    ///
+    /// The local [deny cache](Self::deny_cache) is not bounded by this. It is opt-in and holds
+    /// only keys that were denied, each until the wait its denial stated: a client adds one only
+    /// by first spending that key's whole budget, so a spray grows it at most once per
+    /// `limit + 1` requests of a cost-1 limiter.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::PlugLimit;
+    ///
+    /// # fn main() -> Result<(), plug_limit::BuildError> {
+    /// let limits = PlugLimit::memory_builder().memory_capacity(100_000).build()?;
+    /// # let _ = limits;
+    /// let refused = PlugLimit::memory_builder().memory_capacity(0).build().unwrap_err();
+    /// assert_eq!(refused.to_string(), "invalid `memory_capacity`: must be at least 1");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn memory_capacity(mut self, max_keys: usize) -> Self {
+        self.memory_capacity = max_keys;
+        self
+    }
+
     /// The default key extractor (default [`key::peer_ip`]).
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
         self.key = Arc::new(key);
@@ -219,6 +283,9 @@ impl Builder {
         if let Some(breaker) = config.circuit_breaker {
             self.breaker = breaker;
         }
+        if let Some(max_keys) = config.memory_capacity {
+            self.memory_capacity = max_keys;
+        }
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
             let mut built = match (limiter.script, limiter.script_file) {
@@ -267,10 +334,10 @@ impl Builder {
     /// # Errors
     ///
     /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
-    /// spaced `prefix`, a zero `timeout`, an empty `enabled` variable name, a limiter name that
-    /// is empty, taken twice or a built-in's, an empty or unreadable script, an invalid header
-    /// name, a config limiter without exactly one script, or a limiter that a `#[rate_limit]`
-    /// handler of this program uses but that is not registered.
+    /// spaced `prefix`, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
+    /// name, a limiter name that is empty, taken twice or a built-in's, an empty or unreadable
+    /// script, an invalid header name, a config limiter without exactly one script, or a
+    /// limiter that a `#[rate_limit]` handler of this program uses but that is not registered.
     pub fn build(mut self) -> Result<PlugLimit, BuildError> {
         if let Some(error) = self.errors.drain(..).next() {
             return Err(error);
@@ -300,6 +367,9 @@ impl Builder {
                 "circuit_breaker.open_for",
                 "must be greater than zero",
             ));
+        }
+        if self.memory_capacity == 0 {
+            return Err(BuildError::invalid("memory_capacity", "must be at least 1"));
         }
         if let Enabled::Env { env, .. } = &self.enabled
             && (env.is_empty() || env.contains(['=', '\0']))
@@ -444,6 +514,8 @@ impl Builder {
 
     fn finish(self, registry: Registry) -> PlugLimit {
         let settings = self.redis_settings();
+        // `build` refuses 0 and `build_default` keeps the default: the fallback is never taken.
+        let memory_capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
         let backend = match self.store {
             Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
             #[cfg(feature = "cluster")]
@@ -452,7 +524,7 @@ impl Builder {
             }
             Store::Memory => {
                 let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-                Backend::Memory(Arc::new(MemoryBackend::new(clock)))
+                Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))
             }
         };
         PlugLimit::from_decider(Decider {
@@ -464,6 +536,7 @@ impl Builder {
             denials: DenyCache::new(),
             backend,
             clock: self.clock,
+            memory_capacity,
             fallback: OnceLock::new(),
             registry,
         })

@@ -54,6 +54,9 @@ pub struct Config {
     pub on_key_failure: Option<KeyFailure>,
     /// The Redis backend's circuit breaker: `{ "failures": 5, "open_for_ms": 1000 }`.
     pub circuit_breaker: Option<CircuitBreaker>,
+    /// The most keys the memory backend holds state for (default 1,000,000; at least 1): see
+    /// [`Builder::memory_capacity`](crate::Builder::memory_capacity).
+    pub memory_capacity: Option<usize>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
 }

@@ -7,6 +7,7 @@
 
 use std::fmt::Write;
 use std::future::Future;
+use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
@@ -56,6 +57,8 @@ pub(crate) struct Decider {
     pub(crate) backend: Backend,
     /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
     pub(crate) clock: Option<Arc<dyn Clock>>,
+    /// The key bound of a memory backend made here.
+    pub(crate) memory_capacity: NonZeroUsize,
     pub(crate) fallback: OnceLock<Backend>,
     pub(crate) registry: Registry,
 }
@@ -250,7 +253,7 @@ impl Decider {
     fn fallback(&self) -> &Backend {
         self.fallback.get_or_init(|| {
             let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-            Backend::Memory(Arc::new(MemoryBackend::new(clock)))
+            Backend::Memory(Arc::new(MemoryBackend::new(clock, self.memory_capacity)))
         })
     }
 }
