@@ -146,7 +146,7 @@ impl PlugLimit {
         &self.decider
     }
 
-    /// Whether limits apply now (see [`Enabled`]).
+    /// Whether limits apply now (see [`Enabled`](crate::Enabled)).
     #[must_use]
     pub fn is_enabled(&self) -> bool {
         self.decider.enabled.is_enabled()
