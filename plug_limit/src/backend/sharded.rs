@@ -53,6 +53,7 @@ pub(crate) struct Locked<'a, V> {
 
 impl<V> Sharded<V> {
     /// A map without a bound on its entries: only expiry removes them.
+    #[cfg(test)]
     pub(crate) fn new(shards: usize) -> Self {
         Self::with_capacities(shards.max(1), |_| usize::MAX)
     }

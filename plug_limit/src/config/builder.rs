@@ -206,10 +206,9 @@ impl Builder {
     /// pass over a shard frees an eighth of it, so eviction costs each new key a constant
     /// amount of work, amortised.
     ///
-    /// The local [deny cache](Self::deny_cache) is not bounded by this. It is opt-in and holds
-    /// only keys that were denied, each until the wait its denial stated: a client adds one only
-    /// by first spending that key's whole budget, so a spray grows it at most once per
-    /// `limit + 1` requests of a cost-1 limiter.
+    /// The local [deny cache](Self::deny_cache) holds at most as many keys, by the same rule
+    /// (the denials ending soonest go first): a dropped denial only costs its key one backend
+    /// call.
     ///
     /// # Example
     ///
@@ -533,7 +532,7 @@ impl Builder {
             log_level: self.log_level,
             on_failure: self.on_failure,
             failures: FailureLog::new(),
-            denials: DenyCache::new(),
+            denials: DenyCache::new(memory_capacity),
             backend,
             clock: self.clock,
             memory_capacity,

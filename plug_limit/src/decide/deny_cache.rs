@@ -1,6 +1,8 @@
 //! The local deny cache: once a key is denied until T, deny it here until T without asking the
 //! backend again.
 
+use std::num::NonZeroUsize;
+
 use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
 
 use crate::backend::sharded::Sharded;
@@ -34,9 +36,11 @@ struct Denial {
 }
 
 impl DenyCache {
-    pub(crate) fn new() -> Self {
+    /// A cache of denials for at most `capacity` keys. Past it, the denials ending soonest
+    /// are dropped first; a dropped denial only costs its key one backend call.
+    pub(crate) fn new(capacity: NonZeroUsize) -> Self {
         Self {
-            denials: Sharded::new(SHARDS),
+            denials: Sharded::bounded(SHARDS, capacity),
         }
     }
 
@@ -74,13 +78,14 @@ impl DenyCache {
         };
         let mut shard = self.denials.lock(key);
         shard.sweep_if_due(|denials| denials.iter().any(|denial| denial.until_ms > now_ms));
-        match shard.get_mut(key) {
-            Some(denials) => {
-                denials.retain(|old| &*old.opts != opts && old.until_ms > now_ms);
-                denials.push(denial);
-            }
-            None => shard.insert(key, vec![denial]),
+        if let Some(denials) = shard.get_mut(key) {
+            denials.retain(|old| &*old.opts != opts && old.until_ms > now_ms);
+            denials.push(denial);
+            return;
         }
+        let ends = |denials: &Vec<Denial>| denials.iter().map(|d| d.until_ms).max();
+        shard.make_room(Some(now_ms), ends);
+        shard.insert(key, vec![denial]);
     }
 
     /// Forgets every denial of `key`, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
@@ -144,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_denial_lasts_until_retry_after_and_counts_down() {
-        let cache = DenyCache::new();
+        let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
         cache.insert("k", "", 1, &denied(Some("3"), "50"), t0);
         let later = cache.get("k", "", 1, t0 + 1500).unwrap();
@@ -157,7 +162,7 @@ mod tests {
 
     #[test]
     fn without_retry_after_the_reset_bounds_it() {
-        let cache = DenyCache::new();
+        let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
         cache.insert("k", "", 1, &denied(None, "2"), t0);
         assert!(cache.get("k", "", 1, t0 + 1999).is_some());
@@ -166,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_costlier_denial_does_not_deny_a_cheaper_request() {
-        let cache = DenyCache::new();
+        let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
         cache.insert("k", "", 5, &denied(Some("10"), "10"), t0);
         assert!(cache.get("k", "", 1, t0).is_none());
@@ -177,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_denial_holds_for_its_own_limit_only() {
-        let cache = DenyCache::new();
+        let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
         cache.insert("k", "1,60,", 1, &denied(Some("60"), "60"), t0);
         assert!(cache.get("k", "1,60,", 1, t0).is_some());
@@ -190,8 +195,20 @@ mod tests {
     }
 
     #[test]
+    fn a_bounded_cache_keeps_its_bound() {
+        let cache = DenyCache::new(NonZeroUsize::MIN);
+        let t0 = 1_700_000_000_000;
+        cache.insert("a", "", 1, &denied(Some("60"), "60"), t0);
+        cache.insert("b", "", 1, &denied(Some("60"), "60"), t0);
+        // A dropped denial costs its key a backend call, nothing more.
+        assert!(cache.get("a", "", 1, t0).is_none());
+        assert!(cache.get("b", "", 1, t0).is_some());
+        assert_eq!(cache.denials.len(), 1);
+    }
+
+    #[test]
     fn no_wait_no_cache() {
-        let cache = DenyCache::new();
+        let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
         cache.insert("k", "", 1, &denied(Some("0"), "0"), t0);
         cache.insert("j", "", 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
