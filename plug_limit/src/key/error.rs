@@ -4,8 +4,8 @@ use std::borrow::Cow;
 
 /// Why a key could not be extracted from a request.
 ///
-/// The request then follows its limiter's [`FailurePolicy`](crate::FailurePolicy), and the
-/// error is logged. No message quotes a header value: those bytes are the client's, and they
+/// The request then follows its limiter's [`KeyFailure`](crate::KeyFailure) policy, and the
+/// error is logged at `DEBUG`. No message quotes a header value: those bytes are the client's, and they
 /// stay out of the logs.
 ///
 /// # Example

@@ -35,7 +35,8 @@ pub trait KeyExtractor: Send + Sync + 'static {
     /// # Errors
     ///
     /// A [`KeyError`] when the request does not carry what the key is made of. The request then
-    /// follows the limiter's [`FailurePolicy`](crate::FailurePolicy), and the error is logged.
+    /// follows the limiter's [`KeyFailure`](crate::KeyFailure) policy, and the error is logged
+    /// at `DEBUG`.
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
 
     /// This key, else `then`'s when this one cannot be extracted; the two never share a

@@ -1,8 +1,10 @@
 //! Key extractors: who a request is counted against.
 //!
 //! A [`KeyExtractor`] reads the request parts and names the client (an IP address, an API key,
-//! a user id). [`PlugLimit`](crate::PlugLimit) then namespaces it as
-//! `{prefix}:{limiter}:{scope}:{key}`, so the same client has one budget per limiter and route.
+//! a user id). [`PlugLimit`](crate::PlugLimit) then namespaces it by prefix, limiter and scope
+//! (the matched route by default), so the same client has one budget per limiter and route;
+//! the composition is injective, and long keys are stored as their digest (see the README's
+//! "Keys").
 //!
 //! | extractor | counts a request against | key text |
 //! |---|---|---|
@@ -48,8 +50,8 @@
 //! client writes there (not UTF-8, not addresses) cannot fail the extraction. Single-value
 //! headers (`X-Real-Ip`, `CF-Connecting-IP`, ...) must appear once: a proxy replaces the
 //! client's, and two lines cannot be told apart. A key that cannot be extracted follows the
-//! limiter's [`FailurePolicy`](crate::FailurePolicy), which lets the request through by
-//! default; `FailurePolicy::Closed` refuses it.
+//! limiter's [`KeyFailure`](crate::KeyFailure) policy: by default the request is counted
+//! against its TCP peer's address, in a budget of its own, never let through unlimited.
 //!
 //! # IPv6 clients are keyed by prefix
 //!
