@@ -1,33 +1,23 @@
-//! The [`Builder`] of a [`PlugLimit`], and the validation of its configuration.
+//! The [`Builder`] of a [`PlugLimit`](crate::PlugLimit): its settings, set one by one.
 
 use std::fmt;
-use std::num::NonZeroUsize;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::{Pool, Runtime};
-use http::HeaderName;
+use deadpool_redis::Pool;
 
-use super::handler_uses::check_limiters;
-use super::limiter::Source;
-use super::{CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel};
-use crate::algorithm::Algorithm;
-use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
-use crate::clock::{Clock, SystemClock};
-use crate::decide::{Decider, DenyCache, Entry, FailureLog, Registry};
+use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel};
+use crate::clock::Clock;
 use crate::error::BuildError;
-use crate::handle::PlugLimit;
 use crate::key::{self, KeyExtractor};
-use crate::lua::Lua;
-use crate::outcome::is_framing;
 use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 const DEFAULT_MEMORY_CAPACITY: usize = 1_000_000;
 
-/// Builds a [`PlugLimit`] with every option of the configuration. Made by
-/// [`PlugLimit::builder`].
+/// Builds a [`PlugLimit`](crate::PlugLimit) with every option of the configuration. Made by
+/// [`PlugLimit::builder`](crate::PlugLimit::builder).
 ///
 /// Invalid settings are reported by [`build`](Self::build), naming the field and the rule.
 ///
@@ -52,25 +42,25 @@ const DEFAULT_MEMORY_CAPACITY: usize = 1_000_000;
 /// ```
 #[must_use]
 pub struct Builder {
-    store: Store,
-    clock: Option<Arc<dyn Clock>>,
-    enabled: Enabled,
-    prefix: String,
-    timeout: Duration,
-    log_level: LogLevel,
-    on_failure: FailurePolicy,
-    on_key_failure: KeyFailure,
-    deny_cache: bool,
-    breaker: CircuitBreaker,
-    memory_capacity: usize,
-    key: Arc<dyn KeyExtractor>,
-    responder: Arc<dyn Responder>,
-    limiters: Vec<(String, Limiter)>,
-    errors: Vec<BuildError>,
+    pub(super) store: Store,
+    pub(super) clock: Option<Arc<dyn Clock>>,
+    pub(super) enabled: Enabled,
+    pub(super) prefix: String,
+    pub(super) timeout: Duration,
+    pub(super) log_level: LogLevel,
+    pub(super) on_failure: FailurePolicy,
+    pub(super) on_key_failure: KeyFailure,
+    pub(super) deny_cache: bool,
+    pub(super) breaker: CircuitBreaker,
+    pub(super) memory_capacity: usize,
+    pub(super) key: Arc<dyn KeyExtractor>,
+    pub(super) responder: Arc<dyn Responder>,
+    pub(super) limiters: Vec<(String, Limiter)>,
+    pub(super) errors: Vec<BuildError>,
 }
 
 /// Where the limiters will run.
-enum Store {
+pub(super) enum Store {
     Redis(Pool),
     #[cfg(feature = "cluster")]
     RedisCluster(deadpool_redis::cluster::Pool),
@@ -154,7 +144,7 @@ impl Builder {
     /// Once a key is denied until T (its `retry-after`, else its `x-ratelimit-reset`), this
     /// instance denies it until T by itself, without a backend call, so a flood from one
     /// denied client costs Redis nothing. The answers are the limiter's own, with their waits
-    /// counted down. It is opt-in because a [`PlugLimit::reset`] on *another* instance cannot
+    /// counted down. It is opt-in because a [`PlugLimit::reset`](crate::PlugLimit::reset) on *another* instance cannot
     /// clear this one's cache: the key stays denied here until T.
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
@@ -172,7 +162,7 @@ impl Builder {
     /// The most keys the memory backend holds state for (default 1,000,000), so that a
     /// client sending a new key with every request cannot grow memory without bound.
     ///
-    /// It bounds the backend of [`PlugLimit::memory_builder`] and the one
+    /// It bounds the backend of [`PlugLimit::memory_builder`](crate::PlugLimit::memory_builder) and the one
     /// [`FailurePolicy::Memory`] falls back on while Redis fails. The default is far above the
     /// distinct clients one instance sees within their windows (more is a case for Redis), and
     /// holds a spray to 0.2 to 0.3 GB rather than to the process's memory: a full backend
@@ -255,301 +245,6 @@ impl Builder {
         self.limiters.push((name.into(), limiter));
         self
     }
-
-    /// Applies a deserialized [`Config`]; its settings replace those set before.
-    pub fn config(mut self, config: Config) -> Self {
-        if let Some(enabled) = config.enabled {
-            self.enabled = enabled;
-        }
-        if let Some(prefix) = config.prefix {
-            self.prefix = prefix;
-        }
-        if let Some(ms) = config.timeout_ms {
-            self.timeout = Duration::from_millis(ms);
-        }
-        if let Some(level) = config.log_level {
-            self.log_level = level;
-        }
-        if let Some(policy) = config.on_failure {
-            self.on_failure = policy;
-        }
-        if let Some(on) = config.deny_cache {
-            self.deny_cache = on;
-        }
-        if let Some(policy) = config.on_key_failure {
-            self.on_key_failure = policy;
-        }
-        if let Some(breaker) = config.circuit_breaker {
-            self.breaker = breaker;
-        }
-        if let Some(max_keys) = config.memory_capacity {
-            self.memory_capacity = max_keys;
-        }
-        for (name, limiter) in config.limiters {
-            let field = format!("limiters.{name}");
-            let mut built = match (limiter.script, limiter.script_file) {
-                (Some(lua), None) => Limiter::script(lua),
-                (None, Some(path)) => Limiter::script_file(path),
-                _ => {
-                    self.errors.push(BuildError::invalid(
-                        field,
-                        "exactly one of `script` and `script_file` is required",
-                    ));
-                    continue;
-                }
-            }
-            .headers(limiter.headers);
-            if let Some(url) = limiter.redis_url {
-                match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
-                    Ok(pool) => built = built.pool(pool),
-                    Err(source) => {
-                        self.errors.push(BuildError::Pool {
-                            field: format!("{field}.redis_url"),
-                            source,
-                        });
-                        continue;
-                    }
-                }
-            }
-            if let Some(level) = limiter.log_level {
-                built = built.log_level(level);
-            }
-            if let Some(policy) = limiter.on_failure {
-                built = built.on_failure(policy);
-            }
-            if let Some(on) = limiter.deny_cache {
-                built = built.deny_cache(on);
-            }
-            if let Some(policy) = limiter.on_key_failure {
-                built = built.on_key_failure(policy);
-            }
-            self.limiters.push((name, built));
-        }
-        self
-    }
-
-    /// Validates the configuration and builds the [`PlugLimit`].
-    ///
-    /// # Errors
-    ///
-    /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
-    /// spaced `prefix`, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
-    /// name, a limiter name that is empty, taken twice or a built-in's, an empty or unreadable
-    /// script, an invalid header name, a config limiter without exactly one script, or a
-    /// limiter that a `#[rate_limit]` handler of this program uses but that is not registered.
-    pub fn build(mut self) -> Result<PlugLimit, BuildError> {
-        if let Some(error) = self.errors.drain(..).next() {
-            return Err(error);
-        }
-        // Braces would put a Redis Cluster hash tag before the one the library chooses.
-        if self.prefix.is_empty()
-            || self
-                .prefix
-                .contains(|c: char| c.is_whitespace() || c == '{' || c == '}')
-        {
-            return Err(BuildError::invalid(
-                "prefix",
-                "must be non-empty and contain no whitespace, `{` or `}`",
-            ));
-        }
-        if self.timeout.is_zero() {
-            return Err(BuildError::invalid("timeout", "must be greater than zero"));
-        }
-        if self.breaker.failures() == 0 {
-            return Err(BuildError::invalid(
-                "circuit_breaker.failures",
-                "must be at least 1",
-            ));
-        }
-        if self.breaker.open_for().is_zero() {
-            return Err(BuildError::invalid(
-                "circuit_breaker.open_for",
-                "must be greater than zero",
-            ));
-        }
-        if self.memory_capacity == 0 {
-            return Err(BuildError::invalid("memory_capacity", "must be at least 1"));
-        }
-        if let Enabled::Env { env, .. } = &self.enabled
-            && (env.is_empty() || env.contains(['=', '\0']))
-        {
-            return Err(BuildError::invalid(
-                "enabled.env",
-                "must be a non-empty variable name without `=`",
-            ));
-        }
-        let mut registry = self.builtins();
-        for (name, limiter) in std::mem::take(&mut self.limiters) {
-            let entry = self.custom_entry(&name, limiter)?;
-            if !registry.insert(entry) {
-                let rule = if Algorithm::from_name(&name).is_some() {
-                    "is a built-in limiter; register the script under another name"
-                } else {
-                    "is registered more than once"
-                };
-                return Err(BuildError::invalid(format!("limiters.{name}"), rule));
-            }
-        }
-        check_limiters(|name| registry.contains(name))?;
-        Ok(self.finish(registry))
-    }
-
-    /// Builds with the built-in limiters only; the defaults need no validation.
-    pub(crate) fn build_default(self) -> PlugLimit {
-        let registry = self.builtins();
-        self.finish(registry)
-    }
-
-    /// Every built-in under its own name, with this builder's settings.
-    fn builtins(&self) -> Registry {
-        let mut registry = Registry::default();
-        for algorithm in Algorithm::all() {
-            let defaults = Limiter::from_source(Source::BuiltIn(algorithm));
-            registry.insert(self.entry(Program::builtin(algorithm), None, defaults));
-        }
-        registry
-    }
-
-    /// A limiter's entry: its program and backend, and its settings or else this builder's.
-    fn entry(&self, program: Program, backend: Option<Backend>, limiter: Limiter) -> Entry {
-        Entry {
-            program,
-            backend,
-            key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
-            responder: limiter
-                .responder
-                .unwrap_or_else(|| Arc::clone(&self.responder)),
-            on_failure: limiter.on_failure.unwrap_or(self.on_failure),
-            on_key_failure: limiter.on_key_failure.unwrap_or(self.on_key_failure),
-            deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
-            log_level: limiter.log_level.unwrap_or(self.log_level),
-            failures: FailureLog::new(),
-        }
-    }
-
-    /// How a Redis backend of this builder calls Redis.
-    fn redis_settings(&self) -> RedisSettings {
-        RedisSettings {
-            timeout: self.timeout,
-            clock: self.clock.clone(),
-            breaker: self.breaker,
-            log_level: self.log_level,
-        }
-    }
-
-    fn custom_entry(&self, name: &str, limiter: Limiter) -> Result<Entry, BuildError> {
-        let field = format!("limiters.{name}");
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
-            return Err(BuildError::invalid(
-                field,
-                "a limiter name must be non-empty, without whitespace or `:`",
-            ));
-        }
-        let memory = matches!(self.store, Store::Memory);
-        let custom_rule = match (&limiter.source, memory) {
-            (Source::BuiltIn(_), _) => None,
-            (_, true) => {
-                Some("custom Lua scripts need Redis: the memory backend runs built-in limiters")
-            }
-            (_, false) if limiter.on_failure == Some(FailurePolicy::Memory) => Some(
-                "`on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
-            ),
-            (_, false) => None,
-        };
-        if let Some(rule) = custom_rule {
-            return Err(BuildError::invalid(field, rule));
-        }
-        if memory && limiter.pool.is_some() {
-            return Err(BuildError::invalid(
-                format!("{field}.pool"),
-                "a limiter's own Redis pool needs the Redis backend",
-            ));
-        }
-        let (algorithm, script) = match &limiter.source {
-            Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
-            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua.clone())?)),
-            Source::File(path) => {
-                let lua =
-                    std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
-                        field: format!("{field}.script_file"),
-                        path: path.clone(),
-                        source,
-                    })?;
-                (None, Arc::new(script(&field, "script_file", lua)?))
-            }
-        };
-        let headers = match &limiter.headers {
-            Some(names) => names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| {
-                    let field = || format!("{field}.headers[{i}]");
-                    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                        BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
-                    })?;
-                    if is_framing(&header) {
-                        return Err(BuildError::invalid(
-                            field(),
-                            format!("`{header}` frames the response or belongs to the connection; a limiter may not set it"),
-                        ));
-                    }
-                    Ok(header)
-                })
-                .collect::<Result<_, _>>()?,
-            None => algorithm.map_or(&[][..], Algorithm::headers).into(),
-        };
-        let program = Program {
-            name: name.into(),
-            algorithm,
-            script,
-            headers,
-        };
-        let backend = limiter
-            .pool
-            .clone()
-            .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
-        Ok(self.entry(program, backend, limiter))
-    }
-
-    fn finish(self, registry: Registry) -> PlugLimit {
-        let settings = self.redis_settings();
-        // `build` refuses 0 and `build_default` keeps the default: the fallback is never taken.
-        let memory_capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
-        let backend = match self.store {
-            Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
-            #[cfg(feature = "cluster")]
-            Store::RedisCluster(pool) => {
-                Backend::Redis(Arc::new(RedisBackend::cluster(pool, settings)))
-            }
-            Store::Memory => {
-                let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-                Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))
-            }
-        };
-        PlugLimit::from_decider(Decider {
-            enabled: self.enabled,
-            prefix: self.prefix.into(),
-            log_level: self.log_level,
-            on_failure: self.on_failure,
-            failures: FailureLog::new(),
-            denials: DenyCache::new(memory_capacity),
-            backend,
-            clock: self.clock,
-            memory_capacity,
-            fallback: OnceLock::new(),
-            registry,
-        })
-    }
-}
-
-fn script(field: &str, which: &str, lua: String) -> Result<Lua, BuildError> {
-    if lua.trim().is_empty() {
-        return Err(BuildError::invalid(
-            format!("{field}.{which}"),
-            "the Lua script is empty",
-        ));
-    }
-    Ok(Lua::new(lua))
 }
 
 impl fmt::Debug for Builder {

@@ -12,6 +12,8 @@ pub use self::limiter::Limiter;
 pub use self::log_level::LogLevel;
 pub use self::policy::FailurePolicy;
 
+mod apply;
+mod build;
 mod builder;
 mod circuit_breaker;
 mod enabled;

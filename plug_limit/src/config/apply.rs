@@ -1,0 +1,82 @@
+//! Applying a deserialized [`Config`] to a [`Builder`].
+
+use std::time::Duration;
+
+use deadpool_redis::Runtime;
+
+use super::{Builder, Config, Limiter};
+use crate::error::BuildError;
+
+impl Builder {
+    /// Applies a deserialized [`Config`]; its settings replace those set before.
+    pub fn config(mut self, config: Config) -> Self {
+        if let Some(enabled) = config.enabled {
+            self.enabled = enabled;
+        }
+        if let Some(prefix) = config.prefix {
+            self.prefix = prefix;
+        }
+        if let Some(ms) = config.timeout_ms {
+            self.timeout = Duration::from_millis(ms);
+        }
+        if let Some(level) = config.log_level {
+            self.log_level = level;
+        }
+        if let Some(policy) = config.on_failure {
+            self.on_failure = policy;
+        }
+        if let Some(on) = config.deny_cache {
+            self.deny_cache = on;
+        }
+        if let Some(policy) = config.on_key_failure {
+            self.on_key_failure = policy;
+        }
+        if let Some(breaker) = config.circuit_breaker {
+            self.breaker = breaker;
+        }
+        if let Some(max_keys) = config.memory_capacity {
+            self.memory_capacity = max_keys;
+        }
+        for (name, limiter) in config.limiters {
+            let field = format!("limiters.{name}");
+            let mut built = match (limiter.script, limiter.script_file) {
+                (Some(lua), None) => Limiter::script(lua),
+                (None, Some(path)) => Limiter::script_file(path),
+                _ => {
+                    self.errors.push(BuildError::invalid(
+                        field,
+                        "exactly one of `script` and `script_file` is required",
+                    ));
+                    continue;
+                }
+            }
+            .headers(limiter.headers);
+            if let Some(url) = limiter.redis_url {
+                match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
+                    Ok(pool) => built = built.pool(pool),
+                    Err(source) => {
+                        self.errors.push(BuildError::Pool {
+                            field: format!("{field}.redis_url"),
+                            source,
+                        });
+                        continue;
+                    }
+                }
+            }
+            if let Some(level) = limiter.log_level {
+                built = built.log_level(level);
+            }
+            if let Some(policy) = limiter.on_failure {
+                built = built.on_failure(policy);
+            }
+            if let Some(on) = limiter.deny_cache {
+                built = built.deny_cache(on);
+            }
+            if let Some(policy) = limiter.on_key_failure {
+                built = built.on_key_failure(policy);
+            }
+            self.limiters.push((name, built));
+        }
+        self
+    }
+}

@@ -1,0 +1,244 @@
+//! Validating a [`Builder`]'s settings and building the [`PlugLimit`](crate::PlugLimit) they describe.
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, OnceLock};
+
+use http::HeaderName;
+
+use super::builder::Store;
+use super::handler_uses::check_limiters;
+use super::limiter::Source;
+use super::{Builder, Enabled, FailurePolicy, Limiter};
+use crate::algorithm::Algorithm;
+use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
+use crate::clock::SystemClock;
+use crate::decide::{Decider, DenyCache, Entry, FailureLog, Registry};
+use crate::error::BuildError;
+use crate::handle::PlugLimit;
+use crate::lua::Lua;
+use crate::outcome::is_framing;
+
+impl Builder {
+    /// Validates the configuration and builds the [`PlugLimit`](crate::PlugLimit).
+    ///
+    /// # Errors
+    ///
+    /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
+    /// spaced `prefix`, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
+    /// name, a limiter name that is empty, taken twice or a built-in's, an empty or unreadable
+    /// script, an invalid header name, a config limiter without exactly one script, or a
+    /// limiter that a `#[rate_limit]` handler of this program uses but that is not registered.
+    pub fn build(mut self) -> Result<PlugLimit, BuildError> {
+        if let Some(error) = self.errors.drain(..).next() {
+            return Err(error);
+        }
+        // Braces would put a Redis Cluster hash tag before the one the library chooses.
+        if self.prefix.is_empty()
+            || self
+                .prefix
+                .contains(|c: char| c.is_whitespace() || c == '{' || c == '}')
+        {
+            return Err(BuildError::invalid(
+                "prefix",
+                "must be non-empty and contain no whitespace, `{` or `}`",
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(BuildError::invalid("timeout", "must be greater than zero"));
+        }
+        if self.breaker.failures() == 0 {
+            return Err(BuildError::invalid(
+                "circuit_breaker.failures",
+                "must be at least 1",
+            ));
+        }
+        if self.breaker.open_for().is_zero() {
+            return Err(BuildError::invalid(
+                "circuit_breaker.open_for",
+                "must be greater than zero",
+            ));
+        }
+        if self.memory_capacity == 0 {
+            return Err(BuildError::invalid("memory_capacity", "must be at least 1"));
+        }
+        if let Enabled::Env { env, .. } = &self.enabled
+            && (env.is_empty() || env.contains(['=', '\0']))
+        {
+            return Err(BuildError::invalid(
+                "enabled.env",
+                "must be a non-empty variable name without `=`",
+            ));
+        }
+        let mut registry = self.builtins();
+        for (name, limiter) in std::mem::take(&mut self.limiters) {
+            let entry = self.custom_entry(&name, limiter)?;
+            if !registry.insert(entry) {
+                let rule = if Algorithm::from_name(&name).is_some() {
+                    "is a built-in limiter; register the script under another name"
+                } else {
+                    "is registered more than once"
+                };
+                return Err(BuildError::invalid(format!("limiters.{name}"), rule));
+            }
+        }
+        check_limiters(|name| registry.contains(name))?;
+        Ok(self.finish(registry))
+    }
+
+    /// Builds with the built-in limiters only; the defaults need no validation.
+    pub(crate) fn build_default(self) -> PlugLimit {
+        let registry = self.builtins();
+        self.finish(registry)
+    }
+
+    /// Every built-in under its own name, with this builder's settings.
+    fn builtins(&self) -> Registry {
+        let mut registry = Registry::default();
+        for algorithm in Algorithm::all() {
+            let defaults = Limiter::from_source(Source::BuiltIn(algorithm));
+            registry.insert(self.entry(Program::builtin(algorithm), None, defaults));
+        }
+        registry
+    }
+
+    /// A limiter's entry: its program and backend, and its settings or else this builder's.
+    fn entry(&self, program: Program, backend: Option<Backend>, limiter: Limiter) -> Entry {
+        Entry {
+            program,
+            backend,
+            key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
+            responder: limiter
+                .responder
+                .unwrap_or_else(|| Arc::clone(&self.responder)),
+            on_failure: limiter.on_failure.unwrap_or(self.on_failure),
+            on_key_failure: limiter.on_key_failure.unwrap_or(self.on_key_failure),
+            deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
+            log_level: limiter.log_level.unwrap_or(self.log_level),
+            failures: FailureLog::new(),
+        }
+    }
+
+    /// How a Redis backend of this builder calls Redis.
+    fn redis_settings(&self) -> RedisSettings {
+        RedisSettings {
+            timeout: self.timeout,
+            clock: self.clock.clone(),
+            breaker: self.breaker,
+            log_level: self.log_level,
+        }
+    }
+
+    fn custom_entry(&self, name: &str, limiter: Limiter) -> Result<Entry, BuildError> {
+        let field = format!("limiters.{name}");
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
+            return Err(BuildError::invalid(
+                field,
+                "a limiter name must be non-empty, without whitespace or `:`",
+            ));
+        }
+        let memory = matches!(self.store, Store::Memory);
+        let custom_rule = match (&limiter.source, memory) {
+            (Source::BuiltIn(_), _) => None,
+            (_, true) => {
+                Some("custom Lua scripts need Redis: the memory backend runs built-in limiters")
+            }
+            (_, false) if limiter.on_failure == Some(FailurePolicy::Memory) => Some(
+                "`on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
+            ),
+            (_, false) => None,
+        };
+        if let Some(rule) = custom_rule {
+            return Err(BuildError::invalid(field, rule));
+        }
+        if memory && limiter.pool.is_some() {
+            return Err(BuildError::invalid(
+                format!("{field}.pool"),
+                "a limiter's own Redis pool needs the Redis backend",
+            ));
+        }
+        let (algorithm, script) = match &limiter.source {
+            Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
+            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua.clone())?)),
+            Source::File(path) => {
+                let lua =
+                    std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
+                        field: format!("{field}.script_file"),
+                        path: path.clone(),
+                        source,
+                    })?;
+                (None, Arc::new(script(&field, "script_file", lua)?))
+            }
+        };
+        let headers = match &limiter.headers {
+            Some(names) => names
+                .iter()
+                .enumerate()
+                .map(|(i, name)| {
+                    let field = || format!("{field}.headers[{i}]");
+                    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
+                    })?;
+                    if is_framing(&header) {
+                        return Err(BuildError::invalid(
+                            field(),
+                            format!("`{header}` frames the response or belongs to the connection; a limiter may not set it"),
+                        ));
+                    }
+                    Ok(header)
+                })
+                .collect::<Result<_, _>>()?,
+            None => algorithm.map_or(&[][..], Algorithm::headers).into(),
+        };
+        let program = Program {
+            name: name.into(),
+            algorithm,
+            script,
+            headers,
+        };
+        let backend = limiter
+            .pool
+            .clone()
+            .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
+        Ok(self.entry(program, backend, limiter))
+    }
+
+    fn finish(self, registry: Registry) -> PlugLimit {
+        let settings = self.redis_settings();
+        // `build` refuses 0 and `build_default` keeps the default: the fallback is never taken.
+        let memory_capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
+        let backend = match self.store {
+            Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
+            #[cfg(feature = "cluster")]
+            Store::RedisCluster(pool) => {
+                Backend::Redis(Arc::new(RedisBackend::cluster(pool, settings)))
+            }
+            Store::Memory => {
+                let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
+                Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))
+            }
+        };
+        PlugLimit::from_decider(Decider {
+            enabled: self.enabled,
+            prefix: self.prefix.into(),
+            log_level: self.log_level,
+            on_failure: self.on_failure,
+            failures: FailureLog::new(),
+            denials: DenyCache::new(memory_capacity),
+            backend,
+            clock: self.clock,
+            memory_capacity,
+            fallback: OnceLock::new(),
+            registry,
+        })
+    }
+}
+
+fn script(field: &str, which: &str, lua: String) -> Result<Lua, BuildError> {
+    if lua.trim().is_empty() {
+        return Err(BuildError::invalid(
+            format!("{field}.{which}"),
+            "the Lua script is empty",
+        ));
+    }
+    Ok(Lua::new(lua))
+}
