@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use plug_limit::{BuildError, CircuitBreaker, Config, Enabled, Limiter, PlugLimit};
+use plug_limit::{BuildError, CircuitBreaker, Config, Enabled, FailurePolicy, Limiter, PlugLimit};
 use plug_limit_tests::dead_url;
 
 fn builder() -> plug_limit::Builder {
@@ -38,7 +38,21 @@ fn every_rule_names_its_field() {
             builder()
                 .circuit_breaker(CircuitBreaker::new(3, Duration::ZERO))
                 .build(),
-            "invalid `circuit_breaker.open_for`: must be greater than zero",
+            "invalid `circuit_breaker.open_for`: must be greater than zero and at most 1 hour",
+        ),
+        (
+            builder()
+                .circuit_breaker(CircuitBreaker::new(3, Duration::MAX))
+                .build(),
+            "invalid `circuit_breaker.open_for`: must be greater than zero and at most 1 hour",
+        ),
+        (
+            // Inherited, not only set on the limiter: memory cannot stand in for a script.
+            builder()
+                .on_failure(FailurePolicy::Memory)
+                .limiter("custom", Limiter::script("return {'allow'}"))
+                .build(),
+            "invalid `limiters.custom`: `on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
         ),
         (
             builder()

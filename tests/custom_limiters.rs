@@ -283,3 +283,20 @@ async fn a_builtin_script_under_another_name_keeps_its_headers() {
     );
     assert_eq!(outcome.header("retry-after").unwrap(), "60");
 }
+
+#[tokio::test]
+async fn a_custom_script_keeps_its_own_time_when_a_clock_is_set() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .clock(plug_limit::SystemClock)
+        .limiter(
+            "quota",
+            Limiter::script("return {'allow', {tostring(#ARGV)}}").headers(["x-args"]),
+        )
+        .build()
+        .unwrap();
+    // The clock is the built-ins' business: the script gets exactly its options.
+    let outcome = limits.check("quota", "k", &[Opt::Int(5)]).await.unwrap();
+    assert!(outcome.is_allowed());
+    assert_eq!(outcome.header("x-args").unwrap(), "1");
+}

@@ -96,8 +96,8 @@ impl PlugLimit {
     /// [`redis`](Self::redis).
     ///
     /// Every check is one `EVALSHA` on a shared cluster connection, routed to the node owning
-    /// the slot of its key. The built-in scripts touch only `KEYS[1]`; a custom script given
-    /// several keys needs them in one slot, e.g. with a `{hash tag}` in the key.
+    /// the slot of its key. Every key of one request carries the same hash tag, chosen by the
+    /// library, so a custom script given several keys always finds them in one slot.
     ///
     /// # Example
     ///

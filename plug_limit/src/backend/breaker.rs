@@ -78,7 +78,9 @@ impl Breaker {
     pub(crate) fn failed(&self, admit: Admit, now: Instant) {
         let mut state = self.state();
         state.consecutive_failures = state.consecutive_failures.saturating_add(1);
-        let reopen = admit == Admit::Probe;
+        // A probe's failure reopens only a breaker still half-open: a late success of a call
+        // admitted before the trip may have closed it meanwhile.
+        let reopen = admit == Admit::Probe && state.probing;
         let trip =
             state.open_until.is_none() && state.consecutive_failures >= self.settings.failures();
         if reopen || trip {
@@ -150,6 +152,22 @@ mod tests {
         assert_eq!(b.admit(later), Admit::Reject);
         b.succeeded(Admit::Probe);
         assert_eq!(b.admit(later), Admit::Call);
+    }
+
+    #[test]
+    fn a_probe_failing_after_a_late_success_closed_the_breaker_does_not_reopen_it() {
+        let b = breaker();
+        let t0 = Instant::now();
+        let early = b.admit(t0);
+        for _ in 0..3 {
+            b.failed(Admit::Call, t0);
+        }
+        let t1 = t0 + Duration::from_millis(100);
+        assert_eq!(b.admit(t1), Admit::Probe);
+        // A call admitted before the trip answers late: Redis is up, the breaker closes.
+        b.succeeded(early);
+        b.failed(Admit::Probe, t1);
+        assert_eq!(b.admit(t1), Admit::Call);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use http::HeaderName;
 
@@ -17,6 +18,9 @@ use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::lua::Lua;
 use crate::outcome::is_framing;
+
+/// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
+const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
 
 impl Builder {
     /// Validates the configuration and builds the [`PlugLimit`](crate::PlugLimit).
@@ -52,10 +56,10 @@ impl Builder {
                 "must be at least 1",
             ));
         }
-        if self.breaker.open_for().is_zero() {
+        if self.breaker.open_for().is_zero() || self.breaker.open_for() > MAX_OPEN_FOR {
             return Err(BuildError::invalid(
                 "circuit_breaker.open_for",
-                "must be greater than zero",
+                "must be greater than zero and at most 1 hour",
             ));
         }
         if self.memory_capacity == 0 {
@@ -142,9 +146,13 @@ impl Builder {
             (_, true) => {
                 Some("custom Lua scripts need Redis: the memory backend runs built-in limiters")
             }
-            (_, false) if limiter.on_failure == Some(FailurePolicy::Memory) => Some(
-                "`on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
-            ),
+            (_, false)
+                if limiter.on_failure.unwrap_or(self.on_failure) == FailurePolicy::Memory =>
+            {
+                Some(
+                    "`on_failure: memory` needs a built-in limiter: memory cannot run custom Lua scripts",
+                )
+            }
             (_, false) => None,
         };
         if let Some(rule) = custom_rule {
@@ -228,6 +236,7 @@ impl Builder {
             clock: self.clock,
             memory_capacity,
             fallback: OnceLock::new(),
+            epoch: std::time::Instant::now(),
             registry,
         })
     }

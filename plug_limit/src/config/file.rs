@@ -46,7 +46,7 @@ pub struct Config {
     pub timeout_ms: Option<u64>,
     /// The level errors are logged at: `off`, `error` (default), `warn`, `info`, `debug`, `trace`.
     pub log_level: Option<LogLevel>,
-    /// What a request gets when its limiter cannot decide: `open` (default) or `closed`.
+    /// What a request gets when its limiter cannot decide: `open` (default), `closed` or `memory`.
     pub on_failure: Option<FailurePolicy>,
     /// Whether limiters keep a local deny cache (default `false`).
     pub deny_cache: Option<bool>,

@@ -6,7 +6,8 @@ use serde::Deserialize;
 /// breaker is open, the script failed or answered out of contract. (A key that cannot be
 /// extracted is the client's doing and has its own policy, [`KeyFailure`](crate::KeyFailure).)
 ///
-/// The error is always logged (at the configured [`LogLevel`](crate::LogLevel)) first.
+/// The error is logged first, at the configured [`LogLevel`](crate::LogLevel): at most one
+/// line a second per limiter, which counts the failures it stood for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

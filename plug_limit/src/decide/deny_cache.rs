@@ -68,6 +68,9 @@ impl DenyCache {
         if wait == 0 {
             return;
         }
+        // A custom script may report its reset as a timestamp: never hold a denial here for
+        // longer than an hour (past it, one backend call asks again).
+        let wait = wait.min(MAX_WAIT_S);
         let wait_ms = i64::try_from(wait.saturating_mul(1000)).unwrap_or(i64::MAX);
         let denial = Denial {
             opts: opts.into(),
@@ -93,6 +96,9 @@ impl DenyCache {
         self.denials.lock(key).remove(key);
     }
 }
+
+/// The longest a denial is answered from here, in seconds.
+const MAX_WAIT_S: u64 = 3600;
 
 const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
@@ -121,7 +127,7 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
             (name.clone(), counted.unwrap_or_else(|| value.clone()))
         })
         .collect();
-    Outcome::new(outcome.decision(), headers)
+    Outcome::with_extra(outcome.decision(), headers, outcome.extra().to_vec())
 }
 
 #[cfg(test)]
@@ -192,6 +198,24 @@ mod tests {
         cache.remove("k");
         assert!(cache.get("k", "1,60,", 1, t0).is_none());
         assert!(cache.get("k", "5,60,", 1, t0).is_none());
+    }
+
+    #[test]
+    fn a_wait_is_held_an_hour_at_most_and_extras_survive_the_count_down() {
+        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let t0 = 1_700_000_000_000;
+        // A reset written as a timestamp, as some scripts do.
+        let extra = vec![deadpool_redis::redis::Value::Int(7)];
+        let outcome = Outcome::with_extra(
+            Decision::Deny,
+            denied(None, "1800000000").headers().to_vec(),
+            extra.clone(),
+        );
+        cache.insert("k", "", 1, &outcome, t0);
+        let later = cache.get("k", "", 1, t0 + 2_000).unwrap();
+        assert_eq!(later.extra(), &extra[..]);
+        assert!(cache.get("k", "", 1, t0 + 3_599_999).is_some());
+        assert!(cache.get("k", "", 1, t0 + 3_600_000).is_none());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A request's Redis keys: what the client is counted under, composed so that no two
-//! (limiter, scope, client) triples share a key and no client text picks a Cluster slot.
+//! (limiter, scope, client) triples share a key and no brace in route or client text picks a
+//! Cluster slot.
 //!
 //! A key reads `{prefix}:{TAG}:{limiter}:{scope length}:{scope}:{client}`:
 //! - `{TAG}` is a Redis Cluster hash tag the library chooses: four hex digits of the SHA-1 of

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use axum::extract::MatchedPath;
 use http::request::Parts;
@@ -60,6 +61,8 @@ pub(crate) struct Decider {
     /// The key bound of a memory backend made here.
     pub(crate) memory_capacity: NonZeroUsize,
     pub(crate) fallback: OnceLock<Backend>,
+    /// The origin of the deny cache's monotonic time.
+    pub(crate) epoch: Instant,
     pub(crate) registry: Registry,
 }
 
@@ -134,7 +137,8 @@ impl Decider {
                 .denials
                 .get(request.keys.first(), opts, limit.cost, *now_ms)
         {
-            tracing::trace!(target: "plug_limit", limiter = %entry.name(), key = request.keys.first(), "request denied from the local deny cache");
+            // The client's key stays out of the logs: it may be a credential (an API key).
+            tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
             return Step::Done(Err(RateLimitRejection::denied(
                 outcome,
                 Arc::clone(&entry.responder),
@@ -160,7 +164,7 @@ impl Decider {
         match result {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
             Ok(outcome) => {
-                tracing::debug!(target: "plug_limit", limiter = %entry.name(), key = %request.keys.as_slice().join(" "), "request denied");
+                tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
                 if let Some((opts, now_ms)) = &request.cached {
                     self.denials.insert(
                         request.keys.first(),
@@ -237,11 +241,13 @@ impl Decider {
         Keys::namespaced(&key, &self.prefix, entry.name(), subject.scope)
     }
 
-    /// Now by the configured clock, else the system's: the deny cache's time.
+    /// The deny cache's time: the configured clock's, else a monotonic one (a wall clock
+    /// stepped back would stretch every cached denial).
     fn now_ms(&self) -> i64 {
-        self.clock
-            .as_ref()
-            .map_or_else(|| SystemClock.now_ms(), |clock| clock.now_ms())
+        match &self.clock {
+            Some(clock) => clock.now_ms(),
+            None => i64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(i64::MAX),
+        }
     }
 
     fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {

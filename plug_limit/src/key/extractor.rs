@@ -73,16 +73,17 @@ where
 /// The key(s) a request is counted against, as returned by a [`KeyExtractor`].
 ///
 /// Built-in limiters use one key. A custom script may take several (`KEYS[1]`, `KEYS[2]`, ...);
-/// on Redis Cluster they must then share a hash tag.
+/// on Redis Cluster they land in one slot: every key of a request carries the hash tag the
+/// library derives from its first part (braces in the parts themselves choose nothing).
 ///
 /// # Example
 ///
 /// ```
 /// use plug_limit::key::Key;
 ///
-/// let key = Key::many(["{user-7}:minute".to_owned(), "{user-7}:day".to_owned()]);
+/// let key = Key::many(["user-7:minute".to_owned(), "user-7:day".to_owned()]);
 /// let parts: Vec<&str> = key.iter().flat_map(Key::iter).collect();
-/// assert_eq!(parts, ["{user-7}:minute", "{user-7}:day"]);
+/// assert_eq!(parts, ["user-7:minute", "user-7:day"]);
 /// assert_eq!(Key::from("user-7").iter().collect::<Vec<_>>(), ["user-7"]);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]

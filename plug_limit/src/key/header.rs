@@ -37,8 +37,8 @@ pub struct Header(&'static str);
 
 /// Keys requests by the value of a header, such as an API key.
 ///
-/// A request without the header, or with a value that is not visible ASCII, is a
-/// [`KeyError`]. The client writes the value: use it for keys that something checks, such as
+/// A request without the header, with the header on more than one line, or with a value that
+/// is not visible ASCII, is a [`KeyError`]. The client writes the value: use it for keys that something checks, such as
 /// an API key your app or gateway verifies, and see [`first_of`](super::first_of) to fall back
 /// to the client IP.
 ///
@@ -75,10 +75,13 @@ pub const fn header(name: &'static str) -> Header {
 
 impl KeyExtractor for Header {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
-        let value = parts
-            .headers
-            .get(self.0)
-            .ok_or(KeyError::MissingHeader(self.0))?;
+        let mut lines = parts.headers.get_all(self.0).iter();
+        let value = lines.next().ok_or(KeyError::MissingHeader(self.0))?;
+        // A gateway that appends its own line after the client's would otherwise let the
+        // client's line, first, choose the key.
+        if lines.next().is_some() {
+            return Err(KeyError::RepeatedHeader(self.0));
+        }
         let value = value
             .to_str()
             .map_err(|_| KeyError::NotVisibleAscii(self.0))?;

@@ -39,6 +39,9 @@ pub(crate) struct Connections {
     /// timeout decides when a call has failed.
     response_timeout: Duration,
     generations: AtomicU64,
+    /// How many replies have arrived, on any connection: a call that timed out with this
+    /// unchanged heard nothing at all, and its connection is taken for dead.
+    replies: AtomicU64,
     /// When a reply last arrived, in milliseconds since `epoch`.
     last_reply_ms: AtomicU64,
     epoch: Instant,
@@ -48,7 +51,7 @@ pub(crate) struct Connections {
 #[derive(Clone)]
 pub(crate) struct Current {
     pub(crate) conn: Shared,
-    generation: u64,
+    pub(crate) generation: u64,
 }
 
 /// A cheap clone of a handle to one multiplexer.
@@ -67,6 +70,7 @@ impl Connections {
             checkout: tokio::sync::Mutex::new(()),
             response_timeout,
             generations: AtomicU64::new(0),
+            replies: AtomicU64::new(0),
             last_reply_ms: AtomicU64::new(0),
             epoch: Instant::now(),
         }
@@ -87,7 +91,10 @@ impl Connections {
         // Boxed for the same reason: rare, and kept out of every check's future.
         Box::pin(async move {
             let ping = deadpool_redis::redis::cmd("PING");
-            if ping.query_async::<Value>(&mut current.conn).await.is_ok() {
+            // Half the call's time at most: a silent connection must leave time for a new one.
+            let deadline = self.response_timeout / 4;
+            let pong = tokio::time::timeout(deadline, ping.query_async::<Value>(&mut current.conn));
+            if matches!(pong.await, Ok(Ok(_))) {
                 self.replied();
                 return Ok(current);
             }
@@ -98,8 +105,30 @@ impl Connections {
         .await
     }
 
+    /// How many replies have arrived so far: see [`forget_if_silent`](Self::forget_if_silent).
+    pub(crate) fn replies(&self) -> u64 {
+        self.replies.load(Ordering::Relaxed)
+    }
+
+    /// Drops the connection of `generation` if no reply at all arrived since `replies` was
+    /// read: a call that timed out on it heard nothing, so the connection is silent (a dead
+    /// host, a lost route), not merely slow. Dropping it resends nothing.
+    pub(crate) fn forget_if_silent(&self, generation: u64, replies: u64) {
+        if self.replies() != replies {
+            return;
+        }
+        let mut shared = self.lock();
+        if shared
+            .as_ref()
+            .is_some_and(|shared| shared.generation == generation)
+        {
+            *shared = None;
+        }
+    }
+
     /// A reply arrived on the shared connection.
     pub(crate) fn replied(&self) {
+        self.replies.fetch_add(1, Ordering::Relaxed);
         let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_reply_ms.store(now, Ordering::Relaxed);
     }

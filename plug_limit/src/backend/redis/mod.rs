@@ -4,11 +4,15 @@
 //! The rules every call follows:
 //! - **Counted once or not at all.** A command that may have reached Redis is never sent
 //!   again: a lost reply, a dropped connection or a timeout fails the check (its failure policy
-//!   applies), and the connection is replaced for the next check. Only what provably counted
-//!   nothing is retried: a command the connection refused on the spot because it was already
-//!   known dead (sent again on a fresh connection), a `PING` on an idle connection before a
-//!   decision is sent on it, and a script Redis answered `NOSCRIPT` for (it ran nothing), sent
-//!   again with its body (`EVAL`).
+//!   applies). A dropped connection, and one that answered nothing at all while a check timed
+//!   out on it, is replaced for the next check. Only what counted nothing is retried: a command
+//!   the connection refused on its first poll because it had already closed (sent again on a
+//!   fresh connection; the only way it ran is a write failing in the same microseconds), a
+//!   `PING` on an idle connection before a decision is sent on it, and a script Redis answered
+//!   `NOSCRIPT` for (it ran nothing), sent again with its body (`EVAL`). On Redis Cluster the
+//!   cluster client also resends by itself after a connection error (its own retry policy,
+//!   which deadpool's cluster pool does not expose): a lost reply there may count twice, an
+//!   over-count, never a free pass.
 //! - **One timeout.** The backend's timeout bounds the whole call, connection included; the
 //!   client's own response timeout is set above it, so it never cuts a call short.
 //! - **Outages cost nothing once known.** A circuit breaker stops calling a Redis that keeps
@@ -18,6 +22,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -84,7 +89,11 @@ impl RedisBackend {
     /// A built-in gets `ARGV = [opts..., cost, now_ms]`; both trailing values are optional, so
     /// the seed's plain `ARGV = opts` call stays valid and sends nothing extra.
     pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
-        let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
+        // Custom scripts keep their own time: only a built-in takes `now_ms`.
+        let now_ms = match (&self.clock, call.program.algorithm) {
+            (Some(clock), Some(_)) => Some(clock.now_ms()),
+            _ => None,
+        };
         let extra = [
             Opt::Int(i64::from(call.cost)),
             Opt::Int(now_ms.unwrap_or_default()),
@@ -125,14 +134,20 @@ impl RedisBackend {
             admit,
             settled: false,
         };
+        // Which connection the call used, and how many replies had arrived before it: a call
+        // that times out on a connection that answered nothing since is not kept waiting on it.
+        let used = AtomicU64::new(u64::MAX);
+        let replies = self.connections.replies();
         let call = async {
             let mut current = self.connections.get().await?;
+            used.store(current.generation, Ordering::Relaxed);
             let reply = match refused_at_once(command.run(&mut current.conn)).await {
                 Sent(reply) => reply,
                 // The connection is known dead and took nothing: a fresh one may carry it.
                 Refused => {
                     self.connections.forget(&current);
                     current = self.connections.get().await?;
+                    used.store(current.generation, Ordering::Relaxed);
                     command.run(&mut current.conn).await
                 }
             };
@@ -143,10 +158,13 @@ impl RedisBackend {
             }
             Ok::<_, Error>(reply?)
         };
-        let result = match tokio::time::timeout(self.timeout, call).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::Timeout(self.timeout)),
-        };
+        let result = tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| {
+                self.connections
+                    .forget_if_silent(used.load(Ordering::Relaxed), replies);
+                Err(Error::Timeout(self.timeout))
+            });
         probe.settled = true;
         match &result {
             Err(error) if is_outage(error) => self.breaker.failed(admit, Instant::now()),
@@ -170,7 +188,8 @@ use Handed::{Refused, Sent};
 /// Polls a command once before waiting on it. A multiplexed connection hands commands to its
 /// driver task through a channel; when that task has ended (the server closed the
 /// connection), the command fails on its first poll, before anything is written: the one
-/// failure that provably reached nothing, and so the one that may be sent again.
+/// failure that reached nothing (short of a write failing within the same microseconds), and
+/// so the one that may be sent again.
 async fn refused_at_once(command: impl Future<Output = Result<Value, RedisError>>) -> Handed {
     let mut command = pin!(command);
     let first = poll_fn(|cx| Poll::Ready(command.as_mut().poll(cx))).await;

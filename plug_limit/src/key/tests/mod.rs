@@ -69,6 +69,12 @@ fn header_key_reads_the_value_and_reports_absence() {
         key_text(&key, &parts(&[("x-api-key", b"\xff".as_slice())])),
         err("header `x-api-key` is not visible ASCII")
     );
+    // A client's line before the gateway's must not choose the key.
+    let two = parts(&[("x-api-key", "victim"), ("x-api-key", "real")]);
+    assert_eq!(
+        key_text(&key, &two),
+        err("header `x-api-key` appears more than once: the proxy must replace it, not add to it")
+    );
 }
 
 #[test]
