@@ -9,6 +9,7 @@
 //! there, with their custom limiters, would fail every build here that does not register them.
 
 mod builder;
+mod client_ip;
 mod concurrency;
 mod custom_limiters;
 mod deny_cache;
@@ -16,8 +17,11 @@ mod differential;
 mod failures;
 mod fault_proxy;
 mod fixed_window;
+mod keys_and_replies;
 mod layer;
 mod memory;
+mod memory_capacity;
+mod outages;
 mod programmatic;
 mod scripts;
 mod token_bucket;
