@@ -7,18 +7,18 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use deadpool_redis::redis::{self, Script, Value, aio::MultiplexedConnection};
 use plug_limit_tests::{RedisServer, unique_prefix};
 
-#[path = "../plug_limit/src/algorithm/scenarios.rs"]
+#[path = "../../plug_limit/src/algorithm/scenarios.rs"]
 mod scenarios;
 
 fn script(limiter: &str) -> Script {
     Script::new(match limiter {
-        "fixed_window" => include_str!("../lua/fixed_window.lua"),
-        "token_bucket" => include_str!("../lua/token_bucket.lua"),
-        "sliding_window" => include_str!("../lua/sliding_window.lua"),
-        "sliding_log" => include_str!("../lua/sliding_log.lua"),
-        "leaky_bucket" => include_str!("../lua/leaky_bucket.lua"),
-        "gcra" => include_str!("../lua/gcra.lua"),
-        "multi_window" => include_str!("../lua/multi_window.lua"),
+        "fixed_window" => include_str!("../../lua/fixed_window.lua"),
+        "token_bucket" => include_str!("../../lua/token_bucket.lua"),
+        "sliding_window" => include_str!("../../lua/sliding_window.lua"),
+        "sliding_log" => include_str!("../../lua/sliding_log.lua"),
+        "leaky_bucket" => include_str!("../../lua/leaky_bucket.lua"),
+        "gcra" => include_str!("../../lua/gcra.lua"),
+        "multi_window" => include_str!("../../lua/multi_window.lua"),
         other => panic!("no script {other}"),
     })
 }

@@ -1,0 +1,23 @@
+//! Every integration test that runs on a standalone Redis, or on none, in one test binary: one
+//! module per topic. One binary links once where a file per topic linked a dozen times, and its
+//! tests run in parallel across topics. Each test still starts its own `redis-server` on a free
+//! loopback port (`plug_limit_tests::RedisServer`), so no two tests share a server or a port.
+//!
+//! Three binaries stay apart: `tests/cluster.rs` (a Redis Cluster), `tests/ui.rs` (trybuild's
+//! compile-time cases) and `tests/macro_runtime.rs`, because every `PlugLimit` a binary builds
+//! checks the limiters named by every `#[rate_limit]` handler linked into it, so the handlers
+//! there, with their custom limiters, would fail every build here that does not register them.
+
+mod builder;
+mod concurrency;
+mod custom_limiters;
+mod deny_cache;
+mod differential;
+mod failures;
+mod fault_proxy;
+mod fixed_window;
+mod layer;
+mod memory;
+mod programmatic;
+mod scripts;
+mod token_bucket;
