@@ -1,5 +1,5 @@
 //! Call sequences for every built-in limiter and the exact replies they must get: one table that
-//! `tests/scripts.rs` runs against the Lua scripts on a real Redis, and the unit tests of
+//! `tests/standalone/scripts.rs` runs against the Lua scripts on a real Redis, and the unit tests of
 //! `plug_limit/src/algorithm` (which include this file) run against the Rust mirror, so both
 //! are held to the same answers.
 //!

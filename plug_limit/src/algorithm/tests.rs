@@ -24,7 +24,7 @@ fn opt(s: &'static str) -> Opt {
 }
 
 /// Runs `limiter`'s shared scenarios and refusals (`algorithm/scenarios.rs`, which
-/// `tests/scripts.rs` runs against Redis) and checks every answer.
+/// `tests/standalone/scripts.rs` runs against Redis) and checks every answer.
 pub(super) fn run_scenarios(limiter: &str) {
     let start = scenarios::start(1_799_999_000_000);
     let answer = |opts: &[Opt], cost, now, slot: &mut Option<Stored>| {
