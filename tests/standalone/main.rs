@@ -9,10 +9,7 @@
 //! there, with their custom limiters, would fail every build here that does not register them.
 
 mod builder;
-<<<<<<< HEAD
 mod client_ip;
-=======
->>>>>>> split
 mod concurrency;
 mod custom_limiters;
 mod deny_cache;
@@ -20,16 +17,11 @@ mod differential;
 mod failures;
 mod fault_proxy;
 mod fixed_window;
-<<<<<<< HEAD
 mod keys_and_replies;
 mod layer;
 mod memory;
 mod memory_capacity;
 mod outages;
-=======
-mod layer;
-mod memory;
->>>>>>> split
 mod programmatic;
 mod scripts;
 mod token_bucket;
