@@ -1,5 +1,6 @@
 //! The circuit breaker's state machine: closed, open until a time, half-open with one probe.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -16,12 +17,15 @@ pub(crate) enum Admit {
     Reject,
 }
 
-/// The breaker of one Redis backend. A mutex, not atomics: it is taken once before and once
-/// after a call, held for a few instructions, and keeps the transitions simple to reason about.
+/// The breaker of one Redis backend. Its state sits behind a mutex, which keeps the
+/// transitions simple to reason about; while Redis is healthy (`quiet`), calls read one atomic
+/// and never take it.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     settings: CircuitBreaker,
     log_level: LogLevel,
+    /// Closed and no failure counted: the state needs no change on a success, and admits all.
+    quiet: AtomicBool,
     state: Mutex<State>,
 }
 
@@ -39,6 +43,7 @@ impl Breaker {
         Self {
             settings,
             log_level,
+            quiet: AtomicBool::new(true),
             state: Mutex::new(State {
                 consecutive_failures: 0,
                 open_until: None,
@@ -49,6 +54,9 @@ impl Breaker {
 
     /// Whether a call may go to Redis at `now`.
     pub(crate) fn admit(&self, now: Instant) -> Admit {
+        if self.quiet.load(Ordering::Acquire) {
+            return Admit::Call;
+        }
         let mut state = self.state();
         match state.open_until {
             None => Admit::Call,
@@ -62,21 +70,28 @@ impl Breaker {
 
     /// A call admitted as `admit` reached Redis and got its answer.
     pub(crate) fn succeeded(&self, admit: Admit) {
+        if self.quiet.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.state();
         state.consecutive_failures = 0;
         if admit == Admit::Probe || state.open_until.is_some() {
             state.open_until = None;
             state.probing = false;
+            self.quiet.store(true, Ordering::Release);
             drop(state);
             self.log_level
                 .log_event("redis answers again: circuit breaker closed");
+            return;
         }
+        self.quiet.store(true, Ordering::Release);
     }
 
     /// A call admitted as `admit` failed at `now` for a reason of Redis's (timeout, lost
     /// connection, no connection).
     pub(crate) fn failed(&self, admit: Admit, now: Instant) {
         let mut state = self.state();
+        self.quiet.store(false, Ordering::Release);
         state.consecutive_failures = state.consecutive_failures.saturating_add(1);
         // A probe's failure reopens only a breaker still half-open: a late success of a call
         // admitted before the trip may have closed it meanwhile.

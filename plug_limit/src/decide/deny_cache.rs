@@ -26,8 +26,8 @@ pub(crate) struct DenyCache {
 
 #[derive(Debug)]
 struct Denial {
-    /// The denied limit's options, rendered.
-    opts: Box<str>,
+    /// Which limit was denied: a hash of its options.
+    opts: u64,
     /// When it was denied, in milliseconds of the limiter's clock.
     at_ms: i64,
     until_ms: i64,
@@ -47,11 +47,11 @@ impl DenyCache {
     /// The cached denial of `key` under the limit of `opts` for a request of `cost`, with its
     /// `retry-after` and `x-ratelimit-reset` counted down by the time since the denial. A
     /// denial of a costlier request says nothing about a cheaper one.
-    pub(crate) fn get(&self, key: &str, opts: &str, cost: u32, now_ms: i64) -> Option<Outcome> {
+    pub(crate) fn get(&self, key: &str, opts: u64, cost: u32, now_ms: i64) -> Option<Outcome> {
         let mut shard = self.denials.lock(key);
         let denials = shard.get_mut(key)?;
         denials.retain(|denial| now_ms < denial.until_ms);
-        let denial = denials.iter().find(|denial| &*denial.opts == opts)?;
+        let denial = denials.iter().find(|denial| denial.opts == opts)?;
         if cost < denial.cost {
             return None;
         }
@@ -61,7 +61,7 @@ impl DenyCache {
     /// Remembers a denial of `key` under the limit of `opts`, until its `retry-after` (else
     /// `x-ratelimit-reset`) seconds have passed. An outcome with neither is not cached:
     /// nothing says when it ends.
-    pub(crate) fn insert(&self, key: &str, opts: &str, cost: u32, outcome: &Outcome, now_ms: i64) {
+    pub(crate) fn insert(&self, key: &str, opts: u64, cost: u32, outcome: &Outcome, now_ms: i64) {
         let Some(wait) = seconds(outcome, &RETRY_AFTER).or_else(|| seconds(outcome, &RESET)) else {
             return;
         };
@@ -73,7 +73,7 @@ impl DenyCache {
         let wait = wait.min(MAX_WAIT_S);
         let wait_ms = i64::try_from(wait.saturating_mul(1000)).unwrap_or(i64::MAX);
         let denial = Denial {
-            opts: opts.into(),
+            opts,
             at_ms: now_ms,
             until_ms: now_ms.saturating_add(wait_ms),
             cost,
@@ -82,7 +82,7 @@ impl DenyCache {
         let mut shard = self.denials.lock(key);
         shard.sweep_if_due(|denials| denials.iter().any(|denial| denial.until_ms > now_ms));
         if let Some(denials) = shard.get_mut(key) {
-            denials.retain(|old| &*old.opts != opts && old.until_ms > now_ms);
+            denials.retain(|old| old.opts != opts && old.until_ms > now_ms);
             denials.push(denial);
             return;
         }
@@ -157,47 +157,47 @@ mod tests {
     fn a_denial_lasts_until_retry_after_and_counts_down() {
         let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
-        cache.insert("k", "", 1, &denied(Some("3"), "50"), t0);
-        let later = cache.get("k", "", 1, t0 + 1500).unwrap();
+        cache.insert("k", 0, 1, &denied(Some("3"), "50"), t0);
+        let later = cache.get("k", 0, 1, t0 + 1500).unwrap();
         assert_eq!(header(&later, "retry-after"), "2");
         assert_eq!(header(&later, "x-ratelimit-reset"), "49");
         assert_eq!(header(&later, "x-ratelimit-remaining"), "0");
-        assert!(cache.get("k", "", 1, t0 + 3000).is_none());
-        assert!(cache.get("other", "", 1, t0).is_none());
+        assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
+        assert!(cache.get("other", 0, 1, t0).is_none());
     }
 
     #[test]
     fn without_retry_after_the_reset_bounds_it() {
         let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
-        cache.insert("k", "", 1, &denied(None, "2"), t0);
-        assert!(cache.get("k", "", 1, t0 + 1999).is_some());
-        assert!(cache.get("k", "", 1, t0 + 2000).is_none());
+        cache.insert("k", 0, 1, &denied(None, "2"), t0);
+        assert!(cache.get("k", 0, 1, t0 + 1999).is_some());
+        assert!(cache.get("k", 0, 1, t0 + 2000).is_none());
     }
 
     #[test]
     fn a_costlier_denial_does_not_deny_a_cheaper_request() {
         let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
-        cache.insert("k", "", 5, &denied(Some("10"), "10"), t0);
-        assert!(cache.get("k", "", 1, t0).is_none());
-        assert!(cache.get("k", "", 5, t0).is_some());
+        cache.insert("k", 0, 5, &denied(Some("10"), "10"), t0);
+        assert!(cache.get("k", 0, 1, t0).is_none());
+        assert!(cache.get("k", 0, 5, t0).is_some());
         cache.remove("k");
-        assert!(cache.get("k", "", 5, t0).is_none());
+        assert!(cache.get("k", 0, 5, t0).is_none());
     }
 
     #[test]
     fn a_denial_holds_for_its_own_limit_only() {
         let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
-        cache.insert("k", "1,60,", 1, &denied(Some("60"), "60"), t0);
-        assert!(cache.get("k", "1,60,", 1, t0).is_some());
-        assert!(cache.get("k", "5,60,", 1, t0).is_none());
-        cache.insert("k", "5,60,", 1, &denied(Some("9"), "60"), t0);
-        assert!(cache.get("k", "1,60,", 1, t0).is_some());
+        cache.insert("k", 1, 1, &denied(Some("60"), "60"), t0);
+        assert!(cache.get("k", 1, 1, t0).is_some());
+        assert!(cache.get("k", 5, 1, t0).is_none());
+        cache.insert("k", 5, 1, &denied(Some("9"), "60"), t0);
+        assert!(cache.get("k", 1, 1, t0).is_some());
         cache.remove("k");
-        assert!(cache.get("k", "1,60,", 1, t0).is_none());
-        assert!(cache.get("k", "5,60,", 1, t0).is_none());
+        assert!(cache.get("k", 1, 1, t0).is_none());
+        assert!(cache.get("k", 5, 1, t0).is_none());
     }
 
     #[test]
@@ -211,22 +211,22 @@ mod tests {
             denied(None, "1800000000").headers().to_vec(),
             extra.clone(),
         );
-        cache.insert("k", "", 1, &outcome, t0);
-        let later = cache.get("k", "", 1, t0 + 2_000).unwrap();
+        cache.insert("k", 0, 1, &outcome, t0);
+        let later = cache.get("k", 0, 1, t0 + 2_000).unwrap();
         assert_eq!(later.extra(), &extra[..]);
-        assert!(cache.get("k", "", 1, t0 + 3_599_999).is_some());
-        assert!(cache.get("k", "", 1, t0 + 3_600_000).is_none());
+        assert!(cache.get("k", 0, 1, t0 + 3_599_999).is_some());
+        assert!(cache.get("k", 0, 1, t0 + 3_600_000).is_none());
     }
 
     #[test]
     fn a_bounded_cache_keeps_its_bound() {
         let cache = DenyCache::new(NonZeroUsize::MIN);
         let t0 = 1_700_000_000_000;
-        cache.insert("a", "", 1, &denied(Some("60"), "60"), t0);
-        cache.insert("b", "", 1, &denied(Some("60"), "60"), t0);
+        cache.insert("a", 0, 1, &denied(Some("60"), "60"), t0);
+        cache.insert("b", 0, 1, &denied(Some("60"), "60"), t0);
         // A dropped denial costs its key a backend call, nothing more.
-        assert!(cache.get("a", "", 1, t0).is_none());
-        assert!(cache.get("b", "", 1, t0).is_some());
+        assert!(cache.get("a", 0, 1, t0).is_none());
+        assert!(cache.get("b", 0, 1, t0).is_some());
         assert_eq!(cache.denials.len(), 1);
     }
 
@@ -234,9 +234,9 @@ mod tests {
     fn no_wait_no_cache() {
         let cache = DenyCache::new(NonZeroUsize::MAX);
         let t0 = 1_700_000_000_000;
-        cache.insert("k", "", 1, &denied(Some("0"), "0"), t0);
-        cache.insert("j", "", 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
-        assert!(cache.get("k", "", 1, t0).is_none());
-        assert!(cache.get("j", "", 1, t0).is_none());
+        cache.insert("k", 0, 1, &denied(Some("0"), "0"), t0);
+        cache.insert("j", 0, 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
+        assert!(cache.get("k", 0, 1, t0).is_none());
+        assert!(cache.get("j", 0, 1, t0).is_none());
     }
 }

@@ -5,8 +5,8 @@
 //! in one place. [`Decider::check`] and [`Decider::reset`] share the dispatch and skip what
 //! belongs to requests (the enabled flag, the deny cache's answers, the failure policy).
 
-use std::fmt::Write;
 use std::future::Future;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
@@ -129,13 +129,13 @@ impl Decider {
         let request = Request {
             cached: entry
                 .deny_cache
-                .then(|| (rendered(limit.opts), self.now_ms())),
+                .then(|| (opts_id(limit.opts), self.now_ms())),
             ..request
         };
         if let Some((opts, now_ms)) = &request.cached
-            && let Some(outcome) = self
-                .denials
-                .get(request.keys.first(), opts, limit.cost, *now_ms)
+            && let Some(outcome) =
+                self.denials
+                    .get(request.keys.first(), *opts, limit.cost, *now_ms)
         {
             // The client's key stays out of the logs: it may be a credential (an API key).
             tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
@@ -168,7 +168,7 @@ impl Decider {
                 if let Some((opts, now_ms)) = &request.cached {
                     self.denials.insert(
                         request.keys.first(),
-                        opts,
+                        *opts,
                         request.cost,
                         &outcome,
                         *now_ms,
@@ -271,7 +271,7 @@ struct Request<'a> {
     cost: u32,
     /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
     /// apart, and the time (by the limiter's clock) it was consulted.
-    cached: Option<(String, i64)>,
+    cached: Option<(u64, i64)>,
 }
 
 impl Request<'_> {
@@ -285,15 +285,12 @@ impl Request<'_> {
     }
 }
 
-/// A limit's options as the deny cache tells limits apart: two limits of different options
-/// may count under one key and decide differently.
-fn rendered(opts: &[Opt]) -> String {
-    let mut text = String::new();
-    for opt in opts {
-        // Writing to a String cannot fail.
-        let _ = write!(text, "{opt},");
-    }
-    text
+/// A limit's options as the deny cache tells limits apart (two limits of different options
+/// may count under one key and decide differently): their hash, within this process.
+fn opts_id(opts: &[Opt]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    opts.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory
