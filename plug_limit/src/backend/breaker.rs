@@ -52,11 +52,16 @@ impl Breaker {
         }
     }
 
-    /// Whether a call may go to Redis at `now`.
-    pub(crate) fn admit(&self, now: Instant) -> Admit {
+    /// Whether a call may go to Redis now.
+    pub(crate) fn admit(&self) -> Admit {
         if self.quiet.load(Ordering::Acquire) {
             return Admit::Call;
         }
+        self.admit_at(Instant::now())
+    }
+
+    /// Whether a call may go to Redis at `now`, the breaker not being quiet.
+    fn admit_at(&self, now: Instant) -> Admit {
         let mut state = self.state();
         match state.open_until {
             None => Admit::Call,
@@ -149,10 +154,10 @@ mod tests {
         b.succeeded(Admit::Call);
         b.failed(Admit::Call, t0);
         b.failed(Admit::Call, t0);
-        assert_eq!(b.admit(t0), Admit::Call);
+        assert_eq!(b.admit_at(t0), Admit::Call);
         b.failed(Admit::Call, t0);
-        assert_eq!(b.admit(t0), Admit::Reject);
-        assert_eq!(b.admit(t0 + Duration::from_millis(99)), Admit::Reject);
+        assert_eq!(b.admit_at(t0), Admit::Reject);
+        assert_eq!(b.admit_at(t0 + Duration::from_millis(99)), Admit::Reject);
     }
 
     #[test]
@@ -163,26 +168,26 @@ mod tests {
             b.failed(Admit::Call, t0);
         }
         let later = t0 + Duration::from_millis(100);
-        assert_eq!(b.admit(later), Admit::Probe);
-        assert_eq!(b.admit(later), Admit::Reject);
+        assert_eq!(b.admit_at(later), Admit::Probe);
+        assert_eq!(b.admit_at(later), Admit::Reject);
         b.succeeded(Admit::Probe);
-        assert_eq!(b.admit(later), Admit::Call);
+        assert_eq!(b.admit_at(later), Admit::Call);
     }
 
     #[test]
     fn a_probe_failing_after_a_late_success_closed_the_breaker_does_not_reopen_it() {
         let b = breaker();
         let t0 = Instant::now();
-        let early = b.admit(t0);
+        let early = b.admit();
         for _ in 0..3 {
             b.failed(Admit::Call, t0);
         }
         let t1 = t0 + Duration::from_millis(100);
-        assert_eq!(b.admit(t1), Admit::Probe);
+        assert_eq!(b.admit_at(t1), Admit::Probe);
         // A call admitted before the trip answers late: Redis is up, the breaker closes.
         b.succeeded(early);
         b.failed(Admit::Probe, t1);
-        assert_eq!(b.admit(t1), Admit::Call);
+        assert_eq!(b.admit_at(t1), Admit::Call);
     }
 
     #[test]
@@ -193,12 +198,12 @@ mod tests {
             b.failed(Admit::Call, t0);
         }
         let t1 = t0 + Duration::from_millis(100);
-        assert_eq!(b.admit(t1), Admit::Probe);
+        assert_eq!(b.admit_at(t1), Admit::Probe);
         b.failed(Admit::Probe, t1);
-        assert_eq!(b.admit(t1 + Duration::from_millis(99)), Admit::Reject);
+        assert_eq!(b.admit_at(t1 + Duration::from_millis(99)), Admit::Reject);
         let t2 = t1 + Duration::from_millis(100);
-        assert_eq!(b.admit(t2), Admit::Probe);
+        assert_eq!(b.admit_at(t2), Admit::Probe);
         b.abandoned(Admit::Probe);
-        assert_eq!(b.admit(t2), Admit::Probe);
+        assert_eq!(b.admit_at(t2), Admit::Probe);
     }
 }

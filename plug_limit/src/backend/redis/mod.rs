@@ -124,7 +124,7 @@ impl RedisBackend {
 
     /// Sends one command through the breaker, within the timeout, on the shared connection.
     async fn send(&self, command: &Command<'_>) -> Result<Value, Error> {
-        let admit = self.breaker.admit(Instant::now());
+        let admit = self.breaker.admit();
         if admit == Admit::Reject {
             return Err(Error::CircuitOpen(self.breaker.open_for()));
         }
