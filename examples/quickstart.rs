@@ -2,7 +2,8 @@
 //!
 //! Run with: `REDIS_URL=redis://127.0.0.1:6379/ cargo run --example quickstart`
 //!
-//! Without `REDIS_URL` it keeps its limits in memory (one instance), and says so.
+//! Without `REDIS_URL` it keeps its limits in memory (one instance), and says so. It listens on
+//! `PORT` (default 3000), or on the port given as its first argument, and prints what to curl.
 
 use std::net::SocketAddr;
 use std::process::ExitCode;
@@ -79,11 +80,15 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         .route("/free", get(free))
         .with_state(AppState { limits });
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
-    println!("listening on http://127.0.0.1:3000 ({store})");
-    println!(
-        "try: for i in $(seq 7); do curl -si http://127.0.0.1:3000/expensive | head -n 6; done"
-    );
+    let port = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("PORT").ok())
+        .map_or(Ok(3000), |port| port.parse::<u16>())
+        .map_err(|error| format!("the port must be a number from 0 to 65535: {error}"))?;
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
+    let addr = listener.local_addr()?;
+    println!("listening on http://{addr} ({store})");
+    println!("try: for i in $(seq 7); do curl -si http://{addr}/expensive | head -n 6; done");
     // The default key is the peer IP, which axum only knows with connect info.
     let service = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, service).await?;
