@@ -119,6 +119,7 @@ pub mod key;
 mod limit;
 mod lua;
 mod outcome;
+pub mod test;
 
 // The pipeline below the handle: one decision module, the backends, the algorithms.
 mod algorithm;

@@ -1,0 +1,128 @@
+//! Helpers for testing an application's limits: a peer address for requests sent without a
+//! socket, the rate-limit headers of a response as numbers, and a memory backend whose time
+//! moves only when the test says so.
+//!
+//! The idiom axum's own examples teach, `Router::oneshot(request)`, sends no connection, so
+//! axum has no `ConnectInfo` and the default key ([`key::peer_ip`](crate::key::peer_ip)) has
+//! nothing to read: such a request is refused with `400` (see
+//! [`KeyFailure`](crate::KeyFailure)). [`from_peer`] gives it the address a real client would
+//! have.
+//!
+//! # Example
+//!
+//! ```
+//! use axum::{body::Body, extract::FromRef, http::Request, routing::get, Router};
+//! use plug_limit::test::{self, RateLimitHeaders};
+//! use plug_limit::{FixedWindow, PlugLimit, RateLimited};
+//! use tower::ServiceExt;
+//!
+//! type Limited = RateLimited<FixedWindow<2, 60>>;
+//!
+//! async fn hello(limited: Limited) -> (Limited, &'static str) {
+//!     (limited, "hello")
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let (builder, clock) = test::memory_with_clock(1_700_000_000_000);
+//! let app = Router::new().route("/", get(hello)).with_state(builder.build()?);
+//! let send = |app: Router| async move {
+//!     let request = test::from_peer(Request::get("/").body(Body::empty())?, ([192, 0, 2, 1], 4000));
+//!     Ok::<_, Box<dyn std::error::Error>>(app.oneshot(request).await?)
+//! };
+//! assert_eq!(RateLimitHeaders::of(send(app.clone()).await?.headers()).remaining, Some(1));
+//! assert_eq!(RateLimitHeaders::of(send(app.clone()).await?.headers()).remaining, Some(0));
+//! let denied = send(app.clone()).await?;
+//! assert_eq!(denied.status(), 429);
+//! assert_eq!(RateLimitHeaders::of(denied.headers()).reset, Some(60));
+//! clock.advance(std::time::Duration::from_secs(60));
+//! assert_eq!(send(app).await?.status(), 200);
+//! # Ok(())
+//! # }
+//! ```
+
+use std::net::SocketAddr;
+
+use axum::extract::ConnectInfo;
+use http::{HeaderMap, Request};
+
+use crate::clock::ManualClock;
+use crate::config::Builder;
+use crate::handle::PlugLimit;
+
+/// `request` as if it came from a client at `peer`: what `into_make_service_with_connect_info`
+/// would have given it.
+#[must_use]
+pub fn from_peer<B>(mut request: Request<B>, peer: impl Into<SocketAddr>) -> Request<B> {
+    request.extensions_mut().insert(ConnectInfo(peer.into()));
+    request
+}
+
+/// A memory [`Builder`] whose limiters decide by a [`ManualClock`] standing at `now_ms`, and
+/// that clock: step time with [`ManualClock::advance`] instead of sleeping.
+pub fn memory_with_clock(now_ms: i64) -> (Builder, ManualClock) {
+    let clock = ManualClock::new(now_ms);
+    (PlugLimit::memory_builder().clock(clock.clone()), clock)
+}
+
+/// The rate-limit headers of a response as numbers: what a client reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RateLimitHeaders {
+    /// `x-ratelimit-limit`, as text: `token_bucket` writes a policy (`20 20;w=600;...`).
+    pub limit: Option<String>,
+    /// `x-ratelimit-remaining`.
+    pub remaining: Option<u64>,
+    /// `x-ratelimit-reset`, in seconds.
+    pub reset: Option<u64>,
+    /// `retry-after`, in seconds.
+    pub retry_after: Option<u64>,
+}
+
+impl RateLimitHeaders {
+    /// Reads the headers; an absent header, or one that is not a number where one is
+    /// expected, is `None`.
+    #[must_use]
+    pub fn of(headers: &HeaderMap) -> Self {
+        let text = |name: &str| Some(headers.get(name)?.to_str().ok()?.to_owned());
+        let number = |name: &str| text(name)?.parse().ok();
+        Self {
+            limit: text("x-ratelimit-limit"),
+            remaining: number("x-ratelimit-remaining"),
+            reset: number("x-ratelimit-reset"),
+            retry_after: number("retry-after"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_read_as_numbers_and_absence_is_none() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-ratelimit-limit", "20 20;w=600".parse().unwrap());
+        headers.insert("x-ratelimit-remaining", "0".parse().unwrap());
+        headers.insert("retry-after", "not a number".parse().unwrap());
+        assert_eq!(
+            RateLimitHeaders::of(&headers),
+            RateLimitHeaders {
+                limit: Some("20 20;w=600".to_owned()),
+                remaining: Some(0),
+                reset: None,
+                retry_after: None,
+            }
+        );
+    }
+
+    #[test]
+    fn a_request_gets_the_peer_it_is_given() {
+        let request = from_peer(Request::new(()), ([192, 0, 2, 9], 4000));
+        let ConnectInfo(peer) = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .unwrap();
+        assert_eq!(peer.to_string(), "192.0.2.9:4000");
+    }
+}
