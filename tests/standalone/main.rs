@@ -24,4 +24,5 @@ mod memory_capacity;
 mod outages;
 mod programmatic;
 mod scripts;
+mod shadow;
 mod token_bucket;

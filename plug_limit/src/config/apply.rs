@@ -31,6 +31,9 @@ impl Builder {
         if let Some(policy) = config.on_key_failure {
             self.on_key_failure = policy;
         }
+        if let Some(on) = config.shadow {
+            self.shadow = on;
+        }
         if let Some(breaker) = config.circuit_breaker {
             self.breaker = breaker;
         }
@@ -74,6 +77,9 @@ impl Builder {
             }
             if let Some(policy) = limiter.on_key_failure {
                 built = built.on_key_failure(policy);
+            }
+            if let Some(on) = limiter.shadow {
+                built = built.shadow(on);
             }
             self.limiters.push((name, built));
         }

@@ -119,6 +119,8 @@ impl Builder {
             deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
             log_level: limiter.log_level.unwrap_or(self.log_level),
             failures: FailureLog::new(),
+            shadow: limiter.shadow.unwrap_or(self.shadow),
+            shadow_denials: FailureLog::new(),
         }
     }
 

@@ -51,6 +51,7 @@ pub struct Builder {
     pub(super) on_failure: FailurePolicy,
     pub(super) on_key_failure: KeyFailure,
     pub(super) deny_cache: bool,
+    pub(super) shadow: bool,
     pub(super) breaker: CircuitBreaker,
     pub(super) memory_capacity: usize,
     pub(super) key: Arc<dyn KeyExtractor>,
@@ -92,6 +93,7 @@ impl Builder {
             on_failure: FailurePolicy::default(),
             on_key_failure: KeyFailure::default(),
             deny_cache: false,
+            shadow: false,
             breaker: CircuitBreaker::default(),
             memory_capacity: DEFAULT_MEMORY_CAPACITY,
             key: Arc::new(key::peer_ip()),
@@ -148,6 +150,29 @@ impl Builder {
     /// clear this one's cache: the key stays denied here until T.
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
+        self
+    }
+
+    /// Shadow (dry-run) mode for every limiter (default `false`; a limiter may say otherwise
+    /// with [`Limiter::shadow`]): requests are decided and counted as usual and get their
+    /// rate-limit headers, but a request the limit would refuse passes, and is logged instead
+    /// (`INFO`, target `plug_limit`, at most one line a second per limiter with the count of
+    /// the others). For rolling out a limit: see whom it would refuse before it refuses anyone.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let limits = PlugLimit::memory_builder().shadow(true).build()?;
+    /// # let _ = limits;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = on;
         self
     }
 

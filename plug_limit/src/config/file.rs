@@ -50,6 +50,8 @@ pub struct Config {
     pub on_failure: Option<FailurePolicy>,
     /// Whether limiters keep a local deny cache (default `false`).
     pub deny_cache: Option<bool>,
+    /// Shadow (dry-run) mode for every limiter (default `false`).
+    pub shadow: Option<bool>,
     /// What a request without a usable key gets: `peer_ip` (default), `reject` or `pass`.
     pub on_key_failure: Option<KeyFailure>,
     /// The Redis backend's circuit breaker: `{ "failures": 5, "open_for_ms": 1000 }`.
@@ -80,6 +82,8 @@ pub struct LimiterConfig {
     pub on_failure: Option<FailurePolicy>,
     /// This limiter's key failure policy.
     pub on_key_failure: Option<KeyFailure>,
+    /// Shadow (dry-run) mode for this limiter.
+    pub shadow: Option<bool>,
     /// Whether this limiter keeps a local deny cache.
     pub deny_cache: Option<bool>,
 }

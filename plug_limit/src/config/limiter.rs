@@ -48,6 +48,7 @@ pub struct Limiter {
     pub(crate) responder: Option<Arc<dyn Responder>>,
     pub(crate) on_failure: Option<FailurePolicy>,
     pub(crate) on_key_failure: Option<KeyFailure>,
+    pub(crate) shadow: Option<bool>,
     pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
 }
@@ -68,6 +69,7 @@ impl Limiter {
             responder: None,
             on_failure: None,
             on_key_failure: None,
+            shadow: None,
             deny_cache: None,
             log_level: None,
         }
@@ -138,6 +140,12 @@ impl Limiter {
         self
     }
 
+    /// Shadow mode for this limiter (see [`Builder::shadow`](crate::Builder::shadow)).
+    pub fn shadow(mut self, on: bool) -> Self {
+        self.shadow = Some(on);
+        self
+    }
+
     /// Whether this limiter keeps a local deny cache (see
     /// [`Builder::deny_cache`](crate::Builder::deny_cache)). A custom script's denials are
     /// cached only when it answers a `retry-after` or `x-ratelimit-reset` in seconds.
@@ -168,6 +176,7 @@ impl fmt::Debug for Limiter {
             .field("own_responder", &self.responder.is_some())
             .field("on_failure", &self.on_failure)
             .field("on_key_failure", &self.on_key_failure)
+            .field("shadow", &self.shadow)
             .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
             .finish()

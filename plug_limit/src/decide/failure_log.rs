@@ -33,6 +33,14 @@ impl FailureLog {
         if level == LogLevel::Off {
             return;
         }
+        if let Some(suppressed) = self.due() {
+            level.log(limiter, error, suppressed);
+        }
+    }
+
+    /// Whether a line is due (none was written in the last second): then how many events went
+    /// unlogged since the last line. Otherwise the event is counted, and `None`.
+    pub(crate) fn due(&self) -> Option<u64> {
         let now = u64::try_from(self.epoch.elapsed().as_millis())
             .unwrap_or(u64::MAX)
             .saturating_add(1);
@@ -45,10 +53,10 @@ impl FailureLog {
                 .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
         {
-            let suppressed = self.suppressed.swap(0, Ordering::Relaxed);
-            level.log(limiter, error, suppressed);
+            Some(self.suppressed.swap(0, Ordering::Relaxed))
         } else {
             self.suppressed.fetch_add(1, Ordering::Relaxed);
+            None
         }
     }
 }

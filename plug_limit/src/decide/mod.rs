@@ -127,8 +127,8 @@ impl Decider {
             cached: None,
         };
         let request = Request {
-            cached: entry
-                .deny_cache
+            // A shadow limiter never refuses, so it has no denials to answer from a cache.
+            cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
             ..request
         };
@@ -163,6 +163,12 @@ impl Decider {
     ) -> Decided {
         match result {
             Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
+            Ok(outcome) if entry.shadow => {
+                if let Some(suppressed) = entry.shadow_denials.due() {
+                    tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
+                }
+                Ok(Some(outcome))
+            }
             Ok(outcome) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
                 if let Some((opts, now_ms)) = &request.cached {

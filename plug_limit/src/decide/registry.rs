@@ -24,6 +24,10 @@ pub(crate) struct Entry {
     pub(crate) deny_cache: bool,
     pub(crate) log_level: LogLevel,
     pub(crate) failures: FailureLog,
+    /// Shadow mode: decide and count, but never refuse.
+    pub(crate) shadow: bool,
+    /// The would-be denials of shadow mode, logged at most once a second.
+    pub(crate) shadow_denials: FailureLog,
 }
 
 impl Entry {
