@@ -11,12 +11,15 @@ use crate::handle::PlugLimit;
 use crate::limit::{Limit, LimitRef};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
+use crate::send_headers::HeaderSlot;
 
 /// Extractor that checks the limit `L` before the handler runs.
 ///
 /// The [`PlugLimit`] comes from the router state (`PlugLimit: FromRef<S>`). On allow, the
 /// handler runs and receives this value; return it in the response tuple to send the
-/// rate-limit headers. On deny, the request is rejected with the limiter's responder (by
+/// rate-limit headers, or serve the router under a
+/// [`SendHeadersLayer`](crate::SendHeadersLayer), which sends them whatever the handler
+/// returns. On deny, the request is rejected with the limiter's responder (by
 /// default `429 Too Many Requests` plus headers) and the handler does not run.
 ///
 /// When limits are disabled, or the check failed open, the handler runs and this value adds no
@@ -75,6 +78,10 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
         let outcome = limits.decider().decide(LimitRef::of::<L>(), parts).await?;
+        // Under a `SendHeadersLayer`, the headers reach the response whatever it returns.
+        if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
+            slot.put(outcome);
+        }
         Ok(Self {
             outcome,
             _limit: PhantomData,

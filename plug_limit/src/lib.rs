@@ -49,6 +49,8 @@
 //!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), [`Gcra`], ..., or any [`Limit`]
 //!   implementation, for example one naming a custom limiter.
 //! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
+//! - **[`SendHeadersLayer`]** around a router: the headers of every allowed request reach its
+//!   response, even from a handler that does not return its [`RateLimited`].
 //! - **[`PlugLimit::check`]**, [`check_cost`](PlugLimit::check_cost),
 //!   [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset) outside requests: for jobs,
 //!   websockets, quotas and custom middleware.
@@ -110,6 +112,7 @@ mod handle;
 mod layer;
 mod rejection;
 mod responder;
+mod send_headers;
 
 // What users configure and name.
 mod clock;
@@ -152,6 +155,7 @@ pub use self::limit::{
 pub use self::outcome::{Decision, Outcome, ReplyError};
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
+pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]
 pub use plug_limit_macros::rate_limit;

@@ -24,5 +24,6 @@ mod memory_capacity;
 mod outages;
 mod programmatic;
 mod scripts;
+mod send_headers;
 mod shadow;
 mod token_bucket;
