@@ -6,7 +6,6 @@ use std::time::Duration;
 use deadpool_redis::PoolError;
 use deadpool_redis::redis::RedisError;
 
-use crate::key::KeyError;
 use crate::outcome::ReplyError;
 
 /// Why a rate-limit check could not decide. The request then follows its
@@ -30,9 +29,6 @@ pub enum Error {
     /// The script's reply does not follow the script contract.
     #[error("invalid script reply: {0}")]
     Reply(#[from] ReplyError),
-    /// The key could not be extracted from the request.
-    #[error("key: {0}")]
-    Key(#[from] KeyError),
     /// A built-in limiter refused its options, cost or time: a wrong number of options, or
     /// values its script would refuse (on Redis the script's own error arrives as
     /// [`Error::Redis`]).

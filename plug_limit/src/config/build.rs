@@ -13,7 +13,7 @@ use super::{Builder, Enabled, FailurePolicy, Limiter};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::clock::SystemClock;
-use crate::decide::{Decider, DenyCache, Entry, FailureLog, Registry};
+use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::lua::Lua;
@@ -118,9 +118,9 @@ impl Builder {
             on_key_failure: limiter.on_key_failure.unwrap_or(self.on_key_failure),
             deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),
             log_level: limiter.log_level.unwrap_or(self.log_level),
-            failures: FailureLog::new(),
+            failures: LogThrottle::new(),
             shadow: limiter.shadow.unwrap_or(self.shadow),
-            shadow_denials: FailureLog::new(),
+            shadow_denials: LogThrottle::new(),
         }
     }
 
@@ -232,7 +232,7 @@ impl Builder {
             prefix: self.prefix.into(),
             log_level: self.log_level,
             on_failure: self.on_failure,
-            failures: FailureLog::new(),
+            failures: LogThrottle::new(),
             denials: DenyCache::new(memory_capacity),
             backend,
             clock: self.clock,

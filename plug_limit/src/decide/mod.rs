@@ -25,13 +25,13 @@ use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 
 pub(crate) use self::deny_cache::DenyCache;
-pub(crate) use self::failure_log::FailureLog;
 pub(crate) use self::keys::Keys;
+pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
 
 mod deny_cache;
-mod failure_log;
 mod keys;
+mod log_throttle;
 mod registry;
 
 /// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
@@ -53,7 +53,7 @@ pub(crate) struct Decider {
     /// For a limit naming no registered limiter.
     pub(crate) on_failure: FailurePolicy,
     /// For a limit naming no registered limiter.
-    pub(crate) failures: FailureLog,
+    pub(crate) failures: LogThrottle,
     pub(crate) denials: DenyCache,
     pub(crate) backend: Backend,
     /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
@@ -124,13 +124,9 @@ impl Decider {
             keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
             opts: limit.opts,
             cost: limit.cost,
-            cached: None,
-        };
-        let request = Request {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
-            ..request
         };
         if let Some((opts, now_ms)) = &request.cached
             && let Some(outcome) =

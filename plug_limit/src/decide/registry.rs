@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::failure_log::FailureLog;
+use super::log_throttle::LogThrottle;
 use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -23,11 +23,11 @@ pub(crate) struct Entry {
     /// Denials are cached locally until their wait ends.
     pub(crate) deny_cache: bool,
     pub(crate) log_level: LogLevel,
-    pub(crate) failures: FailureLog,
+    pub(crate) failures: LogThrottle,
     /// Shadow mode: decide and count, but never refuse.
     pub(crate) shadow: bool,
     /// The would-be denials of shadow mode, logged at most once a second.
-    pub(crate) shadow_denials: FailureLog,
+    pub(crate) shadow_denials: LogThrottle,
 }
 
 impl Entry {

@@ -114,15 +114,8 @@ impl Connections {
     /// read: a call that timed out on it heard nothing, so the connection is silent (a dead
     /// host, a lost route), not merely slow. Dropping it resends nothing.
     pub(crate) fn forget_if_silent(&self, generation: u64, replies: u64) {
-        if self.replies() != replies {
-            return;
-        }
-        let mut shared = self.lock();
-        if shared
-            .as_ref()
-            .is_some_and(|shared| shared.generation == generation)
-        {
-            *shared = None;
+        if self.replies() == replies {
+            self.forget_generation(generation);
         }
     }
 
@@ -136,10 +129,15 @@ impl Connections {
     /// Drops `current` if it is still the shared connection, so the next check takes a fresh
     /// one; a newer connection made meanwhile is kept.
     pub(crate) fn forget(&self, current: &Current) {
+        self.forget_generation(current.generation);
+    }
+
+    /// Drops the shared connection if `generation` made it.
+    fn forget_generation(&self, generation: u64) {
         let mut shared = self.lock();
         if shared
             .as_ref()
-            .is_some_and(|shared| shared.generation == current.generation)
+            .is_some_and(|shared| shared.generation == generation)
         {
             *shared = None;
         }

@@ -1,24 +1,25 @@
-//! Failure logging that an outage cannot flood: one line a second per limiter, each saying how
-//! many failures went unlogged since the last.
+//! Logging that a flood of events cannot turn into a flood of lines (an outage's failures, a
+//! shadow limiter's would-be denials): one line a second per limiter, each saying how many
+//! events went unlogged since the last.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::config::LogLevel;
 
-/// The least time between two failure lines of one limiter.
+/// The least time between two lines of one throttle.
 const EVERY: Duration = Duration::from_secs(1);
 
-/// One limiter's failure log.
+/// One limiter's throttle for one kind of event.
 #[derive(Debug)]
-pub(crate) struct FailureLog {
+pub(crate) struct LogThrottle {
     epoch: Instant,
     /// When the last line was written, in milliseconds since `epoch`, plus one (0: never).
     last_ms: AtomicU64,
     suppressed: AtomicU64,
 }
 
-impl FailureLog {
+impl LogThrottle {
     pub(crate) fn new() -> Self {
         Self {
             epoch: Instant::now(),
@@ -27,7 +28,7 @@ impl FailureLog {
         }
     }
 
-    /// Logs `error` at `level`, unless a line was written less than a second ago: then it is
+    /// Logs the failure `error` at `level`, unless a line was written less than a second ago: then it is
     /// counted, and the next line reports the count.
     pub(crate) fn log(&self, level: LogLevel, limiter: &str, error: &dyn std::error::Error) {
         if level == LogLevel::Off {
