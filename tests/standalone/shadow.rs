@@ -1,8 +1,8 @@
 //! Shadow (dry-run) mode: decided and counted as usual, never refused, would-be denials logged.
 
 use axum::{Router, routing::get};
-use plug_limit::{FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimited, key};
-use plug_limit_tests::{Logs, RedisServer, get as send_get};
+use plug_limit::{FailurePolicy, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimited, key};
+use plug_limit_tests::{Logs, RedisServer, dead_url, get as send_get, pool};
 
 type Two = RateLimited<FixedWindow<2, 60>>;
 
@@ -90,4 +90,33 @@ async fn one_limiter_can_be_in_shadow_while_the_others_enforce() {
         statuses.push(send_get(&app, path, "c").await.status.as_u16());
     }
     assert_eq!(statuses, [200, 200, 200, 429]);
+}
+
+#[tokio::test]
+async fn a_shadow_limit_never_refuses_in_the_memory_fallback_either() {
+    let limits = PlugLimit::builder(pool(&dead_url()))
+        .key(key::header("x-client"))
+        .on_failure(FailurePolicy::Memory)
+        .shadow(true)
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(two)).with_state(limits);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let reply = send_get(&app, "/", "c").await;
+        seen.push((
+            reply.status.as_u16(),
+            reply.header("x-ratelimit-remaining").map(str::to_owned),
+        ));
+    }
+    let remaining = |n: &str| (200, Some(n.to_owned()));
+    assert_eq!(
+        seen,
+        [
+            remaining("1"),
+            remaining("0"),
+            remaining("0"),
+            remaining("0")
+        ]
+    );
 }

@@ -158,14 +158,23 @@ impl Decider {
         result: Result<Outcome, Error>,
     ) -> Decided {
         match result {
-            Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
-            Ok(outcome) if entry.shadow => {
+            Ok(outcome) => self.verdict(entry, request, outcome),
+            Err(error) => self.fail(entry, request, error),
+        }
+    }
+
+    /// What an outcome, from the backend or from the memory fallback, means for the request:
+    /// allowed, let through by shadow mode, or denied (and remembered by the deny cache).
+    fn verdict(&self, entry: &Entry, request: &Request<'_>, outcome: Outcome) -> Decided {
+        match outcome {
+            outcome if outcome.is_allowed() => Ok(Some(outcome)),
+            outcome if entry.shadow => {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
                 Ok(Some(outcome))
             }
-            Ok(outcome) => {
+            outcome => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
                 if let Some((opts, now_ms)) = &request.cached {
                     self.denials.insert(
@@ -181,7 +190,6 @@ impl Decider {
                     Arc::clone(&entry.responder),
                 ))
             }
-            Err(error) => self.fail(entry, request, error),
         }
     }
 
@@ -193,11 +201,7 @@ impl Decider {
             && let Started::Done(result) = self.fallback().start(request.call(entry))
         {
             return match result {
-                Ok(outcome) if outcome.is_allowed() => Ok(Some(outcome)),
-                Ok(outcome) => Err(RateLimitRejection::denied(
-                    outcome,
-                    Arc::clone(&entry.responder),
-                )),
+                Ok(outcome) => self.verdict(entry, request, outcome),
                 Err(error) => {
                     entry.failures.log(entry.log_level, entry.name(), &error);
                     Ok(None)
