@@ -141,19 +141,31 @@ where
         // The check is awaited before the inner service runs: take the service that was
         // polled ready and leave a fresh clone in its place.
         let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.limits.clone();
-        Box::pin(async move {
-            let (parts, body) = request.into_parts();
-            let outcome = match limits.decider().decide(LimitRef::of::<L>(), &parts).await {
-                Ok(outcome) => outcome,
-                Err(rejection) => return Ok(rejection.into_response()),
-            };
-            let response = inner.call(Request::from_parts(parts, body)).await?;
-            Ok(match outcome {
-                Some(outcome) => (outcome, response).into_response(),
-                None => response,
-            })
-        })
+        Box::pin(async move { limited(&limits, LimitRef::of::<L>(), request, inner).await })
     }
+}
+
+/// The middleware's work once it knows the limit: check, then call `inner` with the request
+/// or answer the rejection, and add the allowed request's headers to the response.
+pub(crate) async fn limited<S>(
+    limits: &PlugLimit,
+    limit: LimitRef<'_>,
+    request: Request<Body>,
+    mut inner: S,
+) -> Result<Response, S::Error>
+where
+    S: Service<Request<Body>, Response = Response>,
+{
+    let (parts, body) = request.into_parts();
+    let outcome = match limits.decider().decide(limit, &parts).await {
+        Ok(outcome) => outcome,
+        Err(rejection) => return Ok(rejection.into_response()),
+    };
+    let response = inner.call(Request::from_parts(parts, body)).await?;
+    Ok(match outcome {
+        Some(outcome) => (outcome, response).into_response(),
+        None => response,
+    })
 }

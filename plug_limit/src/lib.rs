@@ -49,6 +49,8 @@
 //!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), [`Gcra`], ..., or any [`Limit`]
 //!   implementation, for example one naming a custom limiter.
 //! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
+//! - **[`RuntimeLimitLayer`]** for limits made at run time: one [`RuntimeLimit`] read from
+//!   configuration, or one chosen per request (per-plan tiers by API key).
 //! - **[`SendHeadersLayer`]** around a router: the headers of every allowed request reach its
 //!   response, even from a handler that does not return its [`RateLimited`].
 //! - **[`PlugLimit::check`]**, [`check_cost`](PlugLimit::check_cost),
@@ -112,6 +114,7 @@ mod handle;
 mod layer;
 mod rejection;
 mod responder;
+mod runtime_layer;
 mod send_headers;
 
 // What users configure and name.
@@ -150,11 +153,13 @@ pub use self::handle::PlugLimit;
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
-    FixedWindow, Gcra, LeakyBucket, Limit, Opt, SlidingLog, SlidingWindow, Subject, TokenBucket,
+    FixedWindow, Gcra, LeakyBucket, Limit, Opt, RuntimeLimit, SlidingLog, SlidingWindow, Subject,
+    TokenBucket,
 };
 pub use self::outcome::{Decision, Outcome, ReplyError};
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
+pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]

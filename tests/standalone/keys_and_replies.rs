@@ -202,7 +202,8 @@ async fn a_script_flush_storm_fails_no_check() {
     for round in 0..40 {
         let checks = (0..50).map(|i| {
             let limits = limits.clone();
-            async move { limits.check("fixed_window", &format!("c{i}"), &opts).await }
+            let opts = &opts;
+            async move { limits.check("fixed_window", &format!("c{i}"), opts).await }
         });
         for (i, result) in join_all(checks).await.into_iter().enumerate() {
             if let Err(error) = result {

@@ -35,6 +35,7 @@ impl<'a> Argv<'a> {
         match (self.opts.get(index), after) {
             (Some(Opt::Int(n)), _) => Arg::Int(*n),
             (Some(Opt::Str(s)), _) => Arg::Str(s),
+            (Some(Opt::Text(s)), _) => Arg::Str(s),
             (None, Some(0)) => Arg::Int(i64::from(self.cost)),
             (None, Some(1)) => Arg::Int(self.now_ms),
             _ => Arg::Missing,

@@ -68,7 +68,7 @@ pub(crate) struct Decider {
 
 impl Decider {
     /// Decides one request (see [`Decided`]).
-    pub(crate) async fn decide(&self, limit: LimitRef, parts: &Parts) -> Decided {
+    pub(crate) async fn decide(&self, limit: LimitRef<'_>, parts: &Parts) -> Decided {
         // Only a Redis call waits, and its state lives in its own box: the future of every
         // extractor and layer stays small, and memory checks and deny-cache answers (decided
         // in `start`) never build one.
@@ -79,7 +79,7 @@ impl Decider {
     }
 
     /// Runs a request's check as far as it goes without waiting.
-    fn start(&self, limit: LimitRef, parts: &Parts) -> Step<'_> {
+    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }

@@ -4,10 +4,12 @@ use crate::key::KeyExtractor;
 
 pub use self::builtin::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
 pub use self::opt::Opt;
+pub use self::runtime::RuntimeLimit;
 pub use self::subject::Subject;
 
 mod builtin;
 mod opt;
+mod runtime;
 mod subject;
 
 /// A rate limit a handler is subject to: which limiter, with which options, keyed how.
@@ -59,17 +61,18 @@ pub trait Limit: Send + Sync + 'static {
     const KEY: Option<&'static dyn KeyExtractor> = None;
 }
 
-/// A limit as values: what the extractor, the layer and the macro check.
+/// A limit as values: what the extractor, the layer and the macro check, borrowed from a
+/// [`Limit`]'s constants or from a [`RuntimeLimit`].
 #[derive(Clone, Copy)]
-pub(crate) struct LimitRef {
-    pub(crate) limiter: &'static str,
-    pub(crate) opts: &'static [Opt],
+pub(crate) struct LimitRef<'a> {
+    pub(crate) limiter: &'a str,
+    pub(crate) opts: &'a [Opt],
     pub(crate) cost: u32,
-    pub(crate) scope: Option<&'static str>,
-    pub(crate) key: Option<&'static dyn KeyExtractor>,
+    pub(crate) scope: Option<&'a str>,
+    pub(crate) key: Option<&'a dyn KeyExtractor>,
 }
 
-impl LimitRef {
+impl LimitRef<'static> {
     pub(crate) fn of<L: Limit>() -> Self {
         Self {
             limiter: L::LIMITER,

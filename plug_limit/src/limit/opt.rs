@@ -1,17 +1,88 @@
 //! Opt: one option of a limit, as its script's `ARGV` receives it.
 
 use std::fmt;
+use std::sync::Arc;
 
 use deadpool_redis::redis::{RedisWrite, ToRedisArgs};
 
 /// One option handed to a limiter's Lua script as an `ARGV` entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+///
+/// `Int` and `Str` are what a [`Limit`](crate::Limit)'s `const OPTS` holds; a
+/// [`RuntimeLimit`](crate::RuntimeLimit), made from configuration or per request, holds its
+/// string options as `Text`, so nothing is leaked to make them `'static`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Opt {
     /// An integer option, such as a limit or a window length in seconds.
     Int(i64),
-    /// A string option, for custom scripts that take words.
+    /// A string option, for custom scripts that take words, e.g. `multi_window`'s `"10/60"`.
     Str(&'static str),
+    /// A string option known only at run time.
+    Text(Arc<str>),
+}
+
+impl Opt {
+    /// The option's text, for a string option.
+    #[must_use]
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Self::Int(_) => None,
+            Self::Str(text) => Some(text),
+            Self::Text(text) => Some(text),
+        }
+    }
+}
+
+impl From<i64> for Opt {
+    fn from(n: i64) -> Self {
+        Self::Int(n)
+    }
+}
+
+impl From<u32> for Opt {
+    fn from(n: u32) -> Self {
+        Self::Int(i64::from(n))
+    }
+}
+
+impl From<i32> for Opt {
+    fn from(n: i32) -> Self {
+        Self::Int(i64::from(n))
+    }
+}
+
+impl From<&'static str> for Opt {
+    fn from(text: &'static str) -> Self {
+        Self::Str(text)
+    }
+}
+
+impl From<String> for Opt {
+    fn from(text: String) -> Self {
+        Self::Text(text.into())
+    }
+}
+
+impl From<Arc<str>> for Opt {
+    fn from(text: Arc<str>) -> Self {
+        Self::Text(text)
+    }
+}
+
+/// A number or a string: `[20, 600, 5]` or `["10/1", "100/60"]` in a configuration file.
+impl<'de> serde::Deserialize<'de> for Opt {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged, expecting = "an integer or a string")]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        Ok(match Raw::deserialize(deserializer)? {
+            Raw::Int(n) => Self::Int(n),
+            Raw::Text(text) => Self::Text(text.into()),
+        })
+    }
 }
 
 impl fmt::Display for Opt {
@@ -19,6 +90,7 @@ impl fmt::Display for Opt {
         match self {
             Self::Int(n) => write!(f, "{n}"),
             Self::Str(s) => f.write_str(s),
+            Self::Text(s) => f.write_str(s),
         }
     }
 }
@@ -28,6 +100,7 @@ impl ToRedisArgs for Opt {
         match self {
             Self::Int(n) => n.write_redis_args(out),
             Self::Str(s) => s.write_redis_args(out),
+            Self::Text(s) => (&**s).write_redis_args(out),
         }
     }
 }
@@ -41,5 +114,9 @@ mod tests {
         assert_eq!(Opt::Int(-3).to_redis_args(), vec![b"-3".to_vec()]);
         assert_eq!(Opt::Str("x").to_redis_args(), vec![b"x".to_vec()]);
         assert_eq!(Opt::Int(7).to_string(), "7");
+        assert_eq!(
+            Opt::from("10/60".to_owned()).to_redis_args(),
+            vec![b"10/60".to_vec()]
+        );
     }
 }

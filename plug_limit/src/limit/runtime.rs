@@ -1,0 +1,233 @@
+//! [`RuntimeLimit`]: a limit whose limiter and options are known only at run time.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::{LimitRef, Opt};
+use crate::algorithm::Algorithm;
+use crate::error::BuildError;
+use crate::key::KeyExtractor;
+
+/// The largest cost a built-in accepts: every value stays exact in a double.
+const MAX_COST: u32 = 2_147_483_647;
+
+/// A limit made at run time, from configuration or per request: the counterpart of a
+/// [`Limit`](crate::Limit) type, with owned options.
+///
+/// A built-in limiter's options are checked when the value is made, by the rules its script
+/// applies, so a bad limit in a configuration file is refused at start-up rather than failing
+/// every request. A custom limiter's name is looked up per request, like a
+/// [`Limit`](crate::Limit)'s: a name no limiter is registered under fails by the failure
+/// policy. Cloning is cheap (one reference count), so a resolver can hand out clones of limits
+/// made once.
+///
+/// Use it with [`RuntimeLimitLayer`](crate::RuntimeLimitLayer), or deserialize it from a
+/// configuration file: `{ limiter = "token_bucket", opts = [20, 600, 5] }` with optional
+/// `cost` and `scope`.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::RuntimeLimit;
+///
+/// let search = RuntimeLimit::new("token_bucket", [20, 600, 5])?.scope("search");
+/// assert_eq!(search.limiter(), "token_bucket");
+///
+/// let refused = RuntimeLimit::new("token_bucket", [20, 600, 0]).unwrap_err();
+/// assert_eq!(
+///     refused.to_string(),
+///     "invalid `opts`: token_bucket: burst must be >= 1, got '0'"
+/// );
+/// # Ok::<(), plug_limit::BuildError>(())
+/// ```
+#[derive(Clone)]
+pub struct RuntimeLimit {
+    inner: Arc<Inner>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    limiter: Box<str>,
+    opts: Box<[Opt]>,
+    cost: u32,
+    scope: Option<Box<str>>,
+    key: Option<Arc<dyn KeyExtractor>>,
+}
+
+impl RuntimeLimit {
+    /// The limit of `limiter` with `opts`, in the order of its script's `ARGV`.
+    ///
+    /// # Errors
+    ///
+    /// For a built-in limiter, options its script would refuse (field `opts`, with the
+    /// script's rule).
+    pub fn new<I>(limiter: impl Into<String>, opts: I) -> Result<Self, BuildError>
+    where
+        I: IntoIterator,
+        I::Item: Into<Opt>,
+    {
+        let inner = Inner {
+            limiter: limiter.into().into_boxed_str(),
+            opts: opts.into_iter().map(Into::into).collect(),
+            cost: 1,
+            scope: None,
+            key: None,
+        };
+        check_opts(&inner.limiter, &inner.opts, 1)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// How many units one request consumes (default 1). Built-in limiters only, as for
+    /// [`Limit::COST`](crate::Limit::COST).
+    ///
+    /// # Errors
+    ///
+    /// A cost above 2,147,483,647 (field `cost`).
+    pub fn cost(mut self, cost: u32) -> Result<Self, BuildError> {
+        if cost > MAX_COST {
+            return Err(BuildError::invalid("cost", "must be at most 2147483647"));
+        }
+        Arc::make_mut(&mut self.inner).cost = cost;
+        Ok(self)
+    }
+
+    /// The budget this limit counts against (default: the matched route), as
+    /// [`Limit::SCOPE`](crate::Limit::SCOPE).
+    #[must_use]
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.inner).scope = Some(scope.into().into_boxed_str());
+        self
+    }
+
+    /// The key extractor for this limit (default: the limiter's), as
+    /// [`Limit::KEY`](crate::Limit::KEY).
+    #[must_use]
+    pub fn key(mut self, key: impl KeyExtractor) -> Self {
+        Arc::make_mut(&mut self.inner).key = Some(Arc::new(key));
+        self
+    }
+
+    /// The limiter's name.
+    #[must_use]
+    pub fn limiter(&self) -> &str {
+        &self.inner.limiter
+    }
+
+    /// The options.
+    #[must_use]
+    pub fn opts(&self) -> &[Opt] {
+        &self.inner.opts
+    }
+
+    pub(crate) fn as_ref(&self) -> LimitRef<'_> {
+        let inner = &*self.inner;
+        LimitRef {
+            limiter: &inner.limiter,
+            opts: &inner.opts,
+            cost: inner.cost,
+            scope: inner.scope.as_deref(),
+            key: inner.key.as_deref(),
+        }
+    }
+}
+
+/// Refuses what a built-in's script would refuse, with its words: the native twin evaluates
+/// the options once against no state.
+fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> {
+    let Some(algorithm) = Algorithm::from_name(limiter) else {
+        return Ok(());
+    };
+    algorithm
+        .check_arity(opts)
+        .and_then(|()| algorithm.evaluate(opts, cost, 0, &mut None).map(drop))
+        .map_err(|rule| BuildError::invalid("opts", rule))
+}
+
+impl fmt::Debug for RuntimeLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = &*self.inner;
+        f.debug_struct("RuntimeLimit")
+            .field("limiter", &inner.limiter)
+            .field("opts", &inner.opts)
+            .field("cost", &inner.cost)
+            .field("scope", &inner.scope)
+            .field("key", &inner.key.as_ref().map(|_| "custom"))
+            .finish()
+    }
+}
+
+/// `{ limiter = "token_bucket", opts = [20, 600, 5], cost = 1, scope = "search" }`; `cost`
+/// and `scope` are optional. Invalid options fail deserialization with the rule.
+impl<'de> Deserialize<'de> for RuntimeLimit {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            limiter: String,
+            #[serde(default)]
+            opts: Vec<Opt>,
+            cost: Option<u32>,
+            scope: Option<String>,
+        }
+        let raw = Raw::deserialize(deserializer)?;
+        let mut limit = Self::new(raw.limiter, raw.opts).map_err(serde::de::Error::custom)?;
+        if let Some(cost) = raw.cost {
+            limit = limit.cost(cost).map_err(serde::de::Error::custom)?;
+        }
+        if let Some(scope) = raw.scope {
+            limit = limit.scope(scope);
+        }
+        Ok(limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_options_are_checked_by_the_scripts_rules() {
+        let error = RuntimeLimit::new("fixed_window", [10]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid `opts`: fixed_window: takes 2 options, found 1"
+        );
+        let error = RuntimeLimit::new("multi_window", ["10/0"]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "invalid `opts`: multi_window: opt 1 must be \"<limit>/<window>\" with positive integers, got '10/0'"
+        );
+        let limit =
+            RuntimeLimit::new("multi_window", ["10/1".to_owned(), "100/60".to_owned()]).unwrap();
+        assert_eq!(
+            limit.opts(),
+            [Opt::Text("10/1".into()), Opt::Text("100/60".into())]
+        );
+    }
+
+    #[test]
+    fn custom_limiters_take_any_options_and_costs_are_bounded() {
+        let limit = RuntimeLimit::new("quota", [Opt::from("monthly"), Opt::Int(-1)]).unwrap();
+        assert_eq!(limit.limiter(), "quota");
+        assert_eq!(
+            limit.cost(MAX_COST + 1).unwrap_err().to_string(),
+            "invalid `cost`: must be at most 2147483647"
+        );
+    }
+
+    #[test]
+    fn a_clone_shares_its_parts_until_changed() {
+        let limit = RuntimeLimit::new("gcra", [5, 1, 2]).unwrap();
+        let scoped = limit.clone().scope("api");
+        assert_eq!(limit.as_ref().scope, None);
+        assert_eq!(scoped.as_ref().scope, Some("api"));
+        assert_eq!(
+            scoped.as_ref().opts,
+            [Opt::Int(5), Opt::Int(1), Opt::Int(2)]
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! [`RuntimeLimitLayer`]: limits made at run time, fixed for a route group or chosen per
+//! request, as tower middleware.
+
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::response::Response;
+use futures_util::future::BoxFuture;
+use http::Request;
+use http::request::Parts;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::handle::PlugLimit;
+use crate::layer::limited;
+use crate::limit::RuntimeLimit;
+
+/// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
+type Resolver = dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync;
+
+/// Applies a [`RuntimeLimit`] to every request of the services it wraps: one limit from
+/// configuration ([`new`](Self::new)), or one chosen per request from its parts
+/// ([`resolve`](Self::resolve)), e.g. by the plan of the API key it carries.
+///
+/// The check is [`RateLimitLayer`](crate::RateLimitLayer)'s: a denied request gets the
+/// responder's response and never reaches the inner service; an allowed one gets the
+/// rate-limit headers on its response. Add it with `Router::route_layer` so the matched route
+/// scopes the budget, unless the limit names its own [scope](RuntimeLimit::scope).
+///
+/// # Example
+///
+/// Per-plan limits keyed by API key, anonymous clients by IP:
+///
+/// ```
+/// use axum::{routing::get, Router};
+/// use plug_limit::{key, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
+///
+/// # fn main() -> Result<(), plug_limit::BuildError> {
+/// let pro = RuntimeLimit::new("token_bucket", [1000, 60, 100])?.key(key::header("x-api-key"));
+/// let free = RuntimeLimit::new("token_bucket", [60, 60, 10])?.key(key::header("x-api-key"));
+/// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?;
+/// let layer = RuntimeLimitLayer::resolve(PlugLimit::memory(), move |parts| {
+///     let api_key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
+///     Some(match api_key {
+///         Some(k) if k.starts_with("pro_") => pro.clone(),
+///         Some(_) => free.clone(),
+///         None => anonymous.clone(),
+///     })
+/// });
+/// let app: Router = Router::new().route("/api", get(|| async { "ok" })).route_layer(layer);
+/// # let _ = app;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct RuntimeLimitLayer {
+    limits: PlugLimit,
+    resolver: Arc<Resolver>,
+}
+
+impl RuntimeLimitLayer {
+    /// A layer checking `limit` with `limits` on every request.
+    #[must_use]
+    pub fn new(limits: PlugLimit, limit: RuntimeLimit) -> Self {
+        Self::resolve(limits, move |_| Some(limit.clone()))
+    }
+
+    /// A layer checking, on every request, the limit `resolver` chooses from the request's
+    /// parts; `None` lets the request through unlimited. The resolver runs before the check,
+    /// on every request: keep it to lookups in memory.
+    #[must_use]
+    pub fn resolve<F>(limits: PlugLimit, resolver: F) -> Self
+    where
+        F: Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync + 'static,
+    {
+        Self {
+            limits,
+            resolver: Arc::new(resolver),
+        }
+    }
+}
+
+impl fmt::Debug for RuntimeLimitLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeLimitLayer")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for RuntimeLimitLayer {
+    type Service = RuntimeRateLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RuntimeRateLimit {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// The middleware built by [`RuntimeLimitLayer`].
+#[derive(Clone)]
+pub struct RuntimeRateLimit<S> {
+    inner: S,
+    layer: RuntimeLimitLayer,
+}
+
+impl<S> RuntimeRateLimit<S> {
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Consumes the middleware, returning the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for RuntimeRateLimit<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RuntimeRateLimit")
+            .field("inner", &self.inner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Service<Request<Body>> for RuntimeRateLimit<S>
+where
+    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        // As in `RateLimit`: the service polled ready serves this request.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let (parts, body) = request.into_parts();
+        let limit = (self.layer.resolver)(&parts);
+        let request = Request::from_parts(parts, body);
+        let limits = self.layer.limits.clone();
+        Box::pin(async move {
+            match limit {
+                Some(limit) => limited(&limits, limit.as_ref(), request, inner).await,
+                None => inner.call(request).await,
+            }
+        })
+    }
+}
