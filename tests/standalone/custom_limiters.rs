@@ -300,3 +300,61 @@ async fn a_custom_script_keeps_its_own_time_when_a_clock_is_set() {
     assert!(outcome.is_allowed());
     assert_eq!(outcome.header("x-args").unwrap(), "1");
 }
+
+/// examples/custom_limiter.rs's script: its own headers, a named pair, and an extra value.
+#[tokio::test]
+async fn the_daily_quota_example_script_answers_by_its_contract() {
+    struct Daily;
+    impl Limit for Daily {
+        const LIMITER: &'static str = "daily_quota";
+        const OPTS: &'static [Opt] = &[Opt::Int(2), Opt::Int(86_400)];
+    }
+    async fn report(limited: RateLimited<Daily>) -> (RateLimited<Daily>, &'static str) {
+        (limited, "report")
+    }
+    fn used_up(outcome: &Outcome) -> Response {
+        let used = match outcome.extra() {
+            [Value::Int(used)] => *used,
+            other => panic!("extra: {other:?}"),
+        };
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            outcome.clone(),
+            format!("used {used}"),
+        )
+            .into_response()
+    }
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .limiter(
+            "daily_quota",
+            Limiter::script(include_str!("../../examples/lua/daily_quota.lua"))
+                .headers(["x-quota-limit", "x-quota-remaining"])
+                .key(key::header("x-client"))
+                .responder(used_up),
+        )
+        .build()
+        .unwrap();
+    let app = Router::new().route("/r", get(report)).with_state(limits);
+    let mut seen = Vec::new();
+    for _ in 0..4 {
+        let reply = send_get(&app, "/r", "k1").await;
+        seen.push(format!(
+            "{} {} {:?} {:?} {:?}",
+            reply.status.as_u16(),
+            reply.body,
+            reply.header("x-quota-limit"),
+            reply.header("x-quota-remaining"),
+            reply.header("x-quota-period"),
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "200 report Some(\"2\") Some(\"1\") Some(\"86400\")",
+            "200 report Some(\"2\") Some(\"0\") Some(\"86400\")",
+            "429 used 2 Some(\"2\") Some(\"0\") Some(\"86400\")",
+            "429 used 2 Some(\"2\") Some(\"0\") Some(\"86400\")",
+        ]
+    );
+}
