@@ -238,6 +238,40 @@ impl PlugLimit {
     pub async fn reset<'a>(&self, limiter: &str, key: impl Into<Subject<'a>>) -> Result<(), Error> {
         self.decider.reset(limiter, key.into()).await
     }
+
+    /// Forgets everything every limiter counted under this handle's prefix: between tests, or
+    /// to lift every limit at once. Returns how many keys it deleted.
+    ///
+    /// On Redis it deletes the keys matching the prefix and the library's key layout (`SCAN`
+    /// in batches, then `UNLINK`), so keys of another prefix, even one extending this one
+    /// (`app` and `app:v2`), stay. It is not atomic: a request counted while it runs may
+    /// survive it. The memory backends and this instance's deny cache are emptied; other
+    /// instances' deny caches keep their denials until these end.
+    ///
+    /// # Errors
+    ///
+    /// The first Redis or timeout error, once every backend has been tried (what could be
+    /// deleted is), and [`Error::Unsupported`] on Redis Cluster.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let opts = [Opt::Int(1), Opt::Int(60)];
+    /// assert!(limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
+    /// assert!(!limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
+    /// assert_eq!(limits.reset_all().await?, 1);
+    /// assert!(limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reset_all(&self) -> Result<u64, Error> {
+        self.decider.reset_all().await
+    }
 }
 
 impl fmt::Debug for PlugLimit {

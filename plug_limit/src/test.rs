@@ -1,6 +1,7 @@
 //! Helpers for testing an application's limits: a peer address for requests sent without a
 //! socket, the rate-limit headers of a response as numbers, and a memory backend whose time
-//! moves only when the test says so.
+//! moves only when the test says so. Between tests sharing one Redis,
+//! [`PlugLimit::reset_all`] forgets every key of a handle's prefix.
 //!
 //! The idiom axum's own examples teach, `Router::oneshot(request)`, sends no connection, so
 //! axum has no `ConnectInfo` and the default key ([`key::peer_ip`](crate::key::peer_ip)) has

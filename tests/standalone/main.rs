@@ -23,6 +23,7 @@ mod memory;
 mod memory_capacity;
 mod outages;
 mod programmatic;
+mod reset_all;
 mod runtime_limits;
 mod scripts;
 mod send_headers;

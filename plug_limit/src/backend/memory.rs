@@ -86,6 +86,11 @@ impl MemoryBackend {
         self.states.lock(key).remove(key);
     }
 
+    /// Forgets every key; returns how many held state.
+    pub(crate) fn clear(&self) -> usize {
+        self.states.clear()
+    }
+
     /// How many keys hold state, expired ones not yet swept included.
     pub(crate) fn len(&self) -> usize {
         self.states.len()

@@ -113,6 +113,14 @@ impl Backend {
         }
     }
 
+    /// Deletes every key under `prefix`; returns how many there were.
+    pub(crate) async fn clear(&self, prefix: &str) -> Result<u64, Error> {
+        match self {
+            Self::Memory(memory) => Ok(u64::try_from(memory.clear()).unwrap_or(u64::MAX)),
+            Self::Redis(redis) => redis.delete_prefix(prefix).await,
+        }
+    }
+
     /// How many keys the memory backend holds state for; `None` on Redis.
     pub(crate) fn memory_keys(&self) -> Option<usize> {
         match self {

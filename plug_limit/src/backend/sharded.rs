@@ -104,6 +104,19 @@ impl<V> Sharded<V> {
         }
     }
 
+    /// Drops every entry; returns how many there were.
+    pub(crate) fn clear(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                let mut shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+                let held = shard.entries.len();
+                shard.entries.clear();
+                held
+            })
+            .sum()
+    }
+
     /// How many entries the shards hold, expired ones not yet swept included.
     pub(crate) fn len(&self) -> usize {
         self.shards

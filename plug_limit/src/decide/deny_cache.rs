@@ -91,6 +91,11 @@ impl DenyCache {
         shard.insert(key, vec![denial]);
     }
 
+    /// Forgets every denial.
+    pub(crate) fn clear(&self) {
+        self.denials.clear();
+    }
+
     /// Forgets every denial of `key`, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
     pub(crate) fn remove(&self, key: &str) {
         self.denials.lock(key).remove(key);

@@ -240,6 +240,26 @@ impl Decider {
         self.backend(entry).reset(keys.first()).await
     }
 
+    /// Forgets everything every limiter counted, in every backend (the limiters' own pools and
+    /// the memory fallback included) and in this instance's deny cache.
+    pub(crate) async fn reset_all(&self) -> Result<u64, Error> {
+        self.denials.clear();
+        let own = self
+            .registry
+            .entries()
+            .filter_map(|entry| entry.backend.as_ref());
+        let fallback = self.fallback.get();
+        let (mut deleted, mut first_error) = (0, None);
+        // One failing Redis does not keep the others, or memory, from being cleared.
+        for backend in std::iter::once(&self.backend).chain(own).chain(fallback) {
+            match backend.clear(&self.prefix).await {
+                Ok(count) => deleted += count,
+                Err(error) => first_error = first_error.or(Some(error)),
+            }
+        }
+        first_error.map_or(Ok(deleted), Err)
+    }
+
     /// The keys a programmatic check counts under: those of a request from the same client to
     /// a route of the same scope.
     fn subject_keys(&self, entry: &Entry, subject: Subject<'_>) -> Keys {

@@ -59,6 +59,11 @@ impl Registry {
             .ok_or_else(|| Error::UnknownLimiter(name.to_owned()))
     }
 
+    /// Every registered limiter.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.0.values()
+    }
+
     /// The registered names, sorted.
     pub(crate) fn names(&self) -> Vec<&str> {
         let mut names: Vec<&str> = self.0.keys().map(|name| &**name).collect();

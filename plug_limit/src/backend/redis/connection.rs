@@ -143,6 +143,14 @@ impl Connections {
         }
     }
 
+    pub(crate) fn is_cluster(&self) -> bool {
+        match self.pool {
+            Pools::Single(_) => false,
+            #[cfg(feature = "cluster")]
+            Pools::Cluster(_) => true,
+        }
+    }
+
     pub(crate) fn is_connected(&self) -> bool {
         self.lock().is_some()
     }

@@ -122,6 +122,41 @@ impl RedisBackend {
         self.send(&Command::Plain(del(key))).await.map(drop)
     }
 
+    /// Deletes every key the library wrote under `prefix`, in batches found by `SCAN` (each
+    /// command on the same terms as [`eval`](Self::eval)); returns how many it deleted.
+    pub(crate) async fn delete_prefix(&self, prefix: &str) -> Result<u64, Error> {
+        if self.connections.is_cluster() {
+            return Err(Error::Unsupported(
+                "deleting every key of a prefix on Redis Cluster",
+            ));
+        }
+        let pattern = prefix_pattern(prefix);
+        let mut cursor = 0_u64;
+        let mut deleted = 0_u64;
+        loop {
+            let mut scan = deadpool_redis::redis::cmd("SCAN");
+            scan.arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000);
+            let reply = self.send(&Command::Plain(scan)).await?;
+            let (next, keys): (u64, Vec<Vec<u8>>) =
+                deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
+            if !keys.is_empty() {
+                let mut unlink = deadpool_redis::redis::cmd("UNLINK");
+                unlink.arg(&keys);
+                let reply = self.send(&Command::Plain(unlink)).await?;
+                deleted += deadpool_redis::redis::from_redis_value::<u64>(reply)
+                    .map_err(RedisError::from)?;
+            }
+            if next == 0 {
+                return Ok(deleted);
+            }
+            cursor = next;
+        }
+    }
+
     /// Sends one command through the breaker, within the timeout, on the shared connection.
     async fn send(&self, command: &Command<'_>) -> Result<Value, Error> {
         let admit = self.breaker.admit();
@@ -256,4 +291,21 @@ impl fmt::Debug for RedisBackend {
             .field("connected", &self.connections.is_connected())
             .finish_non_exhaustive()
     }
+}
+
+/// The `SCAN` pattern of the library's keys under `prefix` (`{prefix}:{TAG}:...`, see
+/// `decide/keys.rs`): the prefix matched literally, then the hash tag, so a prefix never
+/// matches the keys of another that extends it (`app` and `app:v2`).
+fn prefix_pattern(prefix: &str) -> String {
+    let mut pattern = String::with_capacity(prefix.len() + 40);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push_str(":\\{");
+    pattern.push_str(&"[0-9a-f]".repeat(4));
+    pattern.push_str("\\}:*");
+    pattern
 }
