@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use crate::config::{Builder, assert_builtin_limiters};
+use crate::config::{Builder, RedisConnection, assert_builtin_limiters};
 use crate::decide::Decider;
 use crate::error::Error;
 use crate::limit::{Opt, Subject};
@@ -90,6 +90,26 @@ impl PlugLimit {
     /// A [`Builder`] for limits kept in this process's memory.
     pub fn memory_builder() -> Builder {
         Builder::memory()
+    }
+
+    /// A builder of limits decided in Redis over a connection the application already holds,
+    /// e.g. a `ConnectionManager` (the seed's `cmd`); see [`RedisConnection`] for what differs
+    /// from a pool.
+    ///
+    /// # Example
+    ///
+    /// ```no_run
+    /// use plug_limit::PlugLimit;
+    ///
+    /// # async fn make() -> Result<PlugLimit, Box<dyn std::error::Error>> {
+    /// let client = plug_limit::redis::Client::open("redis://127.0.0.1:6379/")?;
+    /// let conn = client.get_multiplexed_async_connection().await?;
+    /// let limits = PlugLimit::connection_builder(conn).prefix("myapp").build()?;
+    /// # Ok(limits)
+    /// # }
+    /// ```
+    pub fn connection_builder(conn: impl RedisConnection) -> Builder {
+        Builder::connection(conn)
     }
 
     /// Limits on the Redis Cluster behind `pool`, with the default settings of

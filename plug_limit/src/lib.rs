@@ -144,7 +144,7 @@ pub mod algorithms {}
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
     Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LogLevel,
+    LogLevel, RedisConnection,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

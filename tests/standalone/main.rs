@@ -22,6 +22,7 @@ mod layer;
 mod memory;
 mod memory_capacity;
 mod outages;
+mod own_connection;
 mod programmatic;
 mod reset_all;
 mod runtime_limits;

@@ -16,7 +16,7 @@ use crate::lua::Lua;
 use crate::outcome::Outcome;
 
 pub(crate) use self::memory::MemoryBackend;
-pub(crate) use self::redis::{RedisBackend, Settings as RedisSettings};
+pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
 
 mod breaker;
 mod memory;

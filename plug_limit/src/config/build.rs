@@ -160,10 +160,10 @@ impl Builder {
         if let Some(rule) = custom_rule {
             return Err(BuildError::invalid(field, rule));
         }
-        if memory && limiter.pool.is_some() {
+        if memory && limiter.redis.is_some() {
             return Err(BuildError::invalid(
                 format!("{field}.pool"),
-                "a limiter's own Redis pool needs the Redis backend",
+                "a limiter's own Redis pool or connection needs the Redis backend",
             ));
         }
         let (algorithm, script) = match &limiter.source {
@@ -206,7 +206,7 @@ impl Builder {
             headers,
         };
         let backend = limiter
-            .pool
+            .redis
             .clone()
             .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
         Ok(self.entry(program, backend, limiter))
@@ -218,10 +218,6 @@ impl Builder {
         let memory_capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
         let backend = match self.store {
             Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
-            #[cfg(feature = "cluster")]
-            Store::RedisCluster(pool) => {
-                Backend::Redis(Arc::new(RedisBackend::cluster(pool, settings)))
-            }
             Store::Memory => {
                 let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
                 Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))

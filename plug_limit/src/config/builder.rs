@@ -6,7 +6,10 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 
-use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel};
+use super::{
+    CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, RedisConnection,
+};
+use crate::backend::Pools;
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::key::{self, KeyExtractor};
@@ -62,20 +65,22 @@ pub struct Builder {
 
 /// Where the limiters will run.
 pub(super) enum Store {
-    Redis(Pool),
-    #[cfg(feature = "cluster")]
-    RedisCluster(deadpool_redis::cluster::Pool),
+    Redis(Pools),
     Memory,
 }
 
 impl Builder {
     pub(crate) fn new(pool: Pool) -> Self {
-        Self::with_store(Store::Redis(pool))
+        Self::with_store(Store::Redis(Pools::Single(pool)))
     }
 
     #[cfg(feature = "cluster")]
     pub(crate) fn cluster(pool: deadpool_redis::cluster::Pool) -> Self {
-        Self::with_store(Store::RedisCluster(pool))
+        Self::with_store(Store::Redis(Pools::Cluster(pool)))
+    }
+
+    pub(crate) fn connection(conn: impl RedisConnection) -> Self {
+        Self::with_store(Store::Redis(Pools::Own(Box::new(conn))))
     }
 
     pub(crate) fn memory() -> Self {

@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, KeyFailure, LogLevel};
+use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection};
 use crate::algorithm::Algorithm;
+use crate::backend::Pools;
 use crate::key::KeyExtractor;
 use crate::responder::Responder;
 
@@ -43,7 +44,8 @@ use crate::responder::Responder;
 pub struct Limiter {
     pub(crate) source: Source,
     pub(crate) headers: Option<Vec<String>>,
-    pub(crate) pool: Option<Pool>,
+    /// Its own pool or connection.
+    pub(crate) redis: Option<Pools>,
     pub(crate) key: Option<Arc<dyn KeyExtractor>>,
     pub(crate) responder: Option<Arc<dyn Responder>>,
     pub(crate) on_failure: Option<FailurePolicy>,
@@ -64,7 +66,7 @@ impl Limiter {
         Self {
             source,
             headers: None,
-            pool: None,
+            redis: None,
             key: None,
             responder: None,
             on_failure: None,
@@ -112,7 +114,14 @@ impl Limiter {
 
     /// Runs this limiter on its own Redis pool (the seed's per-limiter `cmd`).
     pub fn pool(mut self, pool: Pool) -> Self {
-        self.pool = Some(pool);
+        self.redis = Some(Pools::Single(pool));
+        self
+    }
+
+    /// Runs this limiter on a connection the application already holds (the seed's
+    /// per-limiter `cmd`), e.g. a `ConnectionManager`: see [`RedisConnection`].
+    pub fn connection(mut self, conn: impl RedisConnection) -> Self {
+        self.redis = Some(Pools::Own(Box::new(conn)));
         self
     }
 
@@ -171,7 +180,7 @@ impl fmt::Debug for Limiter {
         f.debug_struct("Limiter")
             .field("source", &source)
             .field("headers", &self.headers)
-            .field("own_pool", &self.pool.is_some())
+            .field("own_redis", &self.redis.is_some())
             .field("own_key", &self.key.is_some())
             .field("own_responder", &self.responder.is_some())
             .field("on_failure", &self.on_failure)

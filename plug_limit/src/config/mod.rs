@@ -3,6 +3,7 @@
 
 pub use self::builder::Builder;
 pub use self::circuit_breaker::CircuitBreaker;
+pub use self::connection::RedisConnection;
 pub use self::enabled::Enabled;
 pub use self::file::{Config, LimiterConfig};
 pub use self::handler_uses::LimiterUse;
@@ -16,6 +17,7 @@ mod apply;
 mod build;
 mod builder;
 mod circuit_breaker;
+mod connection;
 mod enabled;
 mod file;
 mod handler_uses;

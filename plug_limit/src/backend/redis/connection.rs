@@ -16,11 +16,35 @@ use crate::error::Error;
 /// decision is never sent twice, so it must not be the request that finds a connection dead.
 const IDLE: Duration = Duration::from_secs(1);
 
-/// The pool the shared connection comes from.
+/// Where the shared connection comes from: a deadpool pool, or the application's own
+/// connection.
+#[derive(Clone)]
 pub(crate) enum Pools {
     Single(Pool),
     #[cfg(feature = "cluster")]
     Cluster(cluster::Pool),
+    Own(Box<dyn OwnConnection>),
+}
+
+/// An application's own connection (a `ConnectionManager`, a multiplexed connection, ...):
+/// cloned for use, never replaced, since only the application knows how to make one.
+pub(crate) trait OwnConnection: ConnectionLike + Send + Sync + 'static {
+    fn clone_box(&self) -> Box<dyn OwnConnection>;
+}
+
+impl<C> OwnConnection for C
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn clone_box(&self) -> Box<dyn OwnConnection> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn OwnConnection> {
+    fn clone(&self) -> Self {
+        (**self).clone_box()
+    }
 }
 
 /// Checking a connection out of a deadpool pool costs a `PING` + `UNWATCH` round trip (its
@@ -60,6 +84,7 @@ pub(crate) enum Shared {
     Single(MultiplexedConnection),
     #[cfg(feature = "cluster")]
     Cluster(ClusterConnection),
+    Own(Box<dyn OwnConnection>),
 }
 
 impl Connections {
@@ -145,7 +170,7 @@ impl Connections {
 
     pub(crate) fn is_cluster(&self) -> bool {
         match self.pool {
-            Pools::Single(_) => false,
+            Pools::Single(_) | Pools::Own(_) => false,
             #[cfg(feature = "cluster")]
             Pools::Cluster(_) => true,
         }
@@ -155,11 +180,13 @@ impl Connections {
         self.lock().is_some()
     }
 
-    pub(crate) fn status(&self) -> (&'static str, deadpool_redis::Status) {
+    /// The kind of connection, and the pool's status (none for the application's own).
+    pub(crate) fn status(&self) -> (&'static str, Option<deadpool_redis::Status>) {
         match &self.pool {
-            Pools::Single(pool) => ("single", pool.status()),
+            Pools::Single(pool) => ("single", Some(pool.status())),
             #[cfg(feature = "cluster")]
-            Pools::Cluster(pool) => ("cluster", pool.status()),
+            Pools::Cluster(pool) => ("cluster", Some(pool.status())),
+            Pools::Own(_) => ("own connection", None),
         }
     }
 
@@ -181,6 +208,8 @@ impl Connections {
             }
             #[cfg(feature = "cluster")]
             Pools::Cluster(pool) => Shared::Cluster(cluster::Connection::take(pool.get().await?)),
+            // Its own reconnection, if any, is its own: the backend's timeout bounds each call.
+            Pools::Own(conn) => Shared::Own(conn.clone()),
         };
         let current = Current {
             conn,
@@ -203,6 +232,7 @@ impl ConnectionLike for Shared {
             Self::Single(conn) => conn.req_packed_command(cmd),
             #[cfg(feature = "cluster")]
             Self::Cluster(conn) => conn.req_packed_command(cmd),
+            Self::Own(conn) => conn.req_packed_command(cmd),
         }
     }
 
@@ -216,6 +246,7 @@ impl ConnectionLike for Shared {
             Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
             #[cfg(feature = "cluster")]
             Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
+            Self::Own(conn) => conn.req_packed_commands(cmd, offset, count),
         }
     }
 
@@ -224,6 +255,7 @@ impl ConnectionLike for Shared {
             Self::Single(conn) => conn.get_db(),
             #[cfg(feature = "cluster")]
             Self::Cluster(conn) => conn.get_db(),
+            Self::Own(conn) => conn.get_db(),
         }
     }
 }

@@ -26,13 +26,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::Pool;
-#[cfg(feature = "cluster")]
-use deadpool_redis::cluster;
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use self::command::{Command, del, evalsha};
-use self::connection::{Connections, Pools};
+use self::connection::Connections;
+pub(crate) use self::connection::Pools;
 use super::Call;
 use super::breaker::{Admit, Breaker};
 use crate::clock::Clock;
@@ -64,16 +62,7 @@ pub(crate) struct Settings {
 }
 
 impl RedisBackend {
-    pub(crate) fn new(pool: Pool, settings: Settings) -> Self {
-        Self::with_pool(Pools::Single(pool), settings)
-    }
-
-    #[cfg(feature = "cluster")]
-    pub(crate) fn cluster(pool: cluster::Pool, settings: Settings) -> Self {
-        Self::with_pool(Pools::Cluster(pool), settings)
-    }
-
-    fn with_pool(pool: Pools, settings: Settings) -> Self {
+    pub(crate) fn new(pool: Pools, settings: Settings) -> Self {
         // Twice the backend's timeout: the backend's fires first and is the one that counts.
         let response_timeout = settings.timeout.saturating_mul(2);
         Self {
