@@ -152,7 +152,7 @@ pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
     FixedWindow, Gcra, LeakyBucket, Limit, Opt, SlidingLog, SlidingWindow, Subject, TokenBucket,
 };
-pub use self::outcome::{Decision, Outcome, ReplyError};
+pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
