@@ -63,7 +63,9 @@
 //! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
 //! read per request), the key prefix, the timeout of a check, the default [`KeyExtractor`]
 //! (see [`key`]), the default [`Responder`], the [`FailurePolicy`] and [`LogLevel`], and custom
-//! [`Limiter`]s with their own Lua script, header names, pool, key and responder. The
+//! [`Limiter`]s with their own Lua script, header names, pool, key and responder, and the
+//! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
+//! `RateLimit-Policy` and `RateLimit`). The
 //! serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
 //! the field and the rule.
 //!
