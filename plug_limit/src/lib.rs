@@ -65,7 +65,9 @@
 //! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
 //! read per request), the key prefix, the timeout of a check, the default [`KeyExtractor`]
 //! (see [`key`]), the default [`Responder`], the [`FailurePolicy`] and [`LogLevel`], and custom
-//! [`Limiter`]s with their own Lua script, header names, pool, key and responder. The
+//! [`Limiter`]s with their own Lua script, header names, pool, key and responder, and the
+//! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
+//! `RateLimit-Policy` and `RateLimit`). The
 //! serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
 //! the field and the rule.
 //!
@@ -156,7 +158,7 @@ pub use self::limit::{
     FixedWindow, Gcra, LeakyBucket, Limit, Opt, RuntimeLimit, SlidingLog, SlidingWindow, Subject,
     TokenBucket,
 };
-pub use self::outcome::{Decision, Outcome, ReplyError};
+pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
 pub use self::rejection::{Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};

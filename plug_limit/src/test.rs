@@ -50,6 +50,7 @@ use http::{HeaderMap, Request};
 use crate::clock::ManualClock;
 use crate::config::Builder;
 use crate::handle::PlugLimit;
+use crate::outcome::ietf;
 
 /// `request` as if it came from a client at `peer`: what `into_make_service_with_connect_info`
 /// would have given it.
@@ -66,32 +67,44 @@ pub fn memory_with_clock(now_ms: i64) -> (Builder, ManualClock) {
     (PlugLimit::memory_builder().clock(clock.clone()), clock)
 }
 
-/// The rate-limit headers of a response as numbers: what a client reads.
+/// The rate-limit headers of a response as numbers: what a client reads, in either
+/// [`HeaderStyle`](crate::HeaderStyle).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct RateLimitHeaders {
-    /// `x-ratelimit-limit`, as text: `token_bucket` writes a policy (`20 20;w=600;...`).
+    /// `x-ratelimit-limit`, as text: `token_bucket` writes a policy (`20 20;w=600;...`). In
+    /// the draft-10 style, the `q` of the policy `RateLimit` names.
     pub limit: Option<String>,
-    /// `x-ratelimit-remaining`.
+    /// `x-ratelimit-remaining`, or `RateLimit`'s `r`.
     pub remaining: Option<u64>,
-    /// `x-ratelimit-reset`, in seconds.
+    /// `x-ratelimit-reset`, or `RateLimit`'s `t`, in seconds.
     pub reset: Option<u64>,
     /// `retry-after`, in seconds.
     pub retry_after: Option<u64>,
 }
 
 impl RateLimitHeaders {
-    /// Reads the headers; an absent header, or one that is not a number where one is
-    /// expected, is `None`.
+    /// Reads the headers: the draft-10 fields when the response has a `RateLimit` field,
+    /// else the `x-ratelimit-*` ones. An absent header, or one that is not a number where one
+    /// is expected, is `None`.
     #[must_use]
     pub fn of(headers: &HeaderMap) -> Self {
         let text = |name: &str| Some(headers.get(name)?.to_str().ok()?.to_owned());
         let number = |name: &str| text(name)?.parse().ok();
+        let retry_after = number("retry-after");
+        if let Some(read) = ietf::read(headers) {
+            return Self {
+                limit: read.quota.map(|quota| quota.to_string()),
+                remaining: read.remaining.and_then(|n| u64::try_from(n).ok()),
+                reset: read.reset.and_then(|n| u64::try_from(n).ok()),
+                retry_after,
+            };
+        }
         Self {
             limit: text("x-ratelimit-limit"),
             remaining: number("x-ratelimit-remaining"),
             reset: number("x-ratelimit-reset"),
-            retry_after: number("retry-after"),
+            retry_after,
         }
     }
 }
@@ -113,6 +126,30 @@ mod tests {
                 remaining: Some(0),
                 reset: None,
                 retry_after: None,
+            }
+        );
+    }
+
+    #[test]
+    fn draft10_fields_read_as_the_same_numbers() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "ratelimit-policy",
+            r#""gcra";q=10;w=60;pk=:AAECAwQFBgcICQoL:"#.parse().unwrap(),
+        );
+        headers.insert(
+            "ratelimit",
+            r#""gcra";r=0;t=6;pk=:AAECAwQFBgcICQoL:"#.parse().unwrap(),
+        );
+        headers.insert("retry-after", "6".parse().unwrap());
+        headers.insert("x-ratelimit-remaining", "9".parse().unwrap());
+        assert_eq!(
+            RateLimitHeaders::of(&headers),
+            RateLimitHeaders {
+                limit: Some("10".to_owned()),
+                remaining: Some(0),
+                reset: Some(6),
+                retry_after: Some(6),
             }
         );
     }

@@ -41,9 +41,10 @@ async fn counts_down_then_denies_with_429_and_headers() {
         denied.header("content-type"),
         Some("text/plain; charset=utf-8")
     );
+    // The script answers no retry-after; the library adds its reset as one.
     assert_eq!(
         denied.rate_headers(),
-        [Some("3"), Some("60"), Some("0"), None]
+        [Some("3"), Some("60"), Some("0"), Some("60")]
     );
 
     // Another client has its own budget.
@@ -72,8 +73,9 @@ async fn script_reply_matches_the_reference_sequence() {
                 (true, "3,60,2".to_owned()),
                 (true, "3,60,1".to_owned()),
                 (true, "3,60,0".to_owned()),
-                (false, "3,60,0".to_owned()),
-                (false, "3,60,0".to_owned()),
+                // The script's values, and its reset as `retry-after`.
+                (false, "3,60,0,60".to_owned()),
+                (false, "3,60,0,60".to_owned()),
             ],
             "{backend}"
         );

@@ -30,7 +30,7 @@ async fn route_layer_limits_each_route_and_adds_headers() {
     assert_eq!(denied.body, "Too Many Requests");
     assert_eq!(
         denied.rate_headers(),
-        [Some("2"), Some("60"), Some("0"), None]
+        [Some("2"), Some("60"), Some("0"), Some("60")]
     );
 
     let b = send_get(&app, "/b", "z").await;

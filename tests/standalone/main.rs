@@ -17,6 +17,7 @@ mod differential;
 mod failures;
 mod fault_proxy;
 mod fixed_window;
+mod ietf_headers;
 mod keys_and_replies;
 mod layer;
 mod memory;

@@ -31,7 +31,7 @@ async fn a_fixed_runtime_limit_counts_per_route_like_a_typed_one() {
         assert_eq!(denied.status, 429, "{backend}");
         assert_eq!(
             denied.rate_headers(),
-            [Some("2"), Some("60"), Some("0"), None],
+            [Some("2"), Some("60"), Some("0"), Some("60")],
             "{backend}"
         );
         let other_route = send_get(&app, "/b", "z").await;

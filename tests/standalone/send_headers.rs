@@ -62,7 +62,7 @@ async fn the_layer_sends_what_a_handler_forgets_and_nothing_twice() {
     let denied = send_get(&app, "/forgetful", "c").await;
     assert_eq!(
         seen(&denied),
-        (429, [Some("2"), Some("60"), Some("0"), None], 1)
+        (429, [Some("2"), Some("60"), Some("0"), Some("60")], 1)
     );
 }
 

@@ -40,6 +40,9 @@ impl Builder {
         if let Some(max_keys) = config.memory_capacity {
             self.memory_capacity = max_keys;
         }
+        if let Some(style) = config.header_style {
+            self.header_style = style;
+        }
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
             let mut built = match (limiter.script, limiter.script_file) {
@@ -80,6 +83,9 @@ impl Builder {
             }
             if let Some(on) = limiter.shadow {
                 built = built.shadow(on);
+            }
+            if let Some(style) = limiter.header_style {
+                built = built.header_style(style);
             }
             self.limiters.push((name, built));
         }

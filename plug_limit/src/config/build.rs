@@ -17,7 +17,8 @@ use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::lua::Lua;
-use crate::outcome::is_framing;
+use crate::outcome::ietf::PartitionKeys;
+use crate::outcome::{Styler, is_framing};
 
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
 const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
@@ -107,6 +108,16 @@ impl Builder {
 
     /// A limiter's entry: its program and backend, and its settings or else this builder's.
     fn entry(&self, program: Program, backend: Option<Backend>, limiter: Limiter) -> Entry {
+        let style = Styler::new(
+            &program.name,
+            program.algorithm,
+            limiter.header_style.unwrap_or(self.header_style),
+            || {
+                self.partition_keys
+                    .clone()
+                    .unwrap_or_else(PartitionKeys::process)
+            },
+        );
         Entry {
             program,
             backend,
@@ -121,6 +132,7 @@ impl Builder {
             failures: LogThrottle::new(),
             shadow: limiter.shadow.unwrap_or(self.shadow),
             shadow_denials: LogThrottle::new(),
+            style,
         }
     }
 
@@ -209,6 +221,8 @@ impl Builder {
             .redis
             .clone()
             .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
+        Styler::check_name(name, limiter.header_style.unwrap_or(self.header_style))
+            .map_err(|rule| BuildError::invalid(format!("{field}.header_style"), rule))?;
         Ok(self.entry(program, backend, limiter))
     }
 

@@ -13,6 +13,8 @@ use crate::backend::Pools;
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::key::{self, KeyExtractor};
+use crate::outcome::HeaderStyle;
+use crate::outcome::ietf::PartitionKeys;
 use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
@@ -61,6 +63,9 @@ pub struct Builder {
     pub(super) responder: Arc<dyn Responder>,
     pub(super) limiters: Vec<(String, Limiter)>,
     pub(super) errors: Vec<BuildError>,
+    pub(super) header_style: HeaderStyle,
+    /// The `pk` secret; `None`: the process's own.
+    pub(super) partition_keys: Option<PartitionKeys>,
 }
 
 /// Where the limiters will run.
@@ -105,6 +110,8 @@ impl Builder {
             responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
             errors: Vec::new(),
+            header_style: HeaderStyle::default(),
+            partition_keys: None,
         }
     }
 
@@ -273,6 +280,46 @@ impl Builder {
     /// and `#[rate_limit(limiter = "name")]`.
     pub fn limiter(mut self, name: impl Into<String>, limiter: Limiter) -> Self {
         self.limiters.push((name.into(), limiter));
+        self
+    }
+
+    /// The rate-limit header fields every limiter sends (default [`HeaderStyle::Legacy`]; a
+    /// limiter may say otherwise with [`Limiter::header_style`]). See [`HeaderStyle`] for the
+    /// wire format of each.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{HeaderStyle, PlugLimit};
+    ///
+    /// # fn main() -> Result<(), plug_limit::BuildError> {
+    /// let limits = PlugLimit::memory_builder()
+    ///     .header_style(HeaderStyle::Draft10)
+    ///     .partition_key_secret(b"the same 32 bytes on every instance")
+    ///     .build()?;
+    /// # let _ = limits;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn header_style(mut self, style: HeaderStyle) -> Self {
+        self.header_style = style;
+        self
+    }
+
+    /// The secret of the `pk` (partition key) parameter of [`HeaderStyle::Draft10`], at least
+    /// 16 bytes (32 random bytes are a good choice). Without it, each process draws its own at
+    /// random: one client then sees a different `pk` from each instance. Keep it as secret as
+    /// any key: with it, anyone could test guesses of a client's key (an API key, an IP
+    /// address) against the `pk` a response shows.
+    ///
+    /// A shorter secret is refused by [`build`](Self::build).
+    pub fn partition_key_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        match PartitionKeys::new(secret.as_ref()) {
+            Ok(keys) => self.partition_keys = Some(keys),
+            Err(rule) => self
+                .errors
+                .push(BuildError::invalid("partition_key_secret", rule)),
+        }
         self
     }
 }

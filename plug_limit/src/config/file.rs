@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel};
+use crate::outcome::HeaderStyle;
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
 /// code (key extractors and responders are set on the [`Builder`](crate::Builder)).
@@ -61,6 +62,9 @@ pub struct Config {
     pub memory_capacity: Option<usize>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
+    /// The rate-limit header fields of every limiter: `legacy` (default) or `draft10` (see
+    /// [`HeaderStyle`]).
+    pub header_style: Option<HeaderStyle>,
 }
 
 /// A custom limiter in a [`Config`].
@@ -86,4 +90,6 @@ pub struct LimiterConfig {
     pub shadow: Option<bool>,
     /// Whether this limiter keeps a local deny cache.
     pub deny_cache: Option<bool>,
+    /// This limiter's header style: `legacy` or `draft10`.
+    pub header_style: Option<HeaderStyle>,
 }

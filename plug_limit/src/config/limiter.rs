@@ -10,6 +10,7 @@ use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection};
 use crate::algorithm::Algorithm;
 use crate::backend::Pools;
 use crate::key::KeyExtractor;
+use crate::outcome::HeaderStyle;
 use crate::responder::Responder;
 
 /// A limiter to register with [`Builder::limiter`](crate::Builder::limiter): a Lua script
@@ -53,6 +54,7 @@ pub struct Limiter {
     pub(crate) shadow: Option<bool>,
     pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
+    pub(crate) header_style: Option<HeaderStyle>,
 }
 
 pub(crate) enum Source {
@@ -74,6 +76,7 @@ impl Limiter {
             shadow: None,
             deny_cache: None,
             log_level: None,
+            header_style: None,
         }
     }
 
@@ -168,6 +171,15 @@ impl Limiter {
         self.log_level = Some(level);
         self
     }
+
+    /// The rate-limit header fields this limiter sends (see
+    /// [`Builder::header_style`](crate::Builder::header_style)). A custom script keeps its
+    /// own headers in either style: only built-in limiters declare the quota and window
+    /// [`HeaderStyle::Draft10`] reports.
+    pub fn header_style(mut self, style: HeaderStyle) -> Self {
+        self.header_style = Some(style);
+        self
+    }
 }
 
 impl fmt::Debug for Limiter {
@@ -188,6 +200,7 @@ impl fmt::Debug for Limiter {
             .field("shadow", &self.shadow)
             .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
+            .field("header_style", &self.header_style)
             .finish()
     }
 }

@@ -6,7 +6,7 @@ use std::num::NonZeroUsize;
 use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
 
 use crate::backend::sharded::Sharded;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, ietf};
 
 const SHARDS: usize = 16;
 
@@ -45,8 +45,8 @@ impl DenyCache {
     }
 
     /// The cached denial of `key` under the limit of `opts` for a request of `cost`, with its
-    /// `retry-after` and `x-ratelimit-reset` counted down by the time since the denial. A
-    /// denial of a costlier request says nothing about a cheaper one.
+    /// `retry-after`, `x-ratelimit-reset` and `RateLimit`'s `t` counted down by the time since
+    /// the denial. A denial of a costlier request says nothing about a cheaper one.
     pub(crate) fn get(&self, key: &str, opts: u64, cost: u32, now_ms: i64) -> Option<Outcome> {
         let mut shard = self.denials.lock(key);
         let denials = shard.get_mut(key)?;
@@ -125,10 +125,14 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
         .headers()
         .iter()
         .map(|(name, value)| {
-            let counted = (name == RETRY_AFTER || name == RESET)
-                .then(|| value.to_str().ok()?.parse::<u64>().ok())
-                .flatten()
-                .map(|secs| HeaderValue::from(secs.saturating_sub(passed)));
+            let counted = if name == ietf::RATELIMIT {
+                ietf::count_down(value, passed)
+            } else {
+                (name == RETRY_AFTER || name == RESET)
+                    .then(|| value.to_str().ok()?.parse::<u64>().ok())
+                    .flatten()
+                    .map(|secs| HeaderValue::from(secs.saturating_sub(passed)))
+            };
             (name.clone(), counted.unwrap_or_else(|| value.clone()))
         })
         .collect();

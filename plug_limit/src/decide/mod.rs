@@ -166,6 +166,10 @@ impl Decider {
     /// What an outcome, from the backend or from the memory fallback, means for the request:
     /// allowed, let through by shadow mode, or denied (and remembered by the deny cache).
     fn verdict(&self, entry: &Entry, request: &Request<'_>, outcome: Outcome) -> Decided {
+        // Styled before the deny cache keeps a denial, so its answers read as this one does.
+        let outcome = entry
+            .style
+            .finish(request.keys.first(), request.opts, outcome);
         match outcome {
             outcome if outcome.is_allowed() => Ok(Some(outcome)),
             outcome if entry.shadow => {
@@ -228,7 +232,8 @@ impl Decider {
             opts,
             cost,
         };
-        self.backend(entry).eval(call).await
+        let outcome = self.backend(entry).eval(call).await?;
+        Ok(entry.style.finish(keys.first(), opts, outcome))
     }
 
     /// Forgets everything `limiter` counted for `subject`, here and in this

@@ -9,6 +9,7 @@ use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::KeyExtractor;
+use crate::outcome::Styler;
 use crate::responder::Responder;
 
 /// A registered limiter.
@@ -28,6 +29,8 @@ pub(crate) struct Entry {
     pub(crate) shadow: bool,
     /// The would-be denials of shadow mode, logged at most once a second.
     pub(crate) shadow_denials: LogThrottle,
+    /// Gives its outcomes their final headers, in its header style.
+    pub(crate) style: Styler,
 }
 
 impl Entry {

@@ -9,7 +9,8 @@ use super::{Limit, Opt};
 ///
 /// The Lua script (`lua/fixed_window.lua`) keeps one counter per key that expires with the
 /// window. Headers: `x-ratelimit-limit`, `x-ratelimit-reset` (seconds until the window
-/// restarts), `x-ratelimit-remaining`.
+/// restarts), `x-ratelimit-remaining`, and on a deny `retry-after` (the reset: the script
+/// answers none, the library adds it).
 ///
 /// Zero options are refused at compile time.
 ///

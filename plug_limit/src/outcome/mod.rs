@@ -6,8 +6,12 @@ use http::{HeaderName, HeaderValue};
 
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{is_framing, parse_reply};
+pub use self::style::HeaderStyle;
+pub(crate) use self::style::Styler;
 
+pub(crate) mod ietf;
 mod reply;
+mod style;
 
 /// Whether a request may proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
