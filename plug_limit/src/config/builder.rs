@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 
-use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel};
+use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, Rules};
 use crate::clock::Clock;
 use crate::error::BuildError;
 use crate::key::{self, KeyExtractor};
@@ -58,6 +58,7 @@ pub struct Builder {
     pub(super) responder: Arc<dyn Responder>,
     pub(super) limiters: Vec<(String, Limiter)>,
     pub(super) errors: Vec<BuildError>,
+    pub(super) rules: Rules,
 }
 
 /// Where the limiters will run.
@@ -100,6 +101,7 @@ impl Builder {
             responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
             errors: Vec::new(),
+            rules: Rules::new(),
         }
     }
 
@@ -268,6 +270,15 @@ impl Builder {
     /// and `#[rate_limit(limiter = "name")]`.
     pub fn limiter(mut self, name: impl Into<String>, limiter: Limiter) -> Self {
         self.limiters.push((name.into(), limiter));
+        self
+    }
+
+    /// The requests every limiter lets through uncounted or refuses outright (default: none):
+    /// an allow-list, a skip predicate and a deny-list, matched against the client's address as
+    /// [`Rules::ip_from`] resolves it. A limiter's own [`Limiter::rules`] override them part
+    /// by part. See [`Rules`].
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
         self
     }
 }

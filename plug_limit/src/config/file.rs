@@ -61,6 +61,12 @@ pub struct Config {
     pub memory_capacity: Option<usize>,
     /// Custom limiters by name.
     pub limiters: BTreeMap<String, LimiterConfig>,
+    /// Clients let through uncounted: CIDR blocks or addresses (see
+    /// [`Rules::allow_cidrs`](crate::Rules::allow_cidrs)).
+    pub allow_cidrs: Option<Vec<String>>,
+    /// Clients refused with `403 Forbidden`: CIDR blocks or addresses (see
+    /// [`Rules::deny_cidrs`](crate::Rules::deny_cidrs)).
+    pub deny_cidrs: Option<Vec<String>>,
 }
 
 /// A custom limiter in a [`Config`].
@@ -86,4 +92,8 @@ pub struct LimiterConfig {
     pub shadow: Option<bool>,
     /// Whether this limiter keeps a local deny cache.
     pub deny_cache: Option<bool>,
+    /// This limiter's allow-list, replacing the global one.
+    pub allow_cidrs: Option<Vec<String>>,
+    /// This limiter's deny-list, replacing the global one.
+    pub deny_cidrs: Option<Vec<String>>,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, KeyFailure, LogLevel};
+use super::{FailurePolicy, KeyFailure, LogLevel, Rules};
 use crate::algorithm::Algorithm;
 use crate::key::KeyExtractor;
 use crate::responder::Responder;
@@ -51,6 +51,7 @@ pub struct Limiter {
     pub(crate) shadow: Option<bool>,
     pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
+    pub(crate) rules: Option<Rules>,
 }
 
 pub(crate) enum Source {
@@ -72,6 +73,7 @@ impl Limiter {
             shadow: None,
             deny_cache: None,
             log_level: None,
+            rules: None,
         }
     }
 
@@ -159,6 +161,13 @@ impl Limiter {
         self.log_level = Some(level);
         self
     }
+
+    /// This limiter's [`Rules`]: the parts they set replace the global rules of
+    /// [`Builder::rules`](crate::Builder::rules), the others are the global ones.
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = Some(rules);
+        self
+    }
 }
 
 impl fmt::Debug for Limiter {
@@ -179,6 +188,7 @@ impl fmt::Debug for Limiter {
             .field("shadow", &self.shadow)
             .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
+            .field("rules", &self.rules)
             .finish()
     }
 }

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::log_throttle::LogThrottle;
+use super::rules::RuleSet;
 use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -28,6 +29,8 @@ pub(crate) struct Entry {
     pub(crate) shadow: bool,
     /// The would-be denials of shadow mode, logged at most once a second.
     pub(crate) shadow_denials: LogThrottle,
+    /// The allow- and deny-lists and the skip predicate; `None` when there are none.
+    pub(crate) rules: Option<Arc<RuleSet>>,
 }
 
 impl Entry {
