@@ -186,7 +186,11 @@ where
             let (parts, body) = request.into_parts();
             let decider = limits.decider();
             let decided = match &skip {
-                Some(skip) => decider.decide_unless(LimitRef::of::<L>(), &parts, &**skip).await,
+                Some(skip) => {
+                    decider
+                        .decide_unless(LimitRef::of::<L>(), &parts, &**skip)
+                        .await
+                }
                 None => decider.decide(LimitRef::of::<L>(), &parts).await,
             };
             let outcome = match decided {

@@ -265,7 +265,11 @@ mod tests {
             error(quote!(scope = 1)),
             "expected a string literal, as in `scope = \"search\"`"
         );
-        for skip in [quote!(skip = |_| true), quote!(skip = "health"), quote!(skip = f())] {
+        for skip in [
+            quote!(skip = |_| true),
+            quote!(skip = "health"),
+            quote!(skip = f()),
+        ] {
             assert_eq!(
                 error(skip),
                 "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`"

@@ -23,6 +23,7 @@ mod memory;
 mod memory_capacity;
 mod outages;
 mod programmatic;
+mod rules;
 mod scripts;
 mod send_headers;
 mod shadow;

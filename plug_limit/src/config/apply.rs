@@ -101,11 +101,7 @@ impl Builder {
 
 /// `rules` with the lists a config sets replacing its own; its predicate and address source,
 /// which only code sets, stay.
-fn cidr_lists(
-    mut rules: Rules,
-    allow: Option<Vec<String>>,
-    deny: Option<Vec<String>>,
-) -> Rules {
+fn cidr_lists(mut rules: Rules, allow: Option<Vec<String>>, deny: Option<Vec<String>>) -> Rules {
     if let Some(allow) = allow {
         rules = rules.allow_cidrs(allow);
     }

@@ -239,14 +239,18 @@ mod tests {
             panic!("valid list");
         };
         let shown: Vec<String> = blocks.iter().map(ToString::to_string).collect();
-        assert_eq!(shown, ["10.0.0.0/8", "127.0.0.1/32", "::1/128", "2001:db8::/32"]);
+        assert_eq!(
+            shown,
+            ["10.0.0.0/8", "127.0.0.1/32", "::1/128", "2001:db8::/32"]
+        );
     }
 
     #[test]
     fn the_first_invalid_entry_is_named() {
-        let rules = Rules::new()
-            .allow_cidrs(["10.0.0.0/8"])
-            .deny_cidrs(["::1", "10.0.0.0/33", "nope"]);
+        let rules =
+            Rules::new()
+                .allow_cidrs(["10.0.0.0/8"])
+                .deny_cidrs(["::1", "10.0.0.0/33", "nope"]);
         assert_eq!(
             invalid(&rules),
             Some((

@@ -81,7 +81,11 @@ impl RuleSet {
 }
 
 /// The verdict of a limiter's rules, if any, and of the use's skip, if any.
-pub(crate) fn judge(rules: Option<&RuleSet>, parts: &Parts, skip_here: impl FnOnce() -> bool) -> Verdict {
+pub(crate) fn judge(
+    rules: Option<&RuleSet>,
+    parts: &Parts,
+    skip_here: impl FnOnce() -> bool,
+) -> Verdict {
     match rules {
         Some(rules) => rules.judge(parts, skip_here()),
         None if skip_here() => Verdict::Pass,
@@ -131,7 +135,9 @@ mod tests {
     #[test]
     fn no_rules_resolve_to_none() {
         assert!(RuleSet::resolve(None, &Rules::new()).is_none());
-        let empty = Rules::new().allow_cidrs::<[&str; 0]>([]).ip_from(key::peer_ip());
+        let empty = Rules::new()
+            .allow_cidrs::<[&str; 0]>([])
+            .ip_from(key::peer_ip());
         assert!(RuleSet::resolve(None, &empty).is_none());
     }
 
@@ -142,11 +148,26 @@ mod tests {
             .deny_cidrs(["10.6.6.0/24"])
             .skip(|parts| parts.uri.path() == "/health");
         let set = RuleSet::resolve(None, &rules).unwrap();
-        assert_eq!(set.judge(&parts(Some("10.6.6.6"), None), false), Verdict::Forbid);
-        assert_eq!(set.judge(&parts(Some("10.6.6.6"), None), true), Verdict::Forbid);
-        assert_eq!(set.judge(&parts(Some("10.1.1.1"), None), false), Verdict::Pass);
-        assert_eq!(set.judge(&parts(Some("192.0.2.1"), None), false), Verdict::Check);
-        assert_eq!(set.judge(&parts(Some("192.0.2.1"), None), true), Verdict::Pass);
+        assert_eq!(
+            set.judge(&parts(Some("10.6.6.6"), None), false),
+            Verdict::Forbid
+        );
+        assert_eq!(
+            set.judge(&parts(Some("10.6.6.6"), None), true),
+            Verdict::Forbid
+        );
+        assert_eq!(
+            set.judge(&parts(Some("10.1.1.1"), None), false),
+            Verdict::Pass
+        );
+        assert_eq!(
+            set.judge(&parts(Some("192.0.2.1"), None), false),
+            Verdict::Check
+        );
+        assert_eq!(
+            set.judge(&parts(Some("192.0.2.1"), None), true),
+            Verdict::Pass
+        );
     }
 
     #[test]

@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use http::request::Parts;
 use ipnet::IpNet;
 
+use super::KeyError;
 use super::client_ip::{AnyPeer, ClientIp};
 use super::peer_ip::{PeerIp, peer};
-use super::KeyError;
 
 /// Where the client's IP address comes from, for the CIDR lists of
 /// [`Rules`](crate::Rules): [`peer_ip()`](super::peer_ip()) (the default) or
