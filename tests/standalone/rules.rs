@@ -225,7 +225,7 @@ async fn a_forged_forwarded_for_neither_allows_nor_escapes_the_deny_list() {
     let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor)
         .trusted_proxies(["10.200.0.0/16".parse::<IpNet>().unwrap()]);
     let limits = PlugLimit::memory_builder()
-        .key(behind_lb.clone())
+        .key(behind_lb)
         .rules(
             Rules::new()
                 .ip_from(behind_lb)

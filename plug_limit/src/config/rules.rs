@@ -74,7 +74,7 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor)
 ///     .trusted_proxies(["10.1.0.0/16".parse::<IpNet>()?]);
 /// let limits = PlugLimit::memory_builder()
-///     .key(behind_lb.clone())
+///     .key(behind_lb)
 ///     .rules(
 ///         Rules::new()
 ///             .ip_from(behind_lb)

@@ -230,7 +230,7 @@ impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
 
 impl ClientIp {
     /// The client's address, believed from any peer.
-    pub(super) fn address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+    pub(super) fn address(self, parts: &Parts) -> Result<IpAddr, KeyError> {
         self.source.read(parts)
     }
 }
