@@ -32,7 +32,8 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// costs no backend call: it passes even under [`FailurePolicy::Closed`](crate::FailurePolicy::Closed)
 /// while Redis is down. A refused one costs none either, and shadow mode does not soften it:
 /// a deny-list is an access rule, not a rate limit. With limits
-/// [disabled](crate::Builder::enabled), the rules are off too.
+/// [disabled](crate::Builder::enabled), the rules are off too. Programmatic checks
+/// ([`PlugLimit::check`](crate::PlugLimit::check)) have no request, and no rules.
 ///
 /// # The client's address
 ///
