@@ -2,15 +2,18 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
+use http::request::Parts;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::config::Skip;
 use crate::handle::PlugLimit;
 use crate::limit::{Limit, LimitRef};
 
@@ -36,6 +39,7 @@ use crate::limit::{Limit, LimitRef};
 /// ```
 pub struct RateLimitLayer<L> {
     limits: PlugLimit,
+    skip: Option<Skip>,
     _limit: PhantomData<fn() -> L>,
 }
 
@@ -45,8 +49,38 @@ impl<L: Limit> RateLimitLayer<L> {
     pub fn new(limits: PlugLimit) -> Self {
         Self {
             limits,
+            skip: None,
             _limit: PhantomData,
         }
+    }
+
+    /// Lets the requests for which `predicate` is `true` through uncounted, without headers:
+    /// a route group can exempt its health check without a limiter of its own. The limiter's
+    /// deny-list still refuses them (see [`Rules`](crate::Rules)).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use plug_limit::{FixedWindow, PlugLimit, RateLimitLayer};
+    ///
+    /// # fn app(limits: PlugLimit) -> Router {
+    /// Router::new()
+    ///     .route("/api/items", get(|| async { "items" }))
+    ///     .route("/api/health", get(|| async { "ok" }))
+    ///     .route_layer(
+    ///         RateLimitLayer::<FixedWindow<100, 60>>::new(limits)
+    ///             .skip(|parts| parts.uri.path() == "/api/health"),
+    ///     )
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn skip<F>(mut self, predicate: F) -> Self
+    where
+        F: Fn(&http::request::Parts) -> bool + Send + Sync + 'static,
+    {
+        self.skip = Some(Arc::new(predicate));
+        self
     }
 }
 
@@ -54,6 +88,7 @@ impl<L> Clone for RateLimitLayer<L> {
     fn clone(&self) -> Self {
         Self {
             limits: self.limits.clone(),
+            skip: self.skip.clone(),
             _limit: PhantomData,
         }
     }
@@ -64,6 +99,7 @@ impl<L> fmt::Debug for RateLimitLayer<L> {
         f.debug_struct("RateLimitLayer")
             .field("limit", &std::any::type_name::<L>())
             .field("limits", &self.limits)
+            .field("skip", &self.skip.is_some())
             .finish()
     }
 }
@@ -75,6 +111,7 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
         RateLimit {
             inner,
             limits: self.limits.clone(),
+            skip: self.skip.clone(),
             _limit: PhantomData,
         }
     }
@@ -84,6 +121,7 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
 pub struct RateLimit<S, L> {
     inner: S,
     limits: PlugLimit,
+    skip: Option<Skip>,
     _limit: PhantomData<fn() -> L>,
 }
 
@@ -109,6 +147,7 @@ impl<S: Clone, L> Clone for RateLimit<S, L> {
         Self {
             inner: self.inner.clone(),
             limits: self.limits.clone(),
+            skip: self.skip.clone(),
             _limit: PhantomData,
         }
     }
@@ -143,7 +182,11 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.limits.clone();
-        Box::pin(async move { limited(&limits, LimitRef::of::<L>(), request, inner).await })
+        let skip = self.skip.clone();
+        Box::pin(async move {
+            let limit = LimitRef::of::<L>();
+            limited(&limits, limit, skip.as_deref(), request, inner).await
+        })
     }
 }
 
@@ -152,6 +195,7 @@ where
 pub(crate) async fn limited<S>(
     limits: &PlugLimit,
     limit: LimitRef<'_>,
+    skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
     request: Request<Body>,
     mut inner: S,
 ) -> Result<Response, S::Error>
@@ -159,7 +203,12 @@ where
     S: Service<Request<Body>, Response = Response>,
 {
     let (parts, body) = request.into_parts();
-    let outcome = match limits.decider().decide(limit, &parts).await {
+    let decider = limits.decider();
+    let decided = match skip {
+        Some(skip) => decider.decide_unless(limit, &parts, skip).await,
+        None => decider.decide(limit, &parts).await,
+    };
+    let outcome = match decided {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),
     };

@@ -60,6 +60,10 @@
 //! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
 //! or whatever the limiter's [`Responder`] renders.
 //!
+//! [`Rules`] let some requests through uncounted (an allow-list of CIDR blocks, a skip
+//! predicate for health checks) and refuse others outright (a deny-list, `403 Forbidden`),
+//! before any backend call.
+//!
 //! # Configuration
 //!
 //! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
@@ -146,7 +150,7 @@ pub mod algorithms {}
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
     Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LogLevel, RedisConnection,
+    LogLevel, RedisConnection, Rules,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

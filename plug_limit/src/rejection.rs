@@ -17,8 +17,9 @@ use crate::responder::Responder;
 /// Its response is the limiter's [`Responder`] for a denied request (by default
 /// `429 Too Many Requests` with the rate-limit headers), `400 Bad Request` for a request
 /// without a usable key under [`KeyFailure`](crate::KeyFailure) `PeerIp` (with no peer address)
-/// or `Reject`, and `503 Service Unavailable` for a limiter that could not decide under
-/// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed).
+/// or `Reject`, `503 Service Unavailable` for a limiter that could not decide under
+/// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed), and `403 Forbidden` for a client
+/// on the deny-list of the limiter's [`Rules`](crate::Rules).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitRejection {
@@ -32,6 +33,11 @@ pub enum RateLimitRejection {
     /// The limiter could not decide and its failure policy is closed.
     #[error("rate limiter unavailable: {0}")]
     Unavailable(#[source] Error),
+    /// The client is on the limiter's deny-list, or has no address while a deny-list is set
+    /// (`403 Forbidden`, `text/plain`, no rate-limit headers): see [`Rules`](crate::Rules).
+    /// Answered locally, without a backend call, and refused even in shadow mode.
+    #[error("client refused by the deny-list")]
+    Forbidden,
 }
 
 impl RateLimitRejection {
@@ -39,13 +45,15 @@ impl RateLimitRejection {
         Self::TooManyRequests(Denied { outcome, responder })
     }
 
-    /// The default status: `429` for a denied request, `503` for an unavailable limiter.
+    /// The default status: `429` for a denied request, `400` for a request without a key,
+    /// `503` for an unavailable limiter, `403` for a client on the deny-list.
     #[must_use]
     pub fn status(&self) -> StatusCode {
         match self {
             Self::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::KeyRejected(_) => StatusCode::BAD_REQUEST,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Forbidden => StatusCode::FORBIDDEN,
         }
     }
 
@@ -56,6 +64,7 @@ impl RateLimitRejection {
             Self::TooManyRequests(_) => "Too Many Requests",
             Self::KeyRejected(_) => "Bad Request",
             Self::Unavailable(_) => "Rate limiter unavailable",
+            Self::Forbidden => "Forbidden",
         }
     }
 
@@ -64,7 +73,7 @@ impl RateLimitRejection {
     pub fn outcome(&self) -> Option<&Outcome> {
         match self {
             Self::TooManyRequests(denied) => Some(&denied.outcome),
-            Self::KeyRejected(_) | Self::Unavailable(_) => None,
+            Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden => None,
         }
     }
 }
@@ -73,7 +82,7 @@ impl IntoResponse for RateLimitRejection {
     fn into_response(self) -> Response {
         match self {
             Self::TooManyRequests(denied) => denied.responder.respond(&denied.outcome),
-            other @ (Self::KeyRejected(_) | Self::Unavailable(_)) => {
+            other @ (Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden) => {
                 (other.status(), other.body_text()).into_response()
             }
         }

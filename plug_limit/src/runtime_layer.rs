@@ -156,7 +156,7 @@ where
         let limits = self.layer.limits.clone();
         Box::pin(async move {
             match limit {
-                Some(limit) => limited(&limits, limit.as_ref(), request, inner).await,
+                Some(limit) => limited(&limits, limit.as_ref(), None, request, inner).await,
                 None => inner.call(request).await,
             }
         })

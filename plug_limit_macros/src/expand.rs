@@ -9,7 +9,7 @@
 //!
 //! ```text
 //! struct __rate_limit_search {}
-//! impl Limit for __rate_limit_search { LIMITER, OPTS, COST, SCOPE, KEY }
+//! impl Limit for __rate_limit_search { LIMITER, OPTS, COST, SCOPE, KEY, SKIP }
 //!
 //! async fn search(limited: RateLimited<__rate_limit_search>, arg0: Query<Q>) -> Response {
 //!     async fn search(Query(q): Query<Q>) -> Json<R> { body }
@@ -128,6 +128,13 @@ fn limit(
                 ::core::option::Option::Some(&#expr);
         }
     });
+    let skip = config.skip.as_ref().map(|path| {
+        // Spanned on the path: a function of another signature is reported there.
+        quote_spanned! {path.span()=>
+            const SKIP: ::core::option::Option<fn(&::plug_limit::__private::Parts) -> bool> =
+                ::core::option::Option::Some(#path);
+        }
+    });
     quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types, unreachable_pub)]
@@ -141,6 +148,7 @@ fn limit(
             const SCOPE: ::core::option::Option<&'static str> =
                 ::core::option::Option::Some(#scope);
             #key
+            #skip
         }
     }
 }

@@ -16,6 +16,7 @@ pub(crate) struct Args {
     pub(crate) cost: Arg<Cost>,
     pub(crate) key: Arg<Expr>,
     pub(crate) scope: Arg<LitStr>,
+    pub(crate) skip: Arg<Path>,
 }
 
 /// `cost = <integer>`. The name is kept with the value: a `cost` the limiter cannot take is
@@ -37,7 +38,7 @@ pub(crate) enum Arg<T> {
     Given(T),
 }
 
-/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = ".."`, reporting every unknown,
+/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
@@ -49,6 +50,7 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
             cost: Arg::Malformed,
             key: Arg::Malformed,
             scope: Arg::Malformed,
+            skip: Arg::Malformed,
         };
         return (unreadable, errors);
     };
@@ -89,11 +91,18 @@ impl Args {
             }
             "key" => set(&mut self.key, meta, Ok),
             "scope" => set(&mut self.scope, meta, string("scope", "search")),
+            "skip" => set(&mut self.skip, meta, |value| match value {
+                Expr::Path(path) if path.qself.is_none() => Ok(path.path),
+                other => Err(syn::Error::new_spanned(
+                    other,
+                    "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`",
+                )),
+            }),
             _ => Err(syn::Error::new_spanned(
                 meta.path(),
                 format!(
-                    "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key` or \
-                     `scope`"
+                    "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
+                     `scope` or `skip`"
                 ),
             )),
         }
@@ -198,6 +207,7 @@ mod tests {
             cost = 3,
             key = plug_limit::key::header("x-api-key"),
             scope = "search",
+            skip = health::is_probe,
         ));
         assert!(errors.finish(()).is_ok());
         assert!(matches!(parsed.limiter, Arg::Given(l) if l.value() == "token_bucket"));
@@ -205,6 +215,7 @@ mod tests {
         assert!(matches!(parsed.cost, Arg::Given(c) if c.digits == "3"));
         assert!(matches!(parsed.key, Arg::Given(_)));
         assert!(matches!(parsed.scope, Arg::Given(s) if s.value() == "search"));
+        assert!(matches!(parsed.skip, Arg::Given(p) if name(&p) == "health::is_probe"));
     }
 
     #[test]
@@ -216,7 +227,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key` or `scope`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope` or `skip`"
         );
     }
 
@@ -254,6 +265,16 @@ mod tests {
             error(quote!(scope = 1)),
             "expected a string literal, as in `scope = \"search\"`"
         );
+        for skip in [
+            quote!(skip = |_| true),
+            quote!(skip = "health"),
+            quote!(skip = f()),
+        ] {
+            assert_eq!(
+                error(skip),
+                "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`"
+            );
+        }
         for cost in [quote!(cost = "3"), quote!(cost = 1.5), quote!(cost = COST)] {
             assert_eq!(error(cost), "expected an integer literal, as in `cost = 3`");
         }
@@ -281,7 +302,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key` or `scope`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope` or `skip`\n\
              `opts` specified more than once"
         );
     }

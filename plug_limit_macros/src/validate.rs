@@ -27,6 +27,7 @@ pub(crate) struct Config {
     pub(crate) cost: Option<u32>,
     pub(crate) key: Option<Expr>,
     pub(crate) scope: Option<String>,
+    pub(crate) skip: Option<syn::Path>,
 }
 
 /// The limiter and its options, in the order of the script's `ARGV`.
@@ -91,12 +92,17 @@ pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::
         Arg::Given(key) => Some(key),
         Arg::Absent | Arg::Malformed => None,
     };
+    let skip = match args.skip {
+        Arg::Given(skip) => Some(skip),
+        Arg::Absent | Arg::Malformed => None,
+    };
     errors.push(handler(item));
     errors.finish_with(limiter.map(|limiter| Config {
         limiter,
         cost,
         key,
         scope,
+        skip,
     }))
 }
 

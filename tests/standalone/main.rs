@@ -26,6 +26,7 @@ mod outages;
 mod own_connection;
 mod programmatic;
 mod reset_all;
+mod rules;
 mod runtime_limits;
 mod scripts;
 mod send_headers;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use deadpool_redis::Runtime;
 
-use super::{Builder, Config, Limiter};
+use super::{Builder, Config, Limiter, Rules};
 use crate::error::BuildError;
 
 impl Builder {
@@ -43,6 +43,11 @@ impl Builder {
         if let Some(style) = config.header_style {
             self.header_style = style;
         }
+        self.rules = cidr_lists(
+            std::mem::take(&mut self.rules),
+            config.allow_cidrs,
+            config.deny_cidrs,
+        );
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
             let mut built = match (limiter.script, limiter.script_file) {
@@ -87,8 +92,27 @@ impl Builder {
             if let Some(style) = limiter.header_style {
                 built = built.header_style(style);
             }
+            if limiter.allow_cidrs.is_some() || limiter.deny_cidrs.is_some() {
+                built = built.rules(cidr_lists(
+                    Rules::new(),
+                    limiter.allow_cidrs,
+                    limiter.deny_cidrs,
+                ));
+            }
             self.limiters.push((name, built));
         }
         self
     }
+}
+
+/// `rules` with the lists a config sets replacing its own; its predicate and address source,
+/// which only code sets, stay.
+fn cidr_lists(mut rules: Rules, allow: Option<Vec<String>>, deny: Option<Vec<String>>) -> Rules {
+    if let Some(allow) = allow {
+        rules = rules.allow_cidrs(allow);
+    }
+    if let Some(deny) = deny {
+        rules = rules.deny_cidrs(deny);
+    }
+    rules
 }

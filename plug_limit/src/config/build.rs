@@ -13,7 +13,7 @@ use super::{Builder, Enabled, FailurePolicy, Limiter};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::clock::SystemClock;
-use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry};
+use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::lua::Lua;
@@ -74,6 +74,9 @@ impl Builder {
                 "must be a non-empty variable name without `=`",
             ));
         }
+        if let Some((field, rule)) = self.rules.invalid() {
+            return Err(BuildError::invalid(field, rule));
+        }
         let mut registry = self.builtins();
         for (name, limiter) in std::mem::take(&mut self.limiters) {
             let entry = self.custom_entry(&name, limiter)?;
@@ -133,6 +136,7 @@ impl Builder {
             shadow: limiter.shadow.unwrap_or(self.shadow),
             shadow_denials: LogThrottle::new(),
             style,
+            rules: RuleSet::resolve(limiter.rules.as_ref(), &self.rules),
         }
     }
 
@@ -171,6 +175,9 @@ impl Builder {
         };
         if let Some(rule) = custom_rule {
             return Err(BuildError::invalid(field, rule));
+        }
+        if let Some((list, rule)) = limiter.rules.as_ref().and_then(|rules| rules.invalid()) {
+            return Err(BuildError::invalid(format!("{field}.{list}"), rule));
         }
         if memory && limiter.redis.is_some() {
             return Err(BuildError::invalid(

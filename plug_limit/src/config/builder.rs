@@ -7,7 +7,7 @@ use std::time::Duration;
 use deadpool_redis::Pool;
 
 use super::{
-    CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, RedisConnection,
+    CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, RedisConnection, Rules,
 };
 use crate::backend::Pools;
 use crate::clock::Clock;
@@ -66,6 +66,7 @@ pub struct Builder {
     pub(super) header_style: HeaderStyle,
     /// The `pk` secret; `None`: the process's own.
     pub(super) partition_keys: Option<PartitionKeys>,
+    pub(super) rules: Rules,
 }
 
 /// Where the limiters will run.
@@ -112,6 +113,7 @@ impl Builder {
             errors: Vec::new(),
             header_style: HeaderStyle::default(),
             partition_keys: None,
+            rules: Rules::new(),
         }
     }
 
@@ -320,6 +322,15 @@ impl Builder {
                 .errors
                 .push(BuildError::invalid("partition_key_secret", rule)),
         }
+        self
+    }
+
+    /// The requests every limiter lets through uncounted or refuses outright (default: none):
+    /// an allow-list, a skip predicate and a deny-list, matched against the client's address as
+    /// [`Rules::ip_from`] resolves it. A limiter's own [`Limiter::rules`] override them part
+    /// by part. See [`Rules`].
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = rules;
         self
     }
 }

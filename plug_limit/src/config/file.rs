@@ -65,6 +65,12 @@ pub struct Config {
     /// The rate-limit header fields of every limiter: `legacy` (default) or `draft10` (see
     /// [`HeaderStyle`]).
     pub header_style: Option<HeaderStyle>,
+    /// Clients let through uncounted: CIDR blocks or addresses (see
+    /// [`Rules::allow_cidrs`](crate::Rules::allow_cidrs)).
+    pub allow_cidrs: Option<Vec<String>>,
+    /// Clients refused with `403 Forbidden`: CIDR blocks or addresses (see
+    /// [`Rules::deny_cidrs`](crate::Rules::deny_cidrs)).
+    pub deny_cidrs: Option<Vec<String>>,
 }
 
 /// A custom limiter in a [`Config`].
@@ -92,4 +98,8 @@ pub struct LimiterConfig {
     pub deny_cache: Option<bool>,
     /// This limiter's header style: `legacy` or `draft10`.
     pub header_style: Option<HeaderStyle>,
+    /// This limiter's allow-list, replacing the global one.
+    pub allow_cidrs: Option<Vec<String>>,
+    /// This limiter's deny-list, replacing the global one.
+    pub deny_cidrs: Option<Vec<String>>,
 }

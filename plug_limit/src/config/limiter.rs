@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection};
+use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection, Rules};
 use crate::algorithm::Algorithm;
 use crate::backend::Pools;
 use crate::key::KeyExtractor;
@@ -55,6 +55,7 @@ pub struct Limiter {
     pub(crate) deny_cache: Option<bool>,
     pub(crate) log_level: Option<LogLevel>,
     pub(crate) header_style: Option<HeaderStyle>,
+    pub(crate) rules: Option<Rules>,
 }
 
 pub(crate) enum Source {
@@ -77,6 +78,7 @@ impl Limiter {
             deny_cache: None,
             log_level: None,
             header_style: None,
+            rules: None,
         }
     }
 
@@ -180,6 +182,13 @@ impl Limiter {
         self.header_style = Some(style);
         self
     }
+
+    /// This limiter's [`Rules`]: the parts they set replace the global rules of
+    /// [`Builder::rules`](crate::Builder::rules), the others are the global ones.
+    pub fn rules(mut self, rules: Rules) -> Self {
+        self.rules = Some(rules);
+        self
+    }
 }
 
 impl fmt::Debug for Limiter {
@@ -201,6 +210,7 @@ impl fmt::Debug for Limiter {
             .field("deny_cache", &self.deny_cache)
             .field("log_level", &self.log_level)
             .field("header_style", &self.header_style)
+            .field("rules", &self.rules)
             .finish()
     }
 }

@@ -12,6 +12,8 @@ pub use self::key_failure::KeyFailure;
 pub use self::limiter::Limiter;
 pub use self::log_level::LogLevel;
 pub use self::policy::FailurePolicy;
+pub use self::rules::Rules;
+pub(crate) use self::rules::{Cidrs, Skip};
 
 mod apply;
 mod build;
@@ -25,3 +27,4 @@ mod key_failure;
 mod limiter;
 mod log_level;
 mod policy;
+mod rules;

@@ -28,11 +28,13 @@ pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::keys::Keys;
 pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
+pub(crate) use self::rules::RuleSet;
 
 mod deny_cache;
 mod keys;
 mod log_throttle;
 mod registry;
+mod rules;
 
 /// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
 /// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
@@ -72,14 +74,33 @@ impl Decider {
         // Only a Redis call waits, and its state lives in its own box: the future of every
         // extractor and layer stays small, and memory checks and deny-cache answers (decided
         // in `start`) never build one.
-        match self.start(limit, parts) {
+        match self.start(limit, parts, None) {
+            Step::Done(decided) => decided,
+            Step::Waiting(call) => call.await,
+        }
+    }
+
+    /// Decides one request of a use with a skip predicate of its own (a layer's): a request
+    /// it accepts passes uncounted, unless the deny-list refuses it.
+    pub(crate) async fn decide_unless(
+        &self,
+        limit: LimitRef<'_>,
+        parts: &Parts,
+        skip: &(dyn Fn(&Parts) -> bool + Send + Sync),
+    ) -> Decided {
+        match self.start(limit, parts, Some(skip)) {
             Step::Done(decided) => decided,
             Step::Waiting(call) => call.await,
         }
     }
 
     /// Runs a request's check as far as it goes without waiting.
-    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Step<'a> {
+    fn start<'a>(
+        &'a self,
+        limit: LimitRef<'a>,
+        parts: &Parts,
+        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
+    ) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
@@ -90,6 +111,17 @@ impl Decider {
                 return Step::Done(refuse_or_pass(self.on_failure, error));
             }
         };
+        // Before the key and any backend call: what the rules settle costs nothing else.
+        if entry.rules.is_some() || limit.skip.is_some() || skip.is_some() {
+            let skip_here = || {
+                limit.skip.is_some_and(|skip| skip(parts)) || skip.is_some_and(|skip| skip(parts))
+            };
+            match rules::judge(entry.rules.as_deref(), parts, skip_here) {
+                rules::Verdict::Check => {}
+                rules::Verdict::Pass => return Step::Done(Ok(None)),
+                rules::Verdict::Forbid => return Step::Done(Err(RateLimitRejection::Forbidden)),
+            }
+        }
         let extractor = limit.key.unwrap_or(&*entry.key);
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::log_throttle::LogThrottle;
+use super::rules::RuleSet;
 use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -31,6 +32,8 @@ pub(crate) struct Entry {
     pub(crate) shadow_denials: LogThrottle,
     /// Gives its outcomes their final headers, in its header style.
     pub(crate) style: Styler,
+    /// The allow- and deny-lists and the skip predicate; `None` when there are none.
+    pub(crate) rules: Option<Arc<RuleSet>>,
 }
 
 impl Entry {

@@ -228,9 +228,28 @@ impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
     }
 }
 
+impl ClientIp {
+    /// The client's address, believed from any peer.
+    pub(super) fn address(self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        self.source.read(parts)
+    }
+}
+
+impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
+    /// The client's address: the source's when the peer is a trusted proxy, else the peer's.
+    pub(super) fn trusted_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        let peer = peer(parts)?;
+        if self.trusts(peer) {
+            self.source.read(parts)
+        } else {
+            Ok(peer)
+        }
+    }
+}
+
 impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
-        let ip = self.source.read(parts)?;
+        let ip = self.address(parts)?;
         Ok(ip_key(ip, self.ipv6_prefix))
     }
 }
@@ -240,12 +259,7 @@ where
     Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
 {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
-        let peer = peer(parts)?;
-        let ip = if self.trusts(peer) {
-            self.source.read(parts)?
-        } else {
-            peer
-        };
+        let ip = self.trusted_address(parts)?;
         Ok(ip_key(ip, self.ipv6_prefix))
     }
 }

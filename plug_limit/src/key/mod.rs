@@ -89,6 +89,7 @@
 //! ```
 
 mod addr;
+mod client_address;
 mod client_ip;
 mod error;
 mod extractor;
@@ -100,6 +101,7 @@ mod single_value;
 #[cfg(test)]
 mod tests;
 
+pub use self::client_address::ClientAddress;
 pub use self::client_ip::{AnyPeer, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};

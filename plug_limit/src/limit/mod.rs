@@ -1,5 +1,7 @@
 //! Limits: what a handler is subject to, as a type ([`Limit`]) and as values ([`LimitRef`]).
 
+use http::request::Parts;
+
 use crate::key::KeyExtractor;
 
 pub use self::builtin::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
@@ -59,6 +61,11 @@ pub trait Limit: Send + Sync + 'static {
     /// The key extractor for this limit. `None` (the default) uses the limiter's key, or else
     /// the [`PlugLimit`](crate::PlugLimit)'s default key.
     const KEY: Option<&'static dyn KeyExtractor> = None;
+
+    /// Requests of this limit for which this predicate is `true` pass uncounted, without
+    /// headers (default: none), as those the [`Rules`](crate::Rules) skip: the deny-list
+    /// still refuses them. `#[rate_limit(skip = path)]` sets it.
+    const SKIP: Option<fn(&Parts) -> bool> = None;
 }
 
 /// A limit as values: what the extractor, the layer and the macro check, borrowed from a
@@ -70,6 +77,7 @@ pub(crate) struct LimitRef<'a> {
     pub(crate) cost: u32,
     pub(crate) scope: Option<&'a str>,
     pub(crate) key: Option<&'a dyn KeyExtractor>,
+    pub(crate) skip: Option<fn(&Parts) -> bool>,
 }
 
 impl LimitRef<'static> {
@@ -80,6 +88,7 @@ impl LimitRef<'static> {
             cost: L::COST,
             scope: L::SCOPE,
             key: L::KEY,
+            skip: L::SKIP,
         }
     }
 }

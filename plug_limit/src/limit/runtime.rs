@@ -131,6 +131,7 @@ impl RuntimeLimit {
             cost: inner.cost,
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
+            skip: None,
         }
     }
 }

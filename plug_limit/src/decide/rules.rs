@@ -1,0 +1,224 @@
+//! A limiter's [`Rules`] as the hot path reads them, and their verdict on one request.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::request::Parts;
+use ipnet::IpNet;
+
+use crate::config::{Cidrs, Rules, Skip};
+use crate::key::{self, ClientAddress};
+
+/// A limiter's resolved rules; a limiter without any has none (`Entry::rules` is `None`), so
+/// its requests pay one `is_none` check.
+pub(crate) struct RuleSet {
+    deny: Arc<[IpNet]>,
+    allow: Arc<[IpNet]>,
+    skip: Option<Skip>,
+    ip: Arc<dyn ClientAddress>,
+}
+
+/// What the rules make of a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Check it against its limit.
+    Check,
+    /// Let it through uncounted, without headers.
+    Pass,
+    /// Refuse it: its client is on the deny-list, or has no address while a deny-list is set.
+    Forbid,
+}
+
+impl RuleSet {
+    /// The rules of a limiter: its own over the global ones; `None` when nothing would ever
+    /// skip or refuse a request. Lists were validated by `build`.
+    pub(crate) fn resolve(own: Option<&Rules>, global: &Rules) -> Option<Arc<Self>> {
+        let rules = match own {
+            Some(own) => own.over(global),
+            None => global.clone(),
+        };
+        let list = |cidrs: Option<Cidrs>| -> Arc<[IpNet]> {
+            cidrs.map_or_else(|| Arc::from([]), |cidrs| cidrs.blocks().into())
+        };
+        let set = Self {
+            deny: list(rules.deny),
+            allow: list(rules.allow),
+            skip: rules.skip,
+            ip: rules.ip.unwrap_or_else(|| Arc::new(key::peer_ip())),
+        };
+        let inert = set.deny.is_empty() && set.allow.is_empty() && set.skip.is_none();
+        (!inert).then(|| Arc::new(set))
+    }
+
+    /// The verdict on a request; `skip_here` is the skip of the use (a layer's, a handler's).
+    pub(crate) fn judge(&self, parts: &Parts, skip_here: bool) -> Verdict {
+        // Resolved once, and only when a list needs it.
+        let ip = (!self.deny.is_empty() || !self.allow.is_empty())
+            .then(|| self.ip.client_address(parts));
+        if !self.deny.is_empty() {
+            match &ip {
+                Some(Ok(ip)) if !contains(&self.deny, *ip) => {}
+                Some(Err(error)) => {
+                    tracing::debug!(target: "plug_limit", %error, "request refused: no client address to check against the deny-list");
+                    return Verdict::Forbid;
+                }
+                _ => {
+                    tracing::debug!(target: "plug_limit", "request refused by the deny-list");
+                    return Verdict::Forbid;
+                }
+            }
+        }
+        if skip_here || self.skip.as_ref().is_some_and(|skip| skip(parts)) {
+            return Verdict::Pass;
+        }
+        if let Some(Ok(ip)) = ip
+            && contains(&self.allow, ip)
+        {
+            return Verdict::Pass;
+        }
+        Verdict::Check
+    }
+}
+
+/// The verdict of a limiter's rules, if any, and of the use's skip, if any.
+pub(crate) fn judge(
+    rules: Option<&RuleSet>,
+    parts: &Parts,
+    skip_here: impl FnOnce() -> bool,
+) -> Verdict {
+    match rules {
+        Some(rules) => rules.judge(parts, skip_here()),
+        None if skip_here() => Verdict::Pass,
+        None => Verdict::Check,
+    }
+}
+
+/// Whether `ip` is in one of `blocks`; an IPv4 client also as its IPv4-mapped form, which a
+/// list may name (`::ffff:10.0.0.0/104`), and an IPv4-mapped one as the IPv4 it stands for.
+fn contains(blocks: &[IpNet], ip: IpAddr) -> bool {
+    let ip = ip.to_canonical();
+    let mapped = match ip {
+        IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
+        IpAddr::V6(_) => ip,
+    };
+    blocks
+        .iter()
+        .any(|block| block.contains(&ip) || block.contains(&mapped))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use axum::extract::ConnectInfo;
+
+    use super::*;
+    use crate::key::{ClientIpSource, client_ip};
+
+    fn parts(peer: Option<&str>, xff: Option<&str>) -> Parts {
+        let mut request = http::Request::builder();
+        if let Some(xff) = xff {
+            request = request.header("x-forwarded-for", xff);
+        }
+        if let Some(peer) = peer {
+            let ip: IpAddr = peer.parse().unwrap();
+            request = request.extension(ConnectInfo(SocketAddr::new(ip, 4000)));
+        }
+        request.body(()).unwrap().into_parts().0
+    }
+
+    fn verdict(rules: &Rules, peer: Option<&str>) -> Verdict {
+        let set = RuleSet::resolve(None, rules).expect("rules");
+        set.judge(&parts(peer, None), false)
+    }
+
+    #[test]
+    fn no_rules_resolve_to_none() {
+        assert!(RuleSet::resolve(None, &Rules::new()).is_none());
+        let empty = Rules::new()
+            .allow_cidrs::<[&str; 0]>([])
+            .ip_from(key::peer_ip());
+        assert!(RuleSet::resolve(None, &empty).is_none());
+    }
+
+    #[test]
+    fn deny_wins_over_allow_and_skip() {
+        let rules = Rules::new()
+            .allow_cidrs(["10.0.0.0/8"])
+            .deny_cidrs(["10.6.6.0/24"])
+            .skip(|parts| parts.uri.path() == "/health");
+        let set = RuleSet::resolve(None, &rules).unwrap();
+        assert_eq!(
+            set.judge(&parts(Some("10.6.6.6"), None), false),
+            Verdict::Forbid
+        );
+        assert_eq!(
+            set.judge(&parts(Some("10.6.6.6"), None), true),
+            Verdict::Forbid
+        );
+        assert_eq!(
+            set.judge(&parts(Some("10.1.1.1"), None), false),
+            Verdict::Pass
+        );
+        assert_eq!(
+            set.judge(&parts(Some("192.0.2.1"), None), false),
+            Verdict::Check
+        );
+        assert_eq!(
+            set.judge(&parts(Some("192.0.2.1"), None), true),
+            Verdict::Pass
+        );
+    }
+
+    #[test]
+    fn cidr_edges() {
+        let rules = Rules::new().allow_cidrs(["10.0.0.0/8", "2001:db8::/126"]);
+        for (peer, expected) in [
+            ("10.0.0.0", Verdict::Pass),
+            ("10.255.255.255", Verdict::Pass),
+            ("11.0.0.0", Verdict::Check),
+            ("9.255.255.255", Verdict::Check),
+            ("::ffff:10.0.0.1", Verdict::Pass),
+            ("::ffff:11.0.0.1", Verdict::Check),
+            ("2001:db8::3", Verdict::Pass),
+            ("2001:db8::4", Verdict::Check),
+        ] {
+            assert_eq!(verdict(&rules, Some(peer)), expected, "{peer}");
+        }
+        // A list naming the mapped form matches the IPv4 client too.
+        let mapped = Rules::new().deny_cidrs(["::ffff:10.0.0.0/104"]);
+        assert_eq!(verdict(&mapped, Some("10.0.0.1")), Verdict::Forbid);
+        assert_eq!(verdict(&mapped, Some("11.0.0.1")), Verdict::Check);
+        let everyone = Rules::new().deny_cidrs(["0.0.0.0/0"]);
+        assert_eq!(verdict(&everyone, Some("203.0.113.9")), Verdict::Forbid);
+        assert_eq!(verdict(&everyone, Some("2001:db8::1")), Verdict::Check);
+    }
+
+    #[test]
+    fn no_address_matches_no_allow_list_and_is_refused_by_a_deny_list() {
+        let allow = Rules::new().allow_cidrs(["0.0.0.0/0", "::/0"]);
+        assert_eq!(verdict(&allow, None), Verdict::Check);
+        let deny = Rules::new().deny_cidrs(["192.0.2.0/24"]);
+        assert_eq!(verdict(&deny, None), Verdict::Forbid);
+    }
+
+    #[test]
+    fn a_forged_header_counts_only_from_a_trusted_proxy() {
+        let proxies: [IpNet; 1] = ["10.9.0.0/16".parse().unwrap()];
+        let rules = Rules::new()
+            .ip_from(client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(proxies))
+            .allow_cidrs(["10.0.0.0/8"])
+            .deny_cidrs(["198.51.100.0/24"]);
+        let set = RuleSet::resolve(None, &rules).unwrap();
+        let judge = |peer, xff| set.judge(&parts(Some(peer), Some(xff)), false);
+        // Straight in, claiming an internal address: its own address decides.
+        assert_eq!(judge("203.0.113.5", "10.0.0.1"), Verdict::Check);
+        // Straight in from a denied address, claiming another: still denied.
+        assert_eq!(judge("198.51.100.7", "203.0.113.5"), Verdict::Forbid);
+        // Through the proxy: the address it appended decides, not the client's entries.
+        assert_eq!(judge("10.9.0.1", "10.0.0.1, 198.51.100.7"), Verdict::Forbid);
+        assert_eq!(judge("10.9.0.1", "198.51.100.7, 10.0.0.1"), Verdict::Pass);
+        // Through the proxy without a usable header: no address, refused by the deny-list.
+        assert_eq!(judge("10.9.0.1", "not an address"), Verdict::Forbid);
+    }
+}

@@ -1,0 +1,50 @@
+//! The client's IP address as the app trusts it: what [`Rules`](crate::Rules) match their
+//! CIDR lists against.
+
+use std::net::IpAddr;
+
+use http::request::Parts;
+use ipnet::IpNet;
+
+use super::KeyError;
+use super::client_ip::{AnyPeer, ClientIp};
+use super::peer_ip::{PeerIp, peer};
+
+/// Where the client's IP address comes from, for the CIDR lists of
+/// [`Rules`](crate::Rules): [`peer_ip()`](super::peer_ip()) (the default) or
+/// [`client_ip(source)`](super::client_ip()), resolved exactly as those extractors resolve it
+/// for keys, so a header a client writes never counts unless a trusted proxy wrote it.
+///
+/// The address is whole: an IPv6 client is matched by its address, not by the prefix its key
+/// uses. An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is the IPv4 address it stands for.
+///
+/// Implement it for a resolution of your own; it must not believe what a client can forge.
+pub trait ClientAddress: Send + Sync + 'static {
+    /// The client's address, or why it has none.
+    ///
+    /// # Errors
+    ///
+    /// A [`KeyError`] when the request carries no address this source believes.
+    fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError>;
+}
+
+impl ClientAddress for PeerIp {
+    fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        peer(parts)
+    }
+}
+
+impl ClientAddress for ClientIp<AnyPeer> {
+    fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        self.address(parts).map(|ip| ip.to_canonical())
+    }
+}
+
+impl<Proxies> ClientAddress for ClientIp<Proxies>
+where
+    Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
+{
+    fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        self.trusted_address(parts).map(|ip| ip.to_canonical())
+    }
+}
