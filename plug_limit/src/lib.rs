@@ -150,7 +150,7 @@ pub mod algorithms {}
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
     Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LogLevel, RedisConnection, Rules,
+    LogLevel, RedisConnection, Rules, Script, ScriptConfig,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

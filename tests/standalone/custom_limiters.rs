@@ -358,3 +358,74 @@ async fn the_daily_quota_example_script_answers_by_its_contract() {
         ]
     );
 }
+
+/// One script, registered once in a config file, run by two limiters with their own keys and
+/// header names: the seed's `:luascripts`.
+#[tokio::test]
+async fn a_shared_script_runs_under_each_limiters_own_settings() {
+    const COUNTER: &str = "local n = redis.call('INCR', KEYS[1]) \
+        redis.call('EXPIRE', KEYS[1], 60) \
+        return {n <= tonumber(ARGV[1]) and 'allow' or 'deny', {ARGV[1], tostring(n)}}";
+    let config: plug_limit::Config = serde_json::from_value(serde_json::json!({
+        "scripts": { "counter": { "script": COUNTER, "headers": ["x-limit", "x-count"] } },
+        "limiters": {
+            "by_user": { "script_name": "counter" },
+            "by_team": { "script_name": "counter", "headers": ["x-team-limit", "x-team-count"] }
+        }
+    }))
+    .unwrap();
+    struct ByUser;
+    impl Limit for ByUser {
+        const LIMITER: &'static str = "by_user";
+        const OPTS: &'static [Opt] = &[Opt::Int(2)];
+        const KEY: Option<&'static dyn KeyExtractor> = Some(&key::header("x-user"));
+    }
+    struct ByTeam;
+    impl Limit for ByTeam {
+        const LIMITER: &'static str = "by_team";
+        const OPTS: &'static [Opt] = &[Opt::Int(3)];
+        const KEY: Option<&'static dyn KeyExtractor> = Some(&key::header("x-team"));
+    }
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .config(config)
+        .build()
+        .unwrap();
+    let app =
+        Router::new()
+            .route(
+                "/",
+                get(
+                    |user: RateLimited<ByUser>, team: RateLimited<ByTeam>| async move {
+                        (user, team, "ok")
+                    },
+                ),
+            )
+            .with_state(limits);
+    let mut seen = Vec::new();
+    for user in ["ann", "ann", "bob", "ann"] {
+        let request = http::Request::get("/")
+            .header("x-user", user)
+            .header("x-team", "red")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let reply = plug_limit_tests::send(&app, request).await;
+        seen.push(format!(
+            "{} {:?} {:?} {:?} {:?}",
+            reply.status.as_u16(),
+            reply.header("x-limit"),
+            reply.header("x-count"),
+            reply.header("x-team-limit"),
+            reply.header("x-team-count"),
+        ));
+    }
+    assert_eq!(
+        seen,
+        [
+            "200 Some(\"2\") Some(\"1\") Some(\"3\") Some(\"1\")",
+            "200 Some(\"2\") Some(\"2\") Some(\"3\") Some(\"2\")",
+            "200 Some(\"2\") Some(\"1\") Some(\"3\") Some(\"3\")",
+            "429 Some(\"2\") Some(\"3\") None None",
+        ]
+    );
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use deadpool_redis::Runtime;
 
-use super::{Builder, Config, Limiter, Rules};
+use super::{Builder, Config, Limiter, Rules, Script};
 use crate::error::BuildError;
 
 impl Builder {
@@ -48,20 +48,45 @@ impl Builder {
             config.allow_cidrs,
             config.deny_cidrs,
         );
-        for (name, limiter) in config.limiters {
-            let field = format!("limiters.{name}");
-            let mut built = match (limiter.script, limiter.script_file) {
-                (Some(lua), None) => Limiter::script(lua),
-                (None, Some(path)) => Limiter::script_file(path),
+        for (name, script) in config.scripts {
+            let source = match (script.script, script.script_file) {
+                (Some(lua), None) => Script::lua(lua),
+                (None, Some(path)) => Script::file(path),
                 _ => {
                     self.errors.push(BuildError::invalid(
-                        field,
+                        format!("scripts.{name}"),
                         "exactly one of `script` and `script_file` is required",
                     ));
                     continue;
                 }
+            };
+            self.scripts.push((
+                name,
+                match script.headers {
+                    Some(headers) => source.headers(headers),
+                    None => source,
+                },
+            ));
+        }
+        for (name, limiter) in config.limiters {
+            let field = format!("limiters.{name}");
+            let named = limiter.script_name.is_some();
+            let mut built = match (limiter.script, limiter.script_file, limiter.script_name) {
+                (Some(lua), None, None) => Limiter::script(lua),
+                (None, Some(path), None) => Limiter::script_file(path),
+                (None, None, Some(name)) => Limiter::script_named(name),
+                _ => {
+                    self.errors.push(BuildError::invalid(
+                        field,
+                        "exactly one of `script`, `script_file` and `script_name` is required",
+                    ));
+                    continue;
+                }
+            };
+            // A shared script's header names stand unless the limiter names its own.
+            if !(named && limiter.headers.is_empty()) {
+                built = built.headers(limiter.headers);
             }
-            .headers(limiter.headers);
             if let Some(url) = limiter.redis_url {
                 match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
                     Ok(pool) => built = built.pool(pool),

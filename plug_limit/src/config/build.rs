@@ -1,5 +1,6 @@
 //! Validating a [`Builder`]'s settings and building the [`PlugLimit`](crate::PlugLimit) they describe.
 
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -9,6 +10,7 @@ use http::HeaderName;
 use super::builder::Store;
 use super::handler_uses::check_limiters;
 use super::limiter::Source;
+use super::script::{Compiled, compile, lua_source};
 use super::{Builder, Enabled, FailurePolicy, Limiter};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
@@ -16,7 +18,6 @@ use crate::clock::SystemClock;
 use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
-use crate::lua::Lua;
 use crate::outcome::ietf::PartitionKeys;
 use crate::outcome::{Styler, is_framing};
 
@@ -78,8 +79,9 @@ impl Builder {
             return Err(BuildError::invalid(field, rule));
         }
         let mut registry = self.builtins();
+        let scripts = compile(std::mem::take(&mut self.scripts))?;
         for (name, limiter) in std::mem::take(&mut self.limiters) {
-            let entry = self.custom_entry(&name, limiter)?;
+            let entry = self.custom_entry(&name, limiter, &scripts)?;
             if !registry.insert(entry) {
                 let rule = if Algorithm::from_name(&name).is_some() {
                     "is a built-in limiter; register the script under another name"
@@ -150,7 +152,12 @@ impl Builder {
         }
     }
 
-    fn custom_entry(&self, name: &str, limiter: Limiter) -> Result<Entry, BuildError> {
+    fn custom_entry(
+        &self,
+        name: &str,
+        limiter: Limiter,
+        scripts: &HashMap<String, Compiled>,
+    ) -> Result<Entry, BuildError> {
         let field = format!("limiters.{name}");
         if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
             return Err(BuildError::invalid(
@@ -185,9 +192,10 @@ impl Builder {
                 "a limiter's own Redis pool or connection needs the Redis backend",
             ));
         }
+        let mut script_headers = None;
         let (algorithm, script) = match &limiter.source {
             Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
-            Source::Lua(lua) => (None, Arc::new(script(&field, "script", lua.clone())?)),
+            Source::Lua(lua) => (None, Arc::new(lua_source(&field, "script", lua.clone())?)),
             Source::File(path) => {
                 let lua =
                     std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
@@ -195,10 +203,20 @@ impl Builder {
                         path: path.clone(),
                         source,
                     })?;
-                (None, Arc::new(script(&field, "script_file", lua)?))
+                (None, Arc::new(lua_source(&field, "script_file", lua)?))
+            }
+            Source::Named(script) => {
+                let compiled = scripts.get(script).ok_or_else(|| {
+                    BuildError::invalid(
+                        format!("{field}.script_name"),
+                        format!("no script is registered as `{script}`"),
+                    )
+                })?;
+                script_headers = compiled.headers.as_ref();
+                (None, Arc::clone(&compiled.lua))
             }
         };
-        let headers = match &limiter.headers {
+        let headers = match limiter.headers.as_ref().or(script_headers) {
             Some(names) => names
                 .iter()
                 .enumerate()
@@ -259,14 +277,4 @@ impl Builder {
             registry,
         })
     }
-}
-
-fn script(field: &str, which: &str, lua: String) -> Result<Lua, BuildError> {
-    if lua.trim().is_empty() {
-        return Err(BuildError::invalid(
-            format!("{field}.{which}"),
-            "the Lua script is empty",
-        ));
-    }
-    Ok(Lua::new(lua))
 }

@@ -8,6 +8,7 @@ use deadpool_redis::Pool;
 
 use super::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, RedisConnection, Rules,
+    Script,
 };
 use crate::backend::Pools;
 use crate::clock::Clock;
@@ -67,6 +68,7 @@ pub struct Builder {
     /// The `pk` secret; `None`: the process's own.
     pub(super) partition_keys: Option<PartitionKeys>,
     pub(super) rules: Rules,
+    pub(super) scripts: Vec<(String, Script)>,
 }
 
 /// Where the limiters will run.
@@ -114,6 +116,7 @@ impl Builder {
             header_style: HeaderStyle::default(),
             partition_keys: None,
             rules: Rules::new(),
+            scripts: Vec::new(),
         }
     }
 
@@ -275,6 +278,13 @@ impl Builder {
     /// ([`ManualClock`](crate::ManualClock)); custom scripts always keep their own time.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Registers a Lua script under `name`, for the limiters made with
+    /// [`Limiter::script_named`] to share (see [`Script`]).
+    pub fn script(mut self, name: impl Into<String>, script: Script) -> Self {
+        self.scripts.push((name.into(), script));
         self
     }
 

@@ -71,6 +71,23 @@ pub struct Config {
     /// Clients refused with `403 Forbidden`: CIDR blocks or addresses (see
     /// [`Rules::deny_cidrs`](crate::Rules::deny_cidrs)).
     pub deny_cidrs: Option<Vec<String>>,
+    /// Lua scripts by name, for limiters to share with `script_name` (see
+    /// [`Script`](crate::Script)).
+    pub scripts: BTreeMap<String, ScriptConfig>,
+}
+
+/// A shared script in a [`Config`]: exactly one of `script` and `script_file`, and the
+/// default header names of the limiters that run it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ScriptConfig {
+    /// The Lua source.
+    pub script: Option<String>,
+    /// A file holding the Lua source.
+    pub script_file: Option<PathBuf>,
+    /// The header names of the script's header values, in order.
+    pub headers: Option<Vec<String>>,
 }
 
 /// A custom limiter in a [`Config`].
@@ -78,7 +95,7 @@ pub struct Config {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LimiterConfig {
-    /// The Lua source. Exactly one of `script` and `script_file` is required.
+    /// The Lua source. Exactly one of `script`, `script_file` and `script_name` is required.
     pub script: Option<String>,
     /// A file holding the Lua source.
     pub script_file: Option<PathBuf>,
@@ -102,4 +119,8 @@ pub struct LimiterConfig {
     pub allow_cidrs: Option<Vec<String>>,
     /// This limiter's deny-list, replacing the global one.
     pub deny_cidrs: Option<Vec<String>>,
+    /// The name of a script of [`Config::scripts`] (or registered with
+    /// [`Builder::script`](crate::Builder::script)) to run; its header names are the default
+    /// of `headers`.
+    pub script_name: Option<String>,
 }

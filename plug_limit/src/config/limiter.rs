@@ -62,6 +62,8 @@ pub(crate) enum Source {
     BuiltIn(Algorithm),
     Lua(String),
     File(PathBuf),
+    /// A script registered with `Builder::script`.
+    Named(String),
 }
 
 impl Limiter {
@@ -91,6 +93,13 @@ impl Limiter {
     /// [`Builder::build`](crate::Builder::build).
     pub fn script_file(path: impl Into<PathBuf>) -> Self {
         Self::from_source(Source::File(path.into()))
+    }
+
+    /// A limiter running the script registered as `name` with
+    /// [`Builder::script`](crate::Builder::script), shared with every other limiter naming
+    /// it; its header names are the script's unless [`headers`](Self::headers) says otherwise.
+    pub fn script_named(name: impl Into<String>) -> Self {
+        Self::from_source(Source::Named(name.into()))
     }
 
     /// The built-in fixed window script, for a limiter with its own settings (e.g. another
@@ -197,6 +206,7 @@ impl fmt::Debug for Limiter {
             Source::BuiltIn(algorithm) => algorithm.name().to_owned(),
             Source::Lua(lua) => format!("{} bytes of Lua", lua.len()),
             Source::File(path) => path.display().to_string(),
+            Source::Named(name) => format!("the script `{name}`"),
         };
         f.debug_struct("Limiter")
             .field("source", &source)
