@@ -21,6 +21,7 @@ mod keys_and_replies;
 mod layer;
 mod memory;
 mod memory_capacity;
+mod metrics;
 mod outages;
 mod programmatic;
 mod scripts;

@@ -18,6 +18,7 @@ use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::lua::Lua;
 use crate::outcome::is_framing;
+use crate::telemetry::{BreakerLabel, Telemetry};
 
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
 const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
@@ -131,6 +132,7 @@ impl Builder {
             clock: self.clock.clone(),
             breaker: self.breaker,
             log_level: self.log_level,
+            pool: BreakerLabel::shared(),
         }
     }
 
@@ -205,10 +207,13 @@ impl Builder {
             script,
             headers,
         };
-        let backend = limiter
-            .pool
-            .clone()
-            .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
+        let backend = limiter.pool.clone().map(|pool| {
+            let settings = RedisSettings {
+                pool: BreakerLabel::pool(name),
+                ..self.redis_settings()
+            };
+            Backend::Redis(Arc::new(RedisBackend::new(pool, settings)))
+        });
         Ok(self.entry(program, backend, limiter))
     }
 
@@ -240,6 +245,7 @@ impl Builder {
             fallback: OnceLock::new(),
             epoch: std::time::Instant::now(),
             registry,
+            telemetry: Telemetry::default(),
         })
     }
 }
