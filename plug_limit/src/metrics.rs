@@ -1,4 +1,4 @@
-//! The metrics a [`PlugLimit`](crate::PlugLimit) records through the [`metrics`](::metrics)
+//! The metrics a [`PlugLimit`](crate::PlugLimit) records through the `metrics`
 //! crate (feature `metrics`): their names and labels are a stable contract.
 //!
 //! Install any `metrics` recorder (a Prometheus exporter, for instance) and every check is

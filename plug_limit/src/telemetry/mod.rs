@@ -82,18 +82,21 @@ impl BreakerLabel {
     }
 
     /// The breaker starts closed.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn created(&self) {
         #[cfg(feature = "metrics")]
         record::breaker(&self.pool, false, false);
     }
 
     /// The breaker opened (tripped, or a probe failed).
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn opened(&self) {
         #[cfg(feature = "metrics")]
         record::breaker(&self.pool, true, true);
     }
 
     /// The breaker closed: Redis answers again.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn closed(&self) {
         #[cfg(feature = "metrics")]
         record::breaker(&self.pool, false, true);
