@@ -51,12 +51,12 @@ pub(crate) const fn cause(error: &Error) -> &'static str {
 /// The `cause` of a request whose key could not be extracted.
 pub(crate) const KEY_CAUSE: &str = "key";
 
-/// What a [`crate::PlugLimit`] keeps for its metrics: the label text it has already shared
-/// (limiter names and scopes), so a decision clones a label instead of allocating one.
+/// What a [`crate::PlugLimit`] keeps for its metrics: the metric keys of each (limiter, scope)
+/// it has checked, so a decision clones them instead of building its labels.
 #[derive(Debug, Default)]
 pub(crate) struct Telemetry {
     #[cfg(feature = "metrics")]
-    labels: record::Interner,
+    series: record::SeriesCache,
 }
 
 /// The circuit breaker's metrics: the `pool` label of its backend.
@@ -127,10 +127,7 @@ impl Watch {
         Self {
             span: span(limiter, scope),
             #[cfg(feature = "metrics")]
-            metrics: Some(record::Check::new(
-                metrics::SharedString::const_str(limiter),
-                telemetry.labels.get(scope),
-            )),
+            metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
         }
     }
 
@@ -148,10 +145,7 @@ impl Watch {
         Self {
             span: span(limiter, scope),
             #[cfg(feature = "metrics")]
-            metrics: Some(record::Check::new(
-                telemetry.labels.get(limiter),
-                telemetry.labels.get(scope),
-            )),
+            metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
         }
     }
 

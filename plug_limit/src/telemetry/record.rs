@@ -1,10 +1,11 @@
 //! The `metrics` half of the telemetry: what each event adds to which metric.
 
-use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Instant;
 
-use metrics::SharedString;
+use hashbrown::HashTable;
+use metrics::{Key, Label, Level, Metadata, SharedString};
 
 use super::Verdict;
 use crate::metrics::{
@@ -12,75 +13,140 @@ use crate::metrics::{
     FALLBACKS, SCRIPT_RELOADS,
 };
 
-/// The most label texts an [`Interner`] keeps; past them a label is allocated per use. Scopes
-/// are route templates and limiter names are registered, so a program rarely has more.
-const MAX_INTERNED: usize = 1024;
+/// What the `metrics` macros would give a recorder for these metrics.
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-/// Label text shared once and cloned after: a clone of an `Arc`, never a `String` per check.
-#[derive(Debug, Default)]
-pub(super) struct Interner(RwLock<HashMap<Box<str>, SharedString>>);
+/// The most (limiter, scope) pairs a [`SeriesCache`] keeps; past them a check builds its keys
+/// afresh. Scopes are route templates and limiters are registered, so a program rarely has
+/// more.
+const MAX_CACHED: usize = 1024;
 
-impl Interner {
-    pub(super) fn get(&self, text: &str) -> SharedString {
-        if let Some(shared) = self
-            .0
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(text)
-        {
-            return shared.clone();
+/// The metric keys of one (limiter, scope): built once, so a check neither allocates its
+/// labels nor has the recorder hash them again (a [`Key`] keeps its hash).
+#[derive(Debug)]
+pub(super) struct Series {
+    limiter: SharedString,
+    scope: SharedString,
+    allowed: Key,
+    denied: Key,
+    shadow_denied: Key,
+    deny_cache_hits: Key,
+    fallbacks: Key,
+    seconds: Key,
+}
+
+impl Series {
+    fn new(limiter: &str, scope: &str) -> Self {
+        let limiter = SharedString::from(limiter.to_owned());
+        let scope = SharedString::from(scope.to_owned());
+        let key = |name: &'static str, decision: Option<Verdict>| {
+            let mut labels = vec![
+                Label::new("limiter", limiter.clone()),
+                Label::new("scope", scope.clone()),
+            ];
+            labels.extend(decision.map(|verdict| Label::new("decision", verdict.as_str())));
+            Key::from_parts(name, labels)
+        };
+        Self {
+            allowed: key(DECISIONS, Some(Verdict::Allowed)),
+            denied: key(DECISIONS, Some(Verdict::Denied)),
+            shadow_denied: key(DECISIONS, Some(Verdict::ShadowDenied)),
+            deny_cache_hits: key(DENY_CACHE_HITS, None),
+            fallbacks: key(FALLBACKS, None),
+            seconds: key(DECISION_SECONDS, None),
+            limiter,
+            scope,
         }
-        let shared = SharedString::from(Arc::<str>::from(text));
-        let mut map = self.0.write().unwrap_or_else(PoisonError::into_inner);
-        if map.len() >= MAX_INTERNED {
-            return shared;
-        }
-        map.entry(text.into()).or_insert(shared).clone()
     }
 }
 
-/// The labels and start of one check.
+/// The [`Series`] of every (limiter, scope) checked so far.
+#[derive(Debug, Default)]
+pub(super) struct SeriesCache {
+    table: RwLock<HashTable<(Box<str>, Box<str>, Arc<Series>)>>,
+    hasher: RandomState,
+}
+
+impl SeriesCache {
+    pub(super) fn get(&self, limiter: &str, scope: &str) -> Arc<Series> {
+        let hash = self.hasher.hash_one((limiter, scope));
+        let is = |(l, s, _): &(Box<str>, Box<str>, Arc<Series>)| **l == *limiter && **s == *scope;
+        if let Some((_, _, series)) = self
+            .table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .find(hash, is)
+        {
+            return Arc::clone(series);
+        }
+        let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some((_, _, series)) = table.find(hash, is) {
+            return Arc::clone(series);
+        }
+        let series = Arc::new(Series::new(limiter, scope));
+        if table.len() < MAX_CACHED {
+            table.insert_unique(
+                hash,
+                (limiter.into(), scope.into(), Arc::clone(&series)),
+                |(l, s, _)| self.hasher.hash_one((&**l, &**s)),
+            );
+        }
+        series
+    }
+}
+
+/// The series and start of one check.
 pub(super) struct Check {
-    limiter: SharedString,
-    scope: SharedString,
+    series: Arc<Series>,
     started: Instant,
 }
 
 impl Check {
-    pub(super) fn new(limiter: SharedString, scope: SharedString) -> Self {
+    pub(super) fn new(series: Arc<Series>) -> Self {
         Self {
-            limiter,
-            scope,
+            series,
             started: Instant::now(),
         }
     }
 
     pub(super) fn deny_cache_hit(&self) {
-        metrics::counter!(DENY_CACHE_HITS, "limiter" => self.limiter.clone(), "scope" => self.scope.clone())
-            .increment(1);
+        count(&self.series.deny_cache_hits);
     }
 
     pub(super) fn failed(&self, cause: &'static str) {
-        metrics::counter!(FAILURES, "limiter" => self.limiter.clone(), "scope" => self.scope.clone(), "cause" => cause)
+        // Built per failure: failures are few, and their causes many.
+        let series = &self.series;
+        metrics::counter!(FAILURES, "limiter" => series.limiter.clone(), "scope" => series.scope.clone(), "cause" => cause)
             .increment(1);
     }
 
     pub(super) fn fell_back(&self) {
-        metrics::counter!(FALLBACKS, "limiter" => self.limiter.clone(), "scope" => self.scope.clone())
-            .increment(1);
+        count(&self.series.fallbacks);
     }
 
     pub(super) fn decided(&self, verdict: Verdict) {
-        metrics::counter!(DECISIONS, "limiter" => self.limiter.clone(), "scope" => self.scope.clone(), "decision" => verdict.as_str())
-            .increment(1);
+        count(match verdict {
+            Verdict::Allowed => &self.series.allowed,
+            Verdict::Denied => &self.series.denied,
+            Verdict::ShadowDenied => &self.series.shadow_denied,
+        });
         self.ended();
     }
 
     /// One latency sample: the check is over.
     pub(super) fn ended(&self) {
-        metrics::histogram!(DECISION_SECONDS, "limiter" => self.limiter.clone(), "scope" => self.scope.clone())
-            .record(self.started.elapsed().as_secs_f64());
+        let seconds = self.started.elapsed().as_secs_f64();
+        metrics::with_recorder(|recorder| {
+            recorder
+                .register_histogram(&self.series.seconds, &METADATA)
+                .record(seconds);
+        });
     }
+}
+
+fn count(key: &Key) {
+    metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
 /// A breaker of backend `pool` is `open` (or closed); `transition` when it just changed.
