@@ -112,6 +112,7 @@
 //! |---|---|---|
 //! | `macros` | the `#[rate_limit]` handler attribute | yes |
 //! | `cluster` | Redis Cluster: [`PlugLimit::redis_cluster`] and [`PlugLimit::cluster_builder`] | no |
+//! | `metrics` | decisions, failures, fallbacks, breaker state, script reloads and latency through the `metrics` crate (module `metrics`) | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 // The public face: the handle, the ways to limit, and what a denied request gets.
@@ -137,6 +138,11 @@ pub mod test;
 mod algorithm;
 mod backend;
 mod decide;
+mod telemetry;
+
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 
 #[doc(hidden)]
 #[path = "private.rs"]

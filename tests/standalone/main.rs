@@ -3,8 +3,9 @@
 //! tests run in parallel across topics. Each test still starts its own `redis-server` on a free
 //! loopback port (`plug_limit_tests::RedisServer`), so no two tests share a server or a port.
 //!
-//! Three binaries stay apart: `tests/cluster.rs` (a Redis Cluster), `tests/ui.rs` (trybuild's
-//! compile-time cases) and `tests/macro_runtime.rs`, because every `PlugLimit` a binary builds
+//! Four binaries stay apart: `tests/cluster.rs` (a Redis Cluster), `tests/ui.rs` (trybuild's
+//! compile-time cases), `tests/decision_span.rs` (a global `tracing` subscriber) and
+//! `tests/macro_runtime.rs`, because every `PlugLimit` a binary builds
 //! checks the limiters named by every `#[rate_limit]` handler linked into it, so the handlers
 //! there, with their custom limiters, would fail every build here that does not register them.
 
@@ -22,6 +23,7 @@ mod keys_and_replies;
 mod layer;
 mod memory;
 mod memory_capacity;
+mod metrics;
 mod outages;
 mod own_connection;
 mod programmatic;

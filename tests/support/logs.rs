@@ -12,8 +12,12 @@ impl Logs {
     #[must_use]
     pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
         let logs = Self::default();
+        // Without the decision span (see `plug_limit::metrics`): a line reads the same
+        // whether or not it was logged within a decision.
         let subscriber = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(
+                "trace,plug_limit::decide=off",
+            ))
             .with_ansi(false)
             .without_time()
             .with_writer(logs.clone())

@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::config::{CircuitBreaker, LogLevel};
+use crate::telemetry::BreakerLabel;
 
 /// Whether a call may go to Redis now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub(crate) struct Breaker {
     /// Closed and no failure counted: the state needs no change on a success, and admits all.
     quiet: AtomicBool,
     state: Mutex<State>,
+    /// Its metrics.
+    label: BreakerLabel,
 }
 
 #[derive(Debug)]
@@ -49,7 +52,15 @@ impl Breaker {
                 open_until: None,
                 probing: false,
             }),
+            label: BreakerLabel::shared(),
         }
+    }
+
+    /// The breaker under `label` in the metrics, which it then enters closed.
+    pub(crate) fn labelled(mut self, label: BreakerLabel) -> Self {
+        label.created();
+        self.label = label;
+        self
     }
 
     /// Whether a call may go to Redis now.
@@ -85,6 +96,7 @@ impl Breaker {
             state.probing = false;
             self.quiet.store(true, Ordering::Release);
             drop(state);
+            self.label.closed();
             self.log_level
                 .log_event("redis answers again: circuit breaker closed");
             return;
@@ -108,6 +120,9 @@ impl Breaker {
             state.probing = false;
             let failures = state.consecutive_failures;
             drop(state);
+            if trip {
+                self.label.opened();
+            }
             let open_for = self.settings.open_for();
             self.log_level.log_event(&format!(
                 "circuit breaker open for {open_for:?} after {failures} consecutive redis failures"

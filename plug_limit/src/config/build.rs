@@ -20,6 +20,7 @@ use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::outcome::ietf::PartitionKeys;
 use crate::outcome::{Styler, is_framing};
+use crate::telemetry::{BreakerLabel, Telemetry};
 
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
 const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
@@ -149,6 +150,7 @@ impl Builder {
             clock: self.clock.clone(),
             breaker: self.breaker,
             log_level: self.log_level,
+            pool: BreakerLabel::shared(),
         }
     }
 
@@ -242,10 +244,13 @@ impl Builder {
             script,
             headers,
         };
-        let backend = limiter
-            .redis
-            .clone()
-            .map(|pool| Backend::Redis(Arc::new(RedisBackend::new(pool, self.redis_settings()))));
+        let backend = limiter.redis.clone().map(|pool| {
+            let settings = RedisSettings {
+                pool: BreakerLabel::pool(name),
+                ..self.redis_settings()
+            };
+            Backend::Redis(Arc::new(RedisBackend::new(pool, settings)))
+        });
         Styler::check_name(name, limiter.header_style.unwrap_or(self.header_style))
             .map_err(|rule| BuildError::invalid(format!("{field}.header_style"), rule))?;
         Ok(self.entry(program, backend, limiter))
@@ -275,6 +280,7 @@ impl Builder {
             fallback: OnceLock::new(),
             epoch: std::time::Instant::now(),
             registry,
+            telemetry: Telemetry::default(),
         })
     }
 }

@@ -12,6 +12,8 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
+use tracing::Instrument;
+
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
@@ -23,6 +25,7 @@ use crate::key::{self, Key, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
+use crate::telemetry::{self, Telemetry, Verdict, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::keys::Keys;
@@ -66,6 +69,8 @@ pub(crate) struct Decider {
     /// The origin of the deny cache's monotonic time.
     pub(crate) epoch: Instant,
     pub(crate) registry: Registry,
+    /// The label text the metrics share.
+    pub(crate) telemetry: Telemetry,
 }
 
 impl Decider {
@@ -104,10 +109,25 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
+        // Scoped to the matched route by default, so two routes never share a budget by
+        // accident; `*` only when the router matched nothing (a fallback).
+        let route_scope = limit
+            .scope
+            .or_else(|| {
+                parts
+                    .extensions
+                    .get::<MatchedPath>()
+                    .map(MatchedPath::as_str)
+            })
+            .unwrap_or("*");
+        let watch = Watch::request(&self.telemetry, limit.limiter, route_scope);
+        let _entered = watch.span().clone().entered();
         let entry = match self.registry.get(limit.limiter) {
             Ok(entry) => entry,
             Err(error) => {
                 self.failures.log(self.log_level, limit.limiter, &error);
+                watch.failed(telemetry::cause(&error));
+                watch.undecided();
                 return Step::Done(refuse_or_pass(self.on_failure, error));
             }
         };
@@ -123,17 +143,6 @@ impl Decider {
             }
         }
         let extractor = limit.key.unwrap_or(&*entry.key);
-        // Scoped to the matched route by default, so two routes never share a budget by
-        // accident; `*` only when the router matched nothing (a fallback).
-        let route_scope = limit
-            .scope
-            .or_else(|| {
-                parts
-                    .extensions
-                    .get::<MatchedPath>()
-                    .map(MatchedPath::as_str)
-            })
-            .unwrap_or("*");
         let fallback_scope;
         let (key, scope) = match extractor.extract(parts) {
             Ok(key) => (key, route_scope),
@@ -141,10 +150,14 @@ impl Decider {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
                 let by_peer = match entry.on_key_failure {
                     KeyFailure::PeerIp => key::peer_ip().extract(parts).ok(),
-                    KeyFailure::Reject => None,
-                    KeyFailure::Pass => return Step::Done(Ok(None)),
+                    KeyFailure::Reject | KeyFailure::Pass => None,
                 };
                 let Some(peer) = by_peer else {
+                    watch.failed(telemetry::KEY_CAUSE);
+                    watch.undecided();
+                    if entry.on_key_failure == KeyFailure::Pass {
+                        return Step::Done(Ok(None));
+                    }
                     return Step::Done(Err(RateLimitRejection::KeyRejected(error)));
                 };
                 // A budget of its own: the extractor's keys and the peer's never meet.
@@ -159,6 +172,7 @@ impl Decider {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
+            watch,
         };
         if let Some((opts, now_ms)) = &request.cached
             && let Some(outcome) =
@@ -167,17 +181,26 @@ impl Decider {
         {
             // The client's key stays out of the logs: it may be a credential (an API key).
             tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
+            request.watch.deny_cache_hit();
+            request.watch.decided(Verdict::Denied);
             return Step::Done(Err(RateLimitRejection::denied(
                 outcome,
                 Arc::clone(&entry.responder),
             )));
         }
+        request.watch.dispatched(self.backend(entry));
         match self.backend(entry).start(request.call(entry)) {
             Started::Done(result) => Step::Done(self.settle(entry, &request, result)),
-            Started::Redis(redis) => Step::Waiting(Box::pin(async move {
-                let result = redis.eval(request.call(entry)).await;
-                self.settle(entry, &request, result)
-            })),
+            Started::Redis(redis) => {
+                let span = request.watch.span().clone();
+                Step::Waiting(Box::pin(
+                    async move {
+                        let result = redis.eval(request.call(entry)).await;
+                        self.settle(entry, &request, result)
+                    }
+                    .instrument(span),
+                ))
+            }
         }
     }
 
@@ -203,15 +226,20 @@ impl Decider {
             .style
             .finish(request.keys.first(), request.opts, outcome);
         match outcome {
-            outcome if outcome.is_allowed() => Ok(Some(outcome)),
+            outcome if outcome.is_allowed() => {
+                request.watch.decided(Verdict::Allowed);
+                Ok(Some(outcome))
+            }
             outcome if entry.shadow => {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
+                request.watch.decided(Verdict::ShadowDenied);
                 Ok(Some(outcome))
             }
             outcome => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
+                request.watch.decided(Verdict::Denied);
                 if let Some((opts, now_ms)) = &request.cached {
                     self.denials.insert(
                         request.keys.first(),
@@ -233,17 +261,23 @@ impl Decider {
     /// place both happen.
     fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
         entry.failures.log(entry.log_level, entry.name(), &error);
+        request.watch.failed(telemetry::cause(&error));
         if entry.on_failure == FailurePolicy::Memory
             && let Started::Done(result) = self.fallback().start(request.call(entry))
         {
             return match result {
-                Ok(outcome) => self.verdict(entry, request, outcome),
+                Ok(outcome) => {
+                    request.watch.fell_back();
+                    self.verdict(entry, request, outcome)
+                }
                 Err(error) => {
                     entry.failures.log(entry.log_level, entry.name(), &error);
+                    request.watch.undecided();
                     Ok(None)
                 }
             };
         }
+        request.watch.undecided();
         refuse_or_pass(entry.on_failure, error)
     }
 
@@ -256,16 +290,24 @@ impl Decider {
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
-        let entry = self.registry.get(limiter)?;
-        let keys = self.subject_keys(entry, subject);
-        let call = Call {
-            program: &entry.program,
-            keys: keys.as_slice(),
-            opts,
-            cost,
-        };
-        let outcome = self.backend(entry).eval(call).await?;
-        Ok(entry.style.finish(keys.first(), opts, outcome))
+        let watch = Watch::call(&self.telemetry, limiter, subject.scope, cost);
+        let result = async {
+            let entry = self.registry.get(limiter)?;
+            let keys = self.subject_keys(entry, subject);
+            let call = Call {
+                program: &entry.program,
+                keys: keys.as_slice(),
+                opts,
+                cost,
+            };
+            watch.dispatched(self.backend(entry));
+            let outcome = self.backend(entry).eval(call).await?;
+            Ok(entry.style.finish(keys.first(), opts, outcome))
+        }
+        .instrument(watch.span().clone())
+        .await;
+        watch.checked(&result);
+        result
     }
 
     /// Forgets everything `limiter` counted for `subject`, here and in this
@@ -335,6 +377,8 @@ struct Request<'a> {
     /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
     /// apart, and the time (by the limiter's clock) it was consulted.
     cached: Option<(u64, i64)>,
+    /// Its span and metrics.
+    watch: Watch,
 }
 
 impl Request<'_> {

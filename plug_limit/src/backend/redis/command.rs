@@ -5,6 +5,7 @@ use deadpool_redis::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value}
 use super::connection::{Shared, query};
 use crate::limit::Opt;
 use crate::lua::Lua;
+use crate::telemetry;
 
 /// The `EVALSHA` command of one check, built straight into one `Cmd` sized up front: what
 /// `Script::prepare_invoke` would send, without its intermediate buffer per key and argument.
@@ -39,6 +40,8 @@ fn script_cmd(verb: &str, script: &str, keys: &[String], opts: &[Opt], extra: &[
 pub(super) enum Command<'a> {
     /// A script call: its `EVALSHA`, and what its `EVAL` fallback needs.
     Script {
+        /// The limiter's name, for the metrics.
+        limiter: &'a str,
         evalsha: Cmd,
         lua: &'a Lua,
         keys: &'a [String],
@@ -58,12 +61,14 @@ impl Command<'_> {
         match self {
             Self::Plain(cmd) => query(cmd, conn).await,
             Self::Script {
+                limiter,
                 evalsha,
                 lua,
                 keys,
                 args: [opts, extra],
             } => match query(evalsha, conn).await {
                 Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    telemetry::script_reloaded(limiter);
                     // Boxed: once per script and server, so its state stays out of every
                     // check's future.
                     Box::pin(query(&eval(lua, keys, opts, extra), conn)).await

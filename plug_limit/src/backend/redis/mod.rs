@@ -38,6 +38,7 @@ use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::Opt;
 use crate::outcome::{Outcome, parse_reply};
+use crate::telemetry::BreakerLabel;
 
 mod command;
 mod connection;
@@ -59,6 +60,8 @@ pub(crate) struct Settings {
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) log_level: LogLevel,
+    /// The breaker's `pool` label in the metrics.
+    pub(crate) pool: BreakerLabel,
 }
 
 impl RedisBackend {
@@ -69,7 +72,7 @@ impl RedisBackend {
             connections: Connections::new(pool, response_timeout),
             timeout: settings.timeout,
             clock: settings.clock,
-            breaker: Breaker::new(settings.breaker, settings.log_level),
+            breaker: Breaker::new(settings.breaker, settings.log_level).labelled(settings.pool),
         }
     }
 
@@ -97,6 +100,7 @@ impl RedisBackend {
         }
         let lua = &call.program.script;
         let command = Command::Script {
+            limiter: &call.program.name,
             evalsha: evalsha(lua, call.keys, call.opts, extra),
             lua,
             keys: call.keys,

@@ -1,0 +1,94 @@
+//! The metrics a [`PlugLimit`](crate::PlugLimit) records through the `metrics`
+//! crate (feature `metrics`): their names and labels are a stable contract.
+//!
+//! Install any `metrics` recorder (a Prometheus exporter, for instance) and every check is
+//! counted. Nothing is recorded before a recorder is installed, and the library installs none.
+//! [`describe`] gives the recorder each metric's help text and unit.
+//!
+//! | metric | kind | labels | what it counts |
+//! |---|---|---|---|
+//! | `plug_limit_decisions_total` | counter | `limiter`, `scope`, `decision` | decided checks: `decision` is `allowed`, `denied` or `shadow_denied` (denied by the limit, let through by shadow mode); a denial answered by the deny cache counts as `denied` |
+//! | `plug_limit_deny_cache_hits_total` | counter | `limiter`, `scope` | the denials of the line above that the local deny cache answered, without the backend |
+//! | `plug_limit_failures_total` | counter | `limiter`, `scope`, `cause` | checks that could not decide: `cause` is `timeout`, `pool`, `redis`, `circuit_open`, `reply`, `input`, `not_built_in`, `unknown_limiter` (one per [`Error`](crate::Error) variant) or `key` (no key could be extracted, and [`KeyFailure`](crate::KeyFailure) passed or refused the request) |
+//! | `plug_limit_fallback_total` | counter | `limiter`, `scope` | failed checks that the memory fallback of [`FailurePolicy::Memory`](crate::FailurePolicy::Memory) decided (each is also in the two counters above) |
+//! | `plug_limit_decision_seconds` | histogram | `limiter`, `scope` | how long each check took, decided or failed: one sample per check |
+//! | `plug_limit_breaker_open` | gauge | `pool` | 1 while the circuit breaker of a Redis backend is open, 0 while closed |
+//! | `plug_limit_breaker_transitions_total` | counter | `pool`, `state` | the breaker's changes: `state` is `open` or `closed` |
+//! | `plug_limit_script_reloads_total` | counter | `limiter` | scripts sent again with their body (`EVAL`) after Redis answered `NOSCRIPT` |
+//!
+//! The labels:
+//! - `limiter`: the limiter's registered name (`fixed_window`, or a custom limiter's).
+//! - `scope`: the route's matched path (`/users/{id}`), the limit's own scope
+//!   ([`Limit::SCOPE`](crate::Limit::SCOPE), `#[rate_limit(scope = ..)]`), `*` for a request no
+//!   route matched, or for [`PlugLimit::check`](crate::PlugLimit::check) the scope of its
+//!   [`Subject`](crate::Subject) (empty for a bare key). Never the client's key: a key may be a
+//!   credential, and one series per client would swamp any metrics store.
+//! - `pool`: `default` for the backend of the [`PlugLimit`](crate::PlugLimit), a limiter's
+//!   name for its own pool ([`Limiter::pool`](crate::Limiter::pool)).
+//!
+//! Requests and [`PlugLimit::check`](crate::PlugLimit::check) are counted alike;
+//! [`PlugLimit::peek`](crate::PlugLimit::peek) and checks while the limits are disabled are not.
+//!
+//! Every check also opens a `tracing` span (with or without this feature), named
+//! `plug_limit.decide`, target `plug_limit::decide`, at `DEBUG`, with the fields `limiter`,
+//! `scope`, `decision` (as above, or `failed`), `backend` (`redis`, `memory`, `fallback` or
+//! `deny_cache`) and `cause` (as above, on failure).
+
+/// Decided checks, by `limiter`, `scope` and `decision`.
+pub const DECISIONS: &str = "plug_limit_decisions_total";
+/// Denials answered by the local deny cache, by `limiter` and `scope`.
+pub const DENY_CACHE_HITS: &str = "plug_limit_deny_cache_hits_total";
+/// Checks that could not decide, by `limiter`, `scope` and `cause`.
+pub const FAILURES: &str = "plug_limit_failures_total";
+/// Failed checks decided by the memory fallback, by `limiter` and `scope`.
+pub const FALLBACKS: &str = "plug_limit_fallback_total";
+/// The duration of each check in seconds, by `limiter` and `scope`.
+pub const DECISION_SECONDS: &str = "plug_limit_decision_seconds";
+/// Whether a Redis backend's circuit breaker is open (1) or closed (0), by `pool`.
+pub const BREAKER_OPEN: &str = "plug_limit_breaker_open";
+/// The circuit breakers' transitions, by `pool` and `state`.
+pub const BREAKER_TRANSITIONS: &str = "plug_limit_breaker_transitions_total";
+/// Scripts reloaded after `NOSCRIPT`, by `limiter`.
+pub const SCRIPT_RELOADS: &str = "plug_limit_script_reloads_total";
+
+/// Gives the installed recorder the help text and unit of every metric above. Call it once,
+/// after installing the recorder; the metrics are recorded whether it is called or not.
+pub fn describe() {
+    use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+
+    describe_counter!(DECISIONS, Unit::Count, "Rate limit checks decided");
+    describe_counter!(
+        DENY_CACHE_HITS,
+        Unit::Count,
+        "Rate limit denials answered by the local deny cache"
+    );
+    describe_counter!(
+        FAILURES,
+        Unit::Count,
+        "Rate limit checks that could not decide"
+    );
+    describe_counter!(
+        FALLBACKS,
+        Unit::Count,
+        "Failed rate limit checks decided by the memory fallback"
+    );
+    describe_histogram!(
+        DECISION_SECONDS,
+        Unit::Seconds,
+        "Duration of rate limit checks"
+    );
+    describe_gauge!(
+        BREAKER_OPEN,
+        "Whether the circuit breaker of a Redis backend is open (1) or closed (0)"
+    );
+    describe_counter!(
+        BREAKER_TRANSITIONS,
+        Unit::Count,
+        "Circuit breaker transitions to open or closed"
+    );
+    describe_counter!(
+        SCRIPT_RELOADS,
+        Unit::Count,
+        "Limiter scripts reloaded after Redis answered NOSCRIPT"
+    );
+}

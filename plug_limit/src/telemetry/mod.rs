@@ -1,0 +1,237 @@
+//! What decisions tell the outside: a `tracing` span per decision, always, and with the
+//! `metrics` feature the counters, gauges and histogram of [`crate::metrics`].
+//!
+//! The deciding code calls one small function per event (a decision, a failure, a fallback, a
+//! breaker's transition, a script reload); without the feature the metric half of each is
+//! compiled out and only the span's fields are recorded.
+
+#[cfg(feature = "metrics")]
+mod record;
+
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::backend::Backend;
+use crate::error::Error;
+use crate::outcome::Outcome;
+
+/// How a decided check came out, as the `decision` label and span field spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Allowed,
+    Denied,
+    /// Denied by the limit, let through by shadow mode.
+    ShadowDenied,
+}
+
+impl Verdict {
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::ShadowDenied => "shadow_denied",
+        }
+    }
+}
+
+/// The `cause` of a failed check: one word per [`Error`] variant.
+pub(crate) const fn cause(error: &Error) -> &'static str {
+    match error {
+        Error::Pool(_) => "pool",
+        Error::Redis(_) => "redis",
+        Error::CircuitOpen(_) => "circuit_open",
+        Error::Timeout(_) => "timeout",
+        Error::Reply(_) => "reply",
+        Error::Input(_) => "input",
+        Error::NotBuiltIn(_) => "not_built_in",
+        Error::UnknownLimiter(_) => "unknown_limiter",
+        Error::Unsupported(_) => "unsupported",
+    }
+}
+
+/// The `cause` of a request whose key could not be extracted.
+pub(crate) const KEY_CAUSE: &str = "key";
+
+/// What a [`crate::PlugLimit`] keeps for its metrics: the metric keys of each (limiter, scope)
+/// it has checked, so a decision clones them instead of building its labels.
+#[derive(Debug, Default)]
+pub(crate) struct Telemetry {
+    #[cfg(feature = "metrics")]
+    series: record::SeriesCache,
+}
+
+/// The circuit breaker's metrics: the `pool` label of its backend.
+#[derive(Debug, Clone)]
+pub(crate) struct BreakerLabel {
+    #[cfg(feature = "metrics")]
+    pool: metrics::SharedString,
+}
+
+impl BreakerLabel {
+    /// The breaker of the `PlugLimit`'s own backend.
+    pub(crate) fn shared() -> Self {
+        Self::pool("default")
+    }
+
+    /// The breaker of a backend named `name` (a limiter's own pool).
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn pool(name: &str) -> Self {
+        Self {
+            #[cfg(feature = "metrics")]
+            pool: metrics::SharedString::from(name.to_owned()),
+        }
+    }
+
+    /// The breaker starts closed.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
+    pub(crate) fn created(&self) {
+        #[cfg(feature = "metrics")]
+        record::breaker(&self.pool, false, false);
+    }
+
+    /// The breaker opened (tripped, or a probe failed).
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
+    pub(crate) fn opened(&self) {
+        #[cfg(feature = "metrics")]
+        record::breaker(&self.pool, true, true);
+    }
+
+    /// The breaker closed: Redis answers again.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
+    pub(crate) fn closed(&self) {
+        #[cfg(feature = "metrics")]
+        record::breaker(&self.pool, false, true);
+    }
+}
+
+/// Redis had forgotten `limiter`'s script (`NOSCRIPT`): it is sent again with its body.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn script_reloaded(limiter: &str) {
+    #[cfg(feature = "metrics")]
+    record::script_reloaded(limiter);
+}
+
+/// One check being decided: its span, and with the `metrics` feature its labels and start.
+///
+/// Every check that reaches a limiter ends in exactly one [`decided`](Self::decided) or
+/// [`undecided`](Self::undecided): each records one latency sample.
+pub(crate) struct Watch {
+    span: Span,
+    #[cfg(feature = "metrics")]
+    metrics: Option<record::Check>,
+}
+
+impl Watch {
+    /// A request's check of `limiter` within `scope`.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn request(telemetry: &Telemetry, limiter: &str, scope: &str) -> Self {
+        Self {
+            span: span(limiter, scope),
+            #[cfg(feature = "metrics")]
+            metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
+        }
+    }
+
+    /// A programmatic check ([`crate::PlugLimit::check`]); a peek (`cost` 0) decides nothing
+    /// and is not watched.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn call(telemetry: &Telemetry, limiter: &str, scope: &str, cost: u32) -> Self {
+        if cost == 0 {
+            return Self {
+                span: Span::none(),
+                #[cfg(feature = "metrics")]
+                metrics: None,
+            };
+        }
+        Self {
+            span: span(limiter, scope),
+            #[cfg(feature = "metrics")]
+            metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
+        }
+    }
+
+    /// The check's span, to enter or to instrument its wait on Redis with.
+    pub(crate) fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// The check goes to `backend`.
+    pub(crate) fn dispatched(&self, backend: &Backend) {
+        let name = match backend {
+            Backend::Redis(_) => "redis",
+            Backend::Memory(_) => "memory",
+        };
+        self.span.record("backend", name);
+    }
+
+    /// The local deny cache answered: a denial that cost the backend nothing.
+    pub(crate) fn deny_cache_hit(&self) {
+        self.span.record("backend", "deny_cache");
+        #[cfg(feature = "metrics")]
+        if let Some(check) = &self.metrics {
+            check.deny_cache_hit();
+        }
+    }
+
+    /// The backend, or the key extraction (`cause` [`KEY_CAUSE`]), failed with `cause`.
+    pub(crate) fn failed(&self, cause: &'static str) {
+        self.span.record("cause", cause);
+        #[cfg(feature = "metrics")]
+        if let Some(check) = &self.metrics {
+            check.failed(cause);
+        }
+    }
+
+    /// The memory fallback of [`crate::FailurePolicy::Memory`] decides in the backend's stead.
+    pub(crate) fn fell_back(&self) {
+        self.span.record("backend", "fallback");
+        #[cfg(feature = "metrics")]
+        if let Some(check) = &self.metrics {
+            check.fell_back();
+        }
+    }
+
+    /// The check ended with `verdict`.
+    pub(crate) fn decided(&self, verdict: Verdict) {
+        self.span.record("decision", verdict.as_str());
+        #[cfg(feature = "metrics")]
+        if let Some(check) = &self.metrics {
+            check.decided(verdict);
+        }
+    }
+
+    /// The check ended without a decision (its failure policy passed or refused it).
+    pub(crate) fn undecided(&self) {
+        self.span.record("decision", "failed");
+        #[cfg(feature = "metrics")]
+        if let Some(check) = &self.metrics {
+            check.ended();
+        }
+    }
+
+    /// A programmatic check's result: decided by its outcome, or failed.
+    pub(crate) fn checked(&self, result: &Result<Outcome, Error>) {
+        match result {
+            Ok(outcome) if outcome.is_allowed() => self.decided(Verdict::Allowed),
+            Ok(_) => self.decided(Verdict::Denied),
+            Err(error) => {
+                self.failed(cause(error));
+                self.undecided();
+            }
+        }
+    }
+}
+
+/// The span of one decision. At `DEBUG`, so that a subscriber at the usual `INFO` leaves it
+/// disabled: then it costs a level check and allocates nothing.
+fn span(limiter: &str, scope: &str) -> Span {
+    tracing::debug_span!(
+        target: "plug_limit::decide",
+        "plug_limit.decide",
+        limiter,
+        scope,
+        decision = Empty,
+        backend = Empty,
+        cause = Empty,
+    )
+}
