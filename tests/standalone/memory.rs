@@ -24,7 +24,7 @@ fn custom_lua_and_own_pools_are_refused_by_build() {
         .unwrap_err();
     assert_eq!(
         own_pool.to_string(),
-        "invalid `limiters.strict.pool`: a limiter's own Redis pool needs the Redis backend"
+        "invalid `limiters.strict.pool`: a limiter's own Redis pool or connection needs the Redis backend"
     );
     // A built-in script under another name runs in memory.
     let renamed = PlugLimit::memory_builder()
