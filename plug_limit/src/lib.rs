@@ -118,6 +118,7 @@
 // The public face: the handle, the ways to limit, and what a denied request gets.
 mod extract;
 mod handle;
+mod hook;
 mod layer;
 mod rejection;
 mod responder;
@@ -161,6 +162,7 @@ pub use self::config::{
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;
 pub use self::handle::PlugLimit;
+pub use self::hook::{Action, Check, Hook};
 #[doc(no_inline)]
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
@@ -169,7 +171,7 @@ pub use self::limit::{
     TokenBucket,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
-pub use self::rejection::{Denied, RateLimitRejection};
+pub use self::rejection::{Answered, Denied, RateLimitRejection};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};

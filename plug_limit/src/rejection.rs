@@ -38,11 +38,36 @@ pub enum RateLimitRejection {
     /// Answered locally, without a backend call, and refused even in shadow mode.
     #[error("client refused by the deny-list")]
     Forbidden,
+    /// A [`Hook`](crate::Hook) answered the request with a response of its own.
+    #[error("answered by the limiter's hook")]
+    Answered(Answered),
+}
+
+/// A response a [`Hook`](crate::Hook) gave with [`Action::Respond`](crate::Action::Respond).
+// Boxed: a response is large, and every check's result carries this enum.
+pub struct Answered(Box<Response>);
+
+impl Answered {
+    /// The hook's response.
+    #[must_use]
+    pub fn response(&self) -> &Response {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Answered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Answered").field(&self.0.status()).finish()
+    }
 }
 
 impl RateLimitRejection {
     pub(crate) fn denied(outcome: Outcome, responder: Arc<dyn Responder>) -> Self {
         Self::TooManyRequests(Denied { outcome, responder })
+    }
+
+    pub(crate) fn answered(response: Response) -> Self {
+        Self::Answered(Answered(Box::new(response)))
     }
 
     /// The default status: `429` for a denied request, `400` for a request without a key,
@@ -54,10 +79,11 @@ impl RateLimitRejection {
             Self::KeyRejected(_) => StatusCode::BAD_REQUEST,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Answered(answered) => answered.0.status(),
         }
     }
 
-    /// The default body text.
+    /// The default body text (empty for a hook's answer, which has its own body).
     #[must_use]
     pub fn body_text(&self) -> &'static str {
         match self {
@@ -65,6 +91,7 @@ impl RateLimitRejection {
             Self::KeyRejected(_) => "Bad Request",
             Self::Unavailable(_) => "Rate limiter unavailable",
             Self::Forbidden => "Forbidden",
+            Self::Answered(_) => "",
         }
     }
 
@@ -73,7 +100,9 @@ impl RateLimitRejection {
     pub fn outcome(&self) -> Option<&Outcome> {
         match self {
             Self::TooManyRequests(denied) => Some(&denied.outcome),
-            Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden => None,
+            Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden | Self::Answered(_) => {
+                None
+            }
         }
     }
 }
@@ -82,6 +111,7 @@ impl IntoResponse for RateLimitRejection {
     fn into_response(self) -> Response {
         match self {
             Self::TooManyRequests(denied) => denied.responder.respond(&denied.outcome),
+            Self::Answered(answered) => *answered.0,
             other @ (Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden) => {
                 (other.status(), other.body_text()).into_response()
             }

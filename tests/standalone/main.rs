@@ -18,6 +18,7 @@ mod differential;
 mod failures;
 mod fault_proxy;
 mod fixed_window;
+mod hooks;
 mod ietf_headers;
 mod keys_and_replies;
 mod layer;

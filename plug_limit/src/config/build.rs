@@ -140,6 +140,7 @@ impl Builder {
             shadow_denials: LogThrottle::new(),
             style,
             rules: RuleSet::resolve(limiter.rules.as_ref(), &self.rules),
+            hook: limiter.hook.or_else(|| self.hook.clone()),
         }
     }
 

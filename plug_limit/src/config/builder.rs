@@ -13,6 +13,7 @@ use super::{
 use crate::backend::Pools;
 use crate::clock::Clock;
 use crate::error::BuildError;
+use crate::hook::Hook;
 use crate::key::{self, KeyExtractor};
 use crate::outcome::HeaderStyle;
 use crate::outcome::ietf::PartitionKeys;
@@ -69,6 +70,7 @@ pub struct Builder {
     pub(super) partition_keys: Option<PartitionKeys>,
     pub(super) rules: Rules,
     pub(super) scripts: Vec<(String, Script)>,
+    pub(super) hook: Option<Arc<dyn Hook>>,
 }
 
 /// Where the limiters will run.
@@ -117,6 +119,7 @@ impl Builder {
             partition_keys: None,
             rules: Rules::new(),
             scripts: Vec::new(),
+            hook: None,
         }
     }
 
@@ -278,6 +281,15 @@ impl Builder {
     /// ([`ManualClock`](crate::ManualClock)); custom scripts always keep their own time.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// A [`Hook`] that sees every result of every limiter's checks (allowed, denied, failed)
+    /// and shapes the request's response (the seed's `:response`); a limiter's own
+    /// [`Limiter::hook`] replaces it. Without one, allowed requests get their headers, denied
+    /// ones the [`Responder`], failed ones their [`FailurePolicy`].
+    pub fn hook(mut self, hook: impl Hook) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 

@@ -9,6 +9,7 @@ use deadpool_redis::Pool;
 use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection, Rules};
 use crate::algorithm::Algorithm;
 use crate::backend::Pools;
+use crate::hook::Hook;
 use crate::key::KeyExtractor;
 use crate::outcome::HeaderStyle;
 use crate::responder::Responder;
@@ -56,6 +57,7 @@ pub struct Limiter {
     pub(crate) log_level: Option<LogLevel>,
     pub(crate) header_style: Option<HeaderStyle>,
     pub(crate) rules: Option<Rules>,
+    pub(crate) hook: Option<Arc<dyn Hook>>,
 }
 
 pub(crate) enum Source {
@@ -81,6 +83,7 @@ impl Limiter {
             log_level: None,
             header_style: None,
             rules: None,
+            hook: None,
         }
     }
 
@@ -189,6 +192,13 @@ impl Limiter {
     /// [`HeaderStyle::Draft10`] reports.
     pub fn header_style(mut self, style: HeaderStyle) -> Self {
         self.header_style = Some(style);
+        self
+    }
+
+    /// This limiter's [`Hook`], which sees every result of its checks (the seed's per-limiter
+    /// `:response`); it replaces the global one of [`Builder::hook`](crate::Builder::hook).
+    pub fn hook(mut self, hook: impl Hook) -> Self {
+        self.hook = Some(Arc::new(hook));
         self
     }
 

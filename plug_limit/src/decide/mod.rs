@@ -21,6 +21,7 @@ use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
+use crate::hook;
 use crate::key::{self, Key, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
@@ -183,10 +184,16 @@ impl Decider {
             tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
             request.watch.deny_cache_hit();
             request.watch.decided(Verdict::Denied);
-            return Step::Done(Err(RateLimitRejection::denied(
-                outcome,
-                Arc::clone(&entry.responder),
-            )));
+            let hooked = entry
+                .hook
+                .as_deref()
+                .and_then(|hook| hook::consult(hook, entry.name(), &outcome));
+            return Step::Done(hooked.unwrap_or_else(|| {
+                Err(RateLimitRejection::denied(
+                    outcome,
+                    Arc::clone(&entry.responder),
+                ))
+            }));
         }
         request.watch.dispatched(self.backend(entry));
         match self.backend(entry).start(request.call(entry)) {
@@ -225,7 +232,12 @@ impl Decider {
         let outcome = entry
             .style
             .finish(request.keys.first(), request.opts, outcome);
-        match outcome {
+        // The hook speaks first; the default path still counts, caches and logs the decision.
+        let hooked = entry
+            .hook
+            .as_deref()
+            .and_then(|hook| hook::consult(hook, entry.name(), &outcome));
+        let decided = match outcome {
             outcome if outcome.is_allowed() => {
                 request.watch.decided(Verdict::Allowed);
                 Ok(Some(outcome))
@@ -254,7 +266,8 @@ impl Decider {
                     Arc::clone(&entry.responder),
                 ))
             }
-        }
+        };
+        hooked.unwrap_or(decided)
     }
 
     /// Logs a check that could not decide and applies the limiter's failure policy: the one
@@ -262,6 +275,14 @@ impl Decider {
     fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
         entry.failures.log(entry.log_level, entry.name(), &error);
         request.watch.failed(telemetry::cause(&error));
+        if let Some(decided) = entry
+            .hook
+            .as_deref()
+            .and_then(|hook| hook::failed(hook, entry.name(), &error))
+        {
+            request.watch.undecided();
+            return decided;
+        }
         if entry.on_failure == FailurePolicy::Memory
             && let Started::Done(result) = self.fallback().start(request.call(entry))
         {

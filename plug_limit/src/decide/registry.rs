@@ -1,6 +1,7 @@
 //! The registered limiters, each with every setting resolved, so the hot path never falls
 //! back on a default.
 
+use crate::hook::Hook;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -34,6 +35,8 @@ pub(crate) struct Entry {
     pub(crate) style: Styler,
     /// The allow- and deny-lists and the skip predicate; `None` when there are none.
     pub(crate) rules: Option<Arc<RuleSet>>,
+    /// Sees every result and shapes the response; `None`: the responder and the policies.
+    pub(crate) hook: Option<Arc<dyn Hook>>,
 }
 
 impl Entry {

@@ -86,6 +86,12 @@ impl Outcome {
             .map(|(_, value)| value)
     }
 
+    /// The rate-limit headers as a map, e.g. to add to in a [`Hook`](crate::Hook).
+    #[must_use]
+    pub fn header_map(&self) -> http::HeaderMap {
+        self.headers.iter().cloned().collect()
+    }
+
     /// The values a custom script returned after the headers, for a custom
     /// [`Responder`](crate::Responder).
     #[must_use]
