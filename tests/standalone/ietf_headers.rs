@@ -112,14 +112,14 @@ const CASES: [Case; 7] = [
         denied_retry: "60",
     },
     // Two tokens at once and two more over the minute: the second request empties the
-    // bucket, so its answer already says when the next token comes.
+    // bucket. A denial reports nothing left (`r=0`), though the window's count says 2.
     Case {
         route: "token_bucket",
         policy: r#""token_bucket";q=4;w=60;pk=:{pk}:"#,
         first: r#""token_bucket";r=3;t=60;pk=:{pk}:"#,
         first_retry: None,
         allowed: 2,
-        denied: r#""token_bucket";r=2;t=60;pk=:{pk}:"#,
+        denied: r#""token_bucket";r=0;t=60;pk=:{pk}:"#,
         denied_retry: "30",
     },
     Case {

@@ -357,6 +357,8 @@ impl Decider {
                 Err(error) => first_error = first_error.or(Some(error)),
             }
         }
+        // Again: a denial cached while the keys went would outlive the reset.
+        self.denials.clear();
         first_error.map_or(Ok(deleted), Err)
     }
 

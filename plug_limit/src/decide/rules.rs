@@ -38,7 +38,16 @@ impl RuleSet {
             None => global.clone(),
         };
         let list = |cidrs: Option<Cidrs>| -> Arc<[IpNet]> {
-            cidrs.map_or_else(|| Arc::from([]), |cidrs| cidrs.blocks().into())
+            cidrs.map_or_else(
+                || Arc::from([]),
+                |cidrs| {
+                    cidrs
+                        .blocks()
+                        .iter()
+                        .map(|block| canonical(*block))
+                        .collect()
+                },
+            )
         };
         let set = Self {
             deny: list(rules.deny),
@@ -55,21 +64,21 @@ impl RuleSet {
         // Resolved once, and only when a list needs it.
         let ip = (!self.deny.is_empty() || !self.allow.is_empty())
             .then(|| self.ip.client_address(parts));
-        if !self.deny.is_empty() {
-            match &ip {
-                Some(Ok(ip)) if !contains(&self.deny, *ip) => {}
-                Some(Err(error)) => {
-                    tracing::debug!(target: "plug_limit", %error, "request refused: no client address to check against the deny-list");
-                    return Verdict::Forbid;
-                }
-                _ => {
-                    tracing::debug!(target: "plug_limit", "request refused by the deny-list");
-                    return Verdict::Forbid;
-                }
-            }
+        if let Some(Ok(ip)) = &ip
+            && contains(&self.deny, *ip)
+        {
+            tracing::debug!(target: "plug_limit", "request refused by the deny-list");
+            return Verdict::Forbid;
         }
+        // A skip (a proxy's own health check, say) passes even without a client address.
         if skip_here || self.skip.as_ref().is_some_and(|skip| skip(parts)) {
             return Verdict::Pass;
+        }
+        if !self.deny.is_empty()
+            && let Some(Err(error)) = &ip
+        {
+            tracing::debug!(target: "plug_limit", %error, "request refused: no client address to check against the deny-list");
+            return Verdict::Forbid;
         }
         if let Some(Ok(ip)) = ip
             && contains(&self.allow, ip)
@@ -93,17 +102,25 @@ pub(crate) fn judge(
     }
 }
 
-/// Whether `ip` is in one of `blocks`; an IPv4 client also as its IPv4-mapped form, which a
-/// list may name (`::ffff:10.0.0.0/104`), and an IPv4-mapped one as the IPv4 it stands for.
+/// Whether `ip` is in one of `blocks` (made [`canonical`]): an IPv4-mapped client as the IPv4
+/// address it stands for.
 fn contains(blocks: &[IpNet], ip: IpAddr) -> bool {
     let ip = ip.to_canonical();
-    let mapped = match ip {
-        IpAddr::V4(v4) => IpAddr::V6(v4.to_ipv6_mapped()),
-        IpAddr::V6(_) => ip,
-    };
-    blocks
-        .iter()
-        .any(|block| block.contains(&ip) || block.contains(&mapped))
+    blocks.iter().any(|block| block.contains(&ip))
+}
+
+/// A block inside `::ffff:0:0/96` as the IPv4 block it stands for (`::ffff:10.0.0.0/104` is
+/// `10.0.0.0/8`); any other block as it is. So an IPv4 client matches the IPv4 blocks and the
+/// mapped ones, and never an IPv6 block that merely spans the mapped range (`::/0`).
+fn canonical(block: IpNet) -> IpNet {
+    if let IpNet::V6(v6) = block
+        && v6.prefix_len() >= 96
+        && let Some(v4) = v6.network().to_ipv4_mapped()
+        && let Ok(net) = ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96)
+    {
+        return IpNet::V4(net);
+    }
+    block
 }
 
 #[cfg(test)]
@@ -192,6 +209,36 @@ mod tests {
         let everyone = Rules::new().deny_cidrs(["0.0.0.0/0"]);
         assert_eq!(verdict(&everyone, Some("203.0.113.9")), Verdict::Forbid);
         assert_eq!(verdict(&everyone, Some("2001:db8::1")), Verdict::Check);
+    }
+
+    #[test]
+    fn ipv6_blocks_spanning_the_mapped_range_do_not_catch_ipv4_clients() {
+        let no_v6 = Rules::new().deny_cidrs(["::/0"]);
+        assert_eq!(verdict(&no_v6, Some("2001:db8::1")), Verdict::Forbid);
+        assert_eq!(verdict(&no_v6, Some("203.0.113.9")), Verdict::Check);
+        let allow_v6 = Rules::new().allow_cidrs(["::/64"]);
+        assert_eq!(verdict(&allow_v6, Some("203.0.113.9")), Verdict::Check);
+        // A block inside the mapped range is the IPv4 block it stands for.
+        let mapped = Rules::new().deny_cidrs(["::ffff:10.0.0.0/104"]);
+        assert_eq!(verdict(&mapped, Some("10.9.9.9")), Verdict::Forbid);
+        assert_eq!(verdict(&mapped, Some("11.0.0.1")), Verdict::Check);
+    }
+
+    /// A trusted proxy's own health check carries no forwarding header: a skip still passes
+    /// it under a deny-list.
+    #[test]
+    fn a_skipped_request_without_a_client_address_passes_a_deny_list() {
+        let proxies: [IpNet; 1] = ["10.1.0.0/16".parse().unwrap()];
+        let rules = Rules::new()
+            .ip_from(client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(proxies))
+            .deny_cidrs(["203.0.113.0/24"])
+            .skip(|parts| parts.uri.path() == "/health");
+        let set = RuleSet::resolve(None, &rules).unwrap();
+        let mut health = parts(Some("10.1.0.5"), None);
+        health.uri = "/health".parse().unwrap();
+        assert_eq!(set.judge(&health, false), Verdict::Pass);
+        health.uri = "/items".parse().unwrap();
+        assert_eq!(set.judge(&health, false), Verdict::Forbid);
     }
 
     #[test]

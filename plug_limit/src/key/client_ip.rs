@@ -221,10 +221,15 @@ impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
             IpAddr::V4(ip) => IpAddr::V6(ip.to_ipv6_mapped()),
             IpAddr::V6(_) => peer,
         };
+        // Only a block inside `::ffff:0:0/96` names IPv4 peers: `::/0` trusts no IPv4 peer.
+        let names_ipv4 = |proxy: &IpNet| match proxy {
+            IpNet::V6(v6) => v6.prefix_len() >= 96 && v6.network().to_ipv4_mapped().is_some(),
+            IpNet::V4(_) => false,
+        };
         let proxies = self.proxies.as_ref();
         proxies
             .iter()
-            .any(|proxy| proxy.contains(&peer) || proxy.contains(&mapped))
+            .any(|proxy| proxy.contains(&peer) || (names_ipv4(proxy) && proxy.contains(&mapped)))
     }
 }
 

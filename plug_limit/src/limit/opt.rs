@@ -10,7 +10,9 @@ use deadpool_redis::redis::{RedisWrite, ToRedisArgs};
 /// `Int` and `Str` are what a [`Limit`](crate::Limit)'s `const OPTS` holds; a
 /// [`RuntimeLimit`](crate::RuntimeLimit), made from configuration or per request, holds its
 /// string options as `Text`, so nothing is leaked to make them `'static`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+///
+/// Options compare by what the script receives: `Opt::Str("x")` equals `Opt::Text("x")`.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum Opt {
     /// An integer option, such as a limit or a window length in seconds.
@@ -19,6 +21,28 @@ pub enum Opt {
     Str(&'static str),
     /// A string option known only at run time.
     Text(Arc<str>),
+}
+
+impl PartialEq for Opt {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Int(a), Self::Int(b)) => a == b,
+            (Self::Int(_), _) | (_, Self::Int(_)) => false,
+            _ => self.as_str() == other.as_str(),
+        }
+    }
+}
+
+impl Eq for Opt {}
+
+impl std::hash::Hash for Opt {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        match self {
+            Self::Int(n) => (0_u8, n).hash(state),
+            Self::Str(text) => (1_u8, text).hash(state),
+            Self::Text(text) => (1_u8, &**text).hash(state),
+        }
+    }
 }
 
 impl Opt {
@@ -114,6 +138,13 @@ mod tests {
         assert_eq!(Opt::Int(-3).to_redis_args(), vec![b"-3".to_vec()]);
         assert_eq!(Opt::Str("x").to_redis_args(), vec![b"x".to_vec()]);
         assert_eq!(Opt::Int(7).to_string(), "7");
+        assert_eq!(Opt::Str("5/1"), Opt::from("5/1".to_owned()));
+        let state = std::hash::RandomState::new();
+        assert_eq!(
+            std::hash::BuildHasher::hash_one(&state, Opt::Str("5/1")),
+            std::hash::BuildHasher::hash_one(&state, Opt::from("5/1".to_owned()))
+        );
+        assert_ne!(Opt::Str("7"), Opt::Int(7));
         assert_eq!(
             Opt::from("10/60".to_owned()).to_redis_args(),
             vec![b"10/60".to_vec()]

@@ -126,13 +126,15 @@ impl Draft10 {
     /// The two fields of an outcome whose built-in header values are `values` (limit, reset,
     /// remaining, ...), for the client counted under `key` with the limit's `opts`. `None`
     /// when a value is not what the built-in answers (a number where one belongs): the
-    /// outcome then keeps its own headers rather than carry made-up ones.
+    /// outcome then keeps its own headers rather than carry made-up ones. A `denied` outcome
+    /// reports `r=0`.
     pub(crate) fn render(
         &self,
         algorithm: Algorithm,
         key: &str,
         opts: &[Opt],
         values: &[(HeaderName, HeaderValue)],
+        denied: bool,
     ) -> Option<[(HeaderName, HeaderValue); 2]> {
         let number = |position: usize| -> Option<i64> {
             values.get(position)?.1.to_str().ok()?.parse().ok()
@@ -170,7 +172,12 @@ impl Draft10 {
         let current = Member {
             name: policies.get(decided)?.name.clone(),
             params: vec![
-                ("r".to_owned(), Param::Int(remaining.max(0))),
+                // A denied request has nothing left, whatever a bucket's refill says: a client
+                // pacing by `r` must not retry into more denials.
+                (
+                    "r".to_owned(),
+                    Param::Int(if denied { 0 } else { remaining.max(0) }),
+                ),
                 ("t".to_owned(), Param::Int(reset.max(0))),
                 pk_param(),
             ],
@@ -464,6 +471,7 @@ mod tests {
                 "plug_limit:{abcd}:token_bucket:1:/:alice",
                 &[Opt::Int(20), Opt::Int(600), Opt::Int(5)],
                 &values(&["20 20;w=600;burst=5;policy=token_bucket", "600", "19"]),
+                false,
             )
             .unwrap();
         let pk = parse(&fields[1].1).unwrap()[0].params[2].1.clone();
@@ -492,6 +500,7 @@ mod tests {
                 "k",
                 &opts,
                 &values(&["100", "42", "0", "42"]),
+                true,
             )
             .unwrap();
         let policies = parse(&fields[0].1).unwrap();
@@ -516,7 +525,7 @@ mod tests {
         let draft = Draft10::new("fixed_window", keys());
         let opts = [Opt::Int(3), Opt::Int(60)];
         let render = |texts: &[&'static str], opts: &[Opt]| {
-            draft.render(Algorithm::FixedWindow, "k", opts, &values(texts))
+            draft.render(Algorithm::FixedWindow, "k", opts, &values(texts), false)
         };
         assert!(render(&["3", "60", "2"], &opts).is_some());
         assert!(render(&["3", "soon", "2"], &opts).is_none());

@@ -132,7 +132,13 @@ impl Styler {
             }
             return outcome;
         };
-        let Some([policy, current]) = draft10.render(algorithm, key, opts, &outcome.headers) else {
+        let Some([policy, current]) = draft10.render(
+            algorithm,
+            key,
+            opts,
+            &outcome.headers,
+            !outcome.is_allowed(),
+        ) else {
             tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "header values out of contract: the draft-10 fields are left out");
             return outcome;
         };

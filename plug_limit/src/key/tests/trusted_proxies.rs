@@ -99,3 +99,23 @@ fn connect_info_with_a_list_is_always_the_peer() {
     let key = client_ip(ClientIpSource::ConnectInfo).trusted_proxies(PROXIES);
     assert_eq!(key_text(&key, &forwarded_by("10.0.0.1:1")), ok("10.0.0.1"));
 }
+
+#[test]
+fn an_ipv6_block_spanning_the_mapped_range_trusts_no_ipv4_peer() {
+    let every_v6: [IpNet; 1] = ["::/0".parse().unwrap()];
+    let key = client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(every_v6);
+    assert_eq!(
+        key_text(&key, &forwarded_by("192.0.2.9:4000")),
+        ok("192.0.2.9")
+    );
+    assert_eq!(
+        key_text(&key, &forwarded_by("[2001:db8::1]:4000")),
+        ok("203.0.113.7")
+    );
+    let mapped: [IpNet; 1] = ["::ffff:192.0.2.0/120".parse().unwrap()];
+    let key = client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(mapped);
+    assert_eq!(
+        key_text(&key, &forwarded_by("192.0.2.9:4000")),
+        ok("203.0.113.7")
+    );
+}
