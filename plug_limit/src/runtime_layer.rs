@@ -31,23 +31,25 @@ type Resolver = dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync;
 ///
 /// # Example
 ///
-/// Per-plan limits keyed by API key, anonymous clients by IP:
+/// Per-plan limits keyed by API key, anonymous clients by IP. Only a key the accounts know
+/// gets a plan keyed by it: keyed as sent, any new `x-api-key` would be a fresh budget.
 ///
 /// ```
+/// use std::collections::HashMap;
 /// use axum::{routing::get, Router};
 /// use plug_limit::{key, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
 ///
 /// # fn main() -> Result<(), plug_limit::BuildError> {
-/// let pro = RuntimeLimit::new("token_bucket", [1000, 60, 100])?.key(key::header("x-api-key"));
-/// let free = RuntimeLimit::new("token_bucket", [60, 60, 10])?.key(key::header("x-api-key"));
-/// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?;
+/// let by_key = key::header("x-api-key");
+/// let pro = RuntimeLimit::new("token_bucket", [1000, 60, 100])?.key(by_key);
+/// let free = RuntimeLimit::new("token_bucket", [60, 60, 10])?.key(by_key);
+/// // In an app, a cache of the accounts table.
+/// let accounts = HashMap::from([("key-1", pro), ("key-2", free)]);
+/// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?; // per client IP
 /// let layer = RuntimeLimitLayer::resolve(PlugLimit::memory(), move |parts| {
 ///     let api_key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
-///     Some(match api_key {
-///         Some(k) if k.starts_with("pro_") => pro.clone(),
-///         Some(_) => free.clone(),
-///         None => anonymous.clone(),
-///     })
+///     let known = api_key.and_then(|k| accounts.get(k));
+///     Some(known.unwrap_or(&anonymous).clone())
 /// });
 /// let app: Router = Router::new().route("/api", get(|| async { "ok" })).route_layer(layer);
 /// # let _ = app;
@@ -68,8 +70,10 @@ impl RuntimeLimitLayer {
     }
 
     /// A layer checking, on every request, the limit `resolver` chooses from the request's
-    /// parts; `None` lets the request through unlimited. The resolver runs before the check,
-    /// on every request: keep it to lookups in memory.
+    /// parts; `None` lets the request through unlimited, and untouched by any limiter's
+    /// [`Rules`](crate::Rules) (no limiter runs). The resolver runs before the check, on every
+    /// request: keep it to lookups in memory. Key a limit by a client's claim (an API key)
+    /// only once the claim is checked, or each new claim is a fresh budget.
     #[must_use]
     pub fn resolve<F>(limits: PlugLimit, resolver: F) -> Self
     where
