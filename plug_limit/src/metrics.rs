@@ -7,7 +7,7 @@
 //!
 //! | metric | kind | labels | what it counts |
 //! |---|---|---|---|
-//! | `plug_limit_decisions_total` | counter | `limiter`, `scope`, `decision` | decided checks: `decision` is `allowed`, `denied` or `shadow_denied` (denied by the limit, let through by shadow mode); a denial answered by the deny cache counts as `denied` |
+//! | `plug_limit_decisions_total` | counter | `limiter`, `scope`, `decision` | decided checks: `decision` is `allowed`, `denied` or `shadow_denied` (denied by the limit, let through by shadow mode); a denial answered by the deny cache counts as `denied`; requests the `Rules` settle are `skipped` (a skip, the allow-list) or `forbidden` (the deny-list) |
 //! | `plug_limit_deny_cache_hits_total` | counter | `limiter`, `scope` | the denials of the line above that the local deny cache answered, without the backend |
 //! | `plug_limit_failures_total` | counter | `limiter`, `scope`, `cause` | checks that could not decide: `cause` is `timeout`, `pool`, `redis`, `circuit_open`, `reply`, `input`, `not_built_in`, `unknown_limiter` (one per [`Error`](crate::Error) variant) or `key` (no key could be extracted, and [`KeyFailure`](crate::KeyFailure) passed or refused the request) |
 //! | `plug_limit_fallback_total` | counter | `limiter`, `scope` | failed checks that the memory fallback of [`FailurePolicy::Memory`](crate::FailurePolicy::Memory) decided (each is also in the two counters above) |

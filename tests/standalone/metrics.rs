@@ -395,7 +395,7 @@ async fn a_missing_key_and_an_unknown_limiter_are_failures_too() {
                 "1"
             ),
             (
-                "counter plug_limit_failures_total{cause=unknown_limiter,limiter=not_registered,scope=/unregistered}",
+                "counter plug_limit_failures_total{cause=unknown_limiter,limiter=unknown,scope=/unregistered}",
                 "1"
             ),
             (
@@ -403,8 +403,58 @@ async fn a_missing_key_and_an_unknown_limiter_are_failures_too() {
                 "1 samples"
             ),
             (
-                "histogram plug_limit_decision_seconds{limiter=not_registered,scope=/unregistered}",
+                "histogram plug_limit_decision_seconds{limiter=unknown,scope=/unregistered}",
                 "1 samples"
+            ),
+        ])
+    );
+}
+
+/// What the rules settle is counted too: a deny-list's 403s and an allow-list's passes.
+#[tokio::test]
+async fn rule_verdicts_are_counted_as_decisions() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let limits = PlugLimit::memory_builder()
+        .key(key::header("x-client"))
+        .rules(
+            plug_limit::Rules::new()
+                .deny_cidrs(["192.0.2.0/24"])
+                .allow_cidrs(["198.51.100.0/24"]),
+        )
+        .build()
+        .unwrap();
+    let app = app(limits);
+    let from = |peer: [u8; 4]| {
+        let request = http::Request::get("/items/1")
+            .header("x-client", CLIENTS[0])
+            .body(axum::body::Body::empty())
+            .unwrap();
+        plug_limit::test::from_peer(request, (peer, 4000))
+    };
+    for _ in 0..3 {
+        let reply = plug_limit_tests::send(&app, from([192, 0, 2, 7])).await;
+        assert_eq!(reply.status, 403);
+    }
+    let reply = plug_limit_tests::send(&app, from([198, 51, 100, 7])).await;
+    assert_eq!(reply.status, 200);
+    let values = values(&snapshotter);
+    assert_no_client_key(&values);
+    assert_eq!(
+        values,
+        expected([
+            (
+                "counter plug_limit_decisions_total{decision=forbidden,limiter=fixed_window,scope=/items/{id}}",
+                "3"
+            ),
+            (
+                "counter plug_limit_decisions_total{decision=skipped,limiter=fixed_window,scope=/items/{id}}",
+                "1"
+            ),
+            (
+                "histogram plug_limit_decision_seconds{limiter=fixed_window,scope=/items/{id}}",
+                "4 samples"
             ),
         ])
     );

@@ -121,17 +121,22 @@ impl Decider {
                     .map(MatchedPath::as_str)
             })
             .unwrap_or("*");
-        let watch = Watch::request(&self.telemetry, limit.limiter, route_scope);
-        let _entered = watch.span().clone().entered();
         let entry = match self.registry.get(limit.limiter) {
             Ok(entry) => entry,
             Err(error) => {
+                // Labelled by a fixed word: the name may come from a request (a run-time
+                // limit), and each distinct one would be a metric series of its own.
+                let watch =
+                    Watch::request(&self.telemetry, telemetry::UNKNOWN_LIMITER, route_scope);
+                let _entered = watch.span().clone().entered();
                 self.failures.log(self.log_level, limit.limiter, &error);
                 watch.failed(telemetry::cause(&error));
                 watch.undecided();
                 return Step::Done(refuse_or_pass(self.on_failure, error));
             }
         };
+        let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
+        let _entered = watch.span().clone().entered();
         // Before the key and any backend call: what the rules settle costs nothing else.
         if entry.rules.is_some() || limit.skip.is_some() || skip.is_some() {
             let skip_here = || {
@@ -139,8 +144,14 @@ impl Decider {
             };
             match rules::judge(entry.rules.as_deref(), parts, skip_here) {
                 rules::Verdict::Check => {}
-                rules::Verdict::Pass => return Step::Done(Ok(None)),
-                rules::Verdict::Forbid => return Step::Done(Err(RateLimitRejection::Forbidden)),
+                rules::Verdict::Pass => {
+                    watch.decided(Verdict::Skipped);
+                    return Step::Done(Ok(None));
+                }
+                rules::Verdict::Forbid => {
+                    watch.decided(Verdict::Forbidden);
+                    return Step::Done(Err(RateLimitRejection::Forbidden));
+                }
             }
         }
         let extractor = limit.key.unwrap_or(&*entry.key);

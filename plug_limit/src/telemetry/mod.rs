@@ -22,6 +22,10 @@ pub(crate) enum Verdict {
     Denied,
     /// Denied by the limit, let through by shadow mode.
     ShadowDenied,
+    /// Let through uncounted by the rules (a skip, the allow-list).
+    Skipped,
+    /// Refused by the rules' deny-list.
+    Forbidden,
 }
 
 impl Verdict {
@@ -30,6 +34,8 @@ impl Verdict {
             Self::Allowed => "allowed",
             Self::Denied => "denied",
             Self::ShadowDenied => "shadow_denied",
+            Self::Skipped => "skipped",
+            Self::Forbidden => "forbidden",
         }
     }
 }
@@ -48,6 +54,9 @@ pub(crate) const fn cause(error: &Error) -> &'static str {
         Error::Unsupported(_) => "unsupported",
     }
 }
+
+/// The `limiter` label of a check naming no registered limiter.
+pub(crate) const UNKNOWN_LIMITER: &str = "unknown";
 
 /// The `cause` of a request whose key could not be extracted.
 pub(crate) const KEY_CAUSE: &str = "key";

@@ -31,6 +31,8 @@ pub(super) struct Series {
     allowed: Key,
     denied: Key,
     shadow_denied: Key,
+    skipped: Key,
+    forbidden: Key,
     deny_cache_hits: Key,
     fallbacks: Key,
     seconds: Key,
@@ -52,6 +54,8 @@ impl Series {
             allowed: key(DECISIONS, Some(Verdict::Allowed)),
             denied: key(DECISIONS, Some(Verdict::Denied)),
             shadow_denied: key(DECISIONS, Some(Verdict::ShadowDenied)),
+            skipped: key(DECISIONS, Some(Verdict::Skipped)),
+            forbidden: key(DECISIONS, Some(Verdict::Forbidden)),
             deny_cache_hits: key(DENY_CACHE_HITS, None),
             fallbacks: key(FALLBACKS, None),
             seconds: key(DECISION_SECONDS, None),
@@ -130,6 +134,8 @@ impl Check {
             Verdict::Allowed => &self.series.allowed,
             Verdict::Denied => &self.series.denied,
             Verdict::ShadowDenied => &self.series.shadow_denied,
+            Verdict::Skipped => &self.series.skipped,
+            Verdict::Forbidden => &self.series.forbidden,
         });
         self.ended();
     }
