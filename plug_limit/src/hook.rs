@@ -14,7 +14,8 @@ use crate::rejection::RateLimitRejection;
 pub enum Check<'a> {
     /// The limiter allowed the request: its outcome, headers and extra values.
     Allowed(&'a Outcome),
-    /// The limiter denied the request (in shadow mode too, and answered from the deny cache).
+    /// The limiter denied the request (answered from the deny cache too). In shadow mode the
+    /// hook sees the would-be denial, and may set its headers, but not refuse the request.
     Denied(&'a Outcome),
     /// The limiter could not decide.
     Failed(&'a Error),

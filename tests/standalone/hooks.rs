@@ -193,7 +193,8 @@ async fn by_macro() -> &'static str {
 }
 
 /// Under the macro, a hook's `Proceed` headers replace the outcome's; a limiter's own hook
-/// replaces the global one; shadow denials reach the hook as denials.
+/// replaces the global one; shadow denials reach the hook as denials, and pass even when it
+/// answers them.
 #[tokio::test]
 async fn the_macro_uses_the_hook_and_a_limiters_own_hook_wins() {
     let (seen, global) = recorder();
@@ -248,6 +249,30 @@ async fn the_macro_uses_the_hook_and_a_limiters_own_hook_wins() {
             "200 quiet None Some(\"0\")",
         ]
     );
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["fixed_window:allowed", "fixed_window:denied"]
+    );
+}
+
+/// Shadow mode never refuses: a hook answering a would-be denial sees it, and it passes.
+#[tokio::test]
+async fn a_hook_cannot_refuse_under_shadow_mode() {
+    let (seen, teapot) = recorder();
+    let limits = PlugLimit::memory_builder()
+        .key(key::header("x-client"))
+        .shadow(true)
+        .hook(teapot)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/", get(|| async { "ok" }))
+        .route_layer(RateLimitLayer::<FixedWindow<1, 60>>::new(limits));
+    let mut statuses = Vec::new();
+    for _ in 0..2 {
+        statuses.push(send_get(&app, "/", "z").await.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200]);
     assert_eq!(
         *seen.lock().unwrap(),
         ["fixed_window:allowed", "fixed_window:denied"]

@@ -406,11 +406,12 @@ async fn a_config_file_carries_the_lists() {
     // The config's lists replace the builder's; the address source set in code stays.
     let limits = PlugLimit::memory_builder()
         .rules(
-            Rules::new()
-                .allow_cidrs(["192.0.2.0/24"])
-                .ip_from(key::client_ip(ClientIpSource::XRealIp)),
+            Rules::new().allow_cidrs(["192.0.2.0/24"]).ip_from(
+                key::client_ip(ClientIpSource::XRealIp)
+                    .trusted_proxies(["127.0.0.1/32".parse::<IpNet>().unwrap()]),
+            ),
         )
-        .config(config)
+        .config(config.clone())
         .build()
         .unwrap();
     let app = Router::new().route("/", get(two)).with_state(limits);
@@ -421,6 +422,25 @@ async fn a_config_file_carries_the_lists() {
         (403, None, "Forbidden")
     );
     assert_eq!(seen(&real_ip("192.0.2.1").await), (200, Some("1"), "ok"));
+
+    // The other way round: rules setting only the address source keep the config's lists.
+    let limits = PlugLimit::memory_builder()
+        .config(config)
+        .rules(
+            Rules::new().ip_from(
+                key::client_ip(ClientIpSource::XRealIp)
+                    .trusted_proxies(["127.0.0.1/32".parse::<IpNet>().unwrap()]),
+            ),
+        )
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(two)).with_state(limits);
+    let real_ip = |ip| send(&app, request("/", Some("127.0.0.1"), &[("x-real-ip", ip)]));
+    assert_eq!(seen(&real_ip("10.1.1.1").await), (200, None, "ok"));
+    assert_eq!(
+        seen(&real_ip("203.0.113.5").await),
+        (403, None, "Forbidden")
+    );
 }
 
 #[test]

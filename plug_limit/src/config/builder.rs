@@ -351,8 +351,12 @@ impl Builder {
     /// an allow-list, a skip predicate and a deny-list, matched against the client's address as
     /// [`Rules::ip_from`] resolves it. A limiter's own [`Limiter::rules`] override them part
     /// by part. See [`Rules`].
+    ///
+    /// The parts `rules` sets replace those set before (by an earlier call or a
+    /// [`Config`](crate::Config)'s lists); the parts it leaves unset stay, so a config file's
+    /// lists and an address source set in code combine in either order.
     pub fn rules(mut self, rules: Rules) -> Self {
-        self.rules = rules;
+        self.rules = rules.over(&self.rules);
         self
     }
 }

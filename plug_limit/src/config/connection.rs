@@ -16,6 +16,10 @@ use deadpool_redis::redis::aio::ConnectionLike;
 /// `MultiplexedConnection` that lost its socket keeps failing, by the failure policy, until
 /// the application makes a new one.
 ///
+/// It is meant for one Redis server: a cluster connection of your own decides as well, but
+/// [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) would scan only the node it reaches;
+/// give a cluster to [`PlugLimit::cluster_builder`](crate::PlugLimit::cluster_builder).
+///
 /// Implemented for every type that qualifies; it is not to be implemented by hand.
 pub trait RedisConnection: ConnectionLike + Clone + Send + Sync + 'static {}
 

@@ -247,7 +247,9 @@ impl Decider {
         let hooked = entry
             .hook
             .as_deref()
-            .and_then(|hook| hook::consult(hook, entry.name(), &outcome));
+            .and_then(|hook| hook::consult(hook, entry.name(), &outcome))
+            // Shadow mode never refuses, whatever a hook answers to a would-be denial.
+            .filter(|decided| !(entry.shadow && decided.is_err()));
         let decided = match outcome {
             outcome if outcome.is_allowed() => {
                 request.watch.decided(Verdict::Allowed);

@@ -7,7 +7,7 @@ use http::request::Parts;
 use ipnet::IpNet;
 
 use super::KeyError;
-use super::client_ip::{AnyPeer, ClientIp};
+use super::client_ip::ClientIp;
 use super::peer_ip::{PeerIp, peer};
 
 /// Where the client's IP address comes from, for the CIDR lists of
@@ -17,6 +17,11 @@ use super::peer_ip::{PeerIp, peer};
 ///
 /// The address is whole: an IPv6 client is matched by its address, not by the prefix its key
 /// uses. An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is the IPv4 address it stands for.
+///
+/// A `client_ip(source)` without [`trusted_proxies`](super::ClientIp::trusted_proxies) is
+/// not one: it believes the header from any peer, and a client that reaches the app directly
+/// would write itself onto an allow-list or off a deny-list. Where only your proxies can reach
+/// the app and their addresses are unknown, say so: `trusted_proxies(["0.0.0.0/0", "::/0"])`.
 ///
 /// Implement it for a resolution of your own; it must not believe what a client can forge.
 pub trait ClientAddress: Send + Sync + 'static {
@@ -31,12 +36,6 @@ pub trait ClientAddress: Send + Sync + 'static {
 impl ClientAddress for PeerIp {
     fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
         peer(parts)
-    }
-}
-
-impl ClientAddress for ClientIp<AnyPeer> {
-    fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
-        self.address(parts).map(|ip| ip.to_canonical())
     }
 }
 
