@@ -356,7 +356,7 @@ impl Builder {
     /// [`Config`](crate::Config)'s lists); the parts it leaves unset stay, so a config file's
     /// lists and an address source set in code combine in either order.
     pub fn rules(mut self, rules: Rules) -> Self {
-        self.rules = rules.over(&self.rules);
+        self.rules = rules.replacing(std::mem::take(&mut self.rules));
         self
     }
 }

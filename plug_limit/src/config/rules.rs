@@ -148,6 +148,16 @@ impl Rules {
         self
     }
 
+    /// These rules, with the parts they leave unset taken from `earlier`, consumed.
+    pub(crate) fn replacing(self, earlier: Self) -> Self {
+        Self {
+            allow: self.allow.or(earlier.allow),
+            deny: self.deny.or(earlier.deny),
+            skip: self.skip.or(earlier.skip),
+            ip: self.ip.or(earlier.ip),
+        }
+    }
+
     /// These rules, with the parts they leave unset taken from `global`.
     pub(crate) fn over(&self, global: &Self) -> Self {
         Self {
