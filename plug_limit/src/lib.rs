@@ -58,7 +58,8 @@
 //!   websockets, quotas and custom middleware.
 //!
 //! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
-//! or whatever the limiter's [`Responder`] renders.
+//! or whatever the limiter's [`Responder`] renders. A [`Hook`] sees every result, allowed,
+//! denied or failed, and may shape the response in each case.
 //!
 //! [`Rules`] let some requests through uncounted (an allow-list of CIDR blocks, a skip
 //! predicate for health checks) and refuse others outright (a deny-list, `403 Forbidden`),
@@ -71,8 +72,9 @@
 //! (see [`key`]), the default [`Responder`], the [`FailurePolicy`] and [`LogLevel`], and custom
 //! [`Limiter`]s with their own Lua script, header names, pool, key and responder, and the
 //! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
-//! `RateLimit-Policy` and `RateLimit`). The
-//! serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
+//! `RateLimit-Policy` and `RateLimit`). Scripts can be registered once and shared by limiters
+//! ([`Script`]); Redis can be a deadpool pool or a connection the application holds
+//! ([`PlugLimit::connection_builder`]). The serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
 //! the field and the rule.
 //!
 //! # Failures
