@@ -24,6 +24,7 @@ use self::argv::Argv;
 pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
+mod calendar_quota;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
@@ -49,6 +50,7 @@ pub(crate) enum Algorithm {
     LeakyBucket,
     Gcra,
     MultiWindow,
+    CalendarQuota,
 }
 
 /// What the catalogue knows of one algorithm.
@@ -81,7 +83,7 @@ static SEED_HEADERS: [HeaderName; 3] = [LIMIT, RESET, REMAINING];
 static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
 
 /// Every built-in, in the order they are documented.
-static CATALOGUE: [Spec; 7] = [
+static CATALOGUE: [Spec; 8] = [
     Spec {
         algorithm: Algorithm::FixedWindow,
         name: "fixed_window",
@@ -137,6 +139,14 @@ static CATALOGUE: [Spec; 7] = [
         script: script!("multi_window.lua"),
         headers: &HEADERS,
         twin: multi_window::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::CalendarQuota,
+        name: "calendar_quota",
+        arity: Some(3),
+        script: script!("calendar_quota.lua"),
+        headers: &HEADERS,
+        twin: calendar_quota::evaluate,
     },
 ];
 
