@@ -51,6 +51,16 @@ impl Period {
     }
 }
 
+/// A period's nominal length in seconds, for a policy that names one window for every request:
+/// a day, an ISO week, or the mean Gregorian month (146097 days in 4800 months).
+pub(crate) fn period_seconds(period: &str) -> Option<i64> {
+    match Period::parse(Arg::Str(period))? {
+        Period::Day => Some(86_400),
+        Period::Week => Some(604_800),
+        Period::Month => Some(2_629_746),
+    }
+}
+
 /// The proleptic Gregorian date of `days` since 1970-01-01 (H. Hinnant's `civil_from_days`).
 pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;

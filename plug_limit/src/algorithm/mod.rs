@@ -21,6 +21,7 @@ use crate::limit::Opt;
 use crate::lua::Lua;
 
 use self::argv::Argv;
+pub(crate) use self::calendar_quota::period_seconds;
 pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
