@@ -230,7 +230,8 @@ fn multi_window(opts: &ExprArray) -> syn::Result<Limiter> {
 /// it travels as the options it is written with: the expansion of a limiter it has no variant
 /// for.
 fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
-    if opts.elems.len() != 3 {
+    let elems: Vec<&Expr> = opts.elems.iter().collect();
+    let [limit, period_opt, offset_opt] = elems[..] else {
         return Err(syn::Error::new_spanned(
             opts,
             format!(
@@ -238,11 +239,11 @@ fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
                 opts.elems.len()
             ),
         ));
-    }
+    };
     let mut errors = Errors::default();
-    let limit = errors.push(positive_opt("limit", &opts.elems[0]));
-    let period = errors.push(period(&opts.elems[1]));
-    let offset = errors.push(utc_offset(&opts.elems[2]));
+    let limit = errors.push(positive_opt("limit", limit));
+    let period = errors.push(calendar_period(period_opt));
+    let offset = errors.push(utc_offset(offset_opt));
     let opts = match (limit, period, offset) {
         (Some(limit), Some(period), Some(offset)) => Some(vec![
             Opt::Int(i64::from(limit)),
@@ -257,7 +258,7 @@ fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
     }))
 }
 
-fn period(opt: &Expr) -> syn::Result<String> {
+fn calendar_period(opt: &Expr) -> syn::Result<String> {
     if let Expr::Lit(ExprLit {
         lit: Lit::Str(lit), ..
     }) = opt

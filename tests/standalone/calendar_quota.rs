@@ -196,11 +196,7 @@ async fn weeks_run_from_monday_at_local_midnight() {
         seen.push(call(&limits, "k", &opts, 1).await);
         assert_eq!(
             seen,
-            [
-                "allow 1,518400,0",
-                "deny 1,2,0,2",
-                "allow 1,604800,0"
-            ],
+            ["allow 1,518400,0", "deny 1,2,0,2", "allow 1,604800,0"],
             "{backend}"
         );
     }
@@ -263,11 +259,9 @@ async fn without_a_clock_redis_times_the_day_itself() {
 
 #[tokio::test]
 async fn draft10_policies_name_the_period_and_count_to_its_end() {
-    let (builder, clock) = plug_limit::test::memory_with_clock(local_ms((2028, 2, 29), (12, 0, 0), 0));
-    let limits = builder
-        .header_style(HeaderStyle::Draft10)
-        .build()
-        .unwrap();
+    let (builder, clock) =
+        plug_limit::test::memory_with_clock(local_ms((2028, 2, 29), (12, 0, 0), 0));
+    let limits = builder.header_style(HeaderStyle::Draft10).build().unwrap();
     let opts = [Opt::Int(100), Opt::Str("month"), Opt::Int(0)];
     let outcome = limits.check_cost(LIMITER, "k", &opts, 40).await.unwrap();
     let values: Vec<String> = outcome

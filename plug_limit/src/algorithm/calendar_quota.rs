@@ -132,7 +132,12 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
     verdict(
         false,
-        [limit_s, reset.clone(), decimal((limit - count).max(0)), reset],
+        [
+            limit_s,
+            reset.clone(),
+            decimal((limit - count).max(0)),
+            reset,
+        ],
     )
 }
 

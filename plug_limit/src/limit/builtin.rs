@@ -258,13 +258,12 @@ pub struct WeeklyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
 pub struct MonthlyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
 
 /// The opts of a calendar quota, its options checked at compile time.
-const fn calendar_opts(
-    limit: u32,
-    period: &'static str,
-    offset: i32,
-) -> [Opt; 3] {
+const fn calendar_opts(limit: u32, period: &'static str, offset: i32) -> [Opt; 3] {
     assert!(limit >= 1, "calendar_quota: `limit` must be >= 1");
-    assert!(limit <= MAX, "calendar_quota: `limit` must be <= 2147483647");
+    assert!(
+        limit <= MAX,
+        "calendar_quota: `limit` must be <= 2147483647"
+    );
     assert!(
         -1439 <= offset && offset <= 1439,
         "calendar_quota: `utc_offset_minutes` must be from -1439 to 1439"
@@ -276,7 +275,9 @@ const fn calendar_opts(
     ]
 }
 
-impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit for DailyQuota<LIMIT, UTC_OFFSET_MINUTES> {
+impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
+    for DailyQuota<LIMIT, UTC_OFFSET_MINUTES>
+{
     const LIMITER: &'static str = "calendar_quota";
     const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "day", UTC_OFFSET_MINUTES);
 }

@@ -554,7 +554,10 @@ mod tests {
             )
         };
         let month = render("month", -300);
-        assert_eq!(month, (Some(10_000), Some(2_629_746), Some(9_999), Some(3_600)));
+        assert_eq!(
+            month,
+            (Some(10_000), Some(2_629_746), Some(9_999), Some(3_600))
+        );
         assert_eq!(render("week", 330).1, Some(604_800));
         assert_eq!(render("day", 0).1, Some(86_400));
         let unknown = [Opt::Int(5), Opt::Str("year"), Opt::Int(0)];

@@ -648,10 +648,17 @@ fn the_built_in_table_matches_the_runtime_catalogue() {
 #[test]
 fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
     assert_eq!(
-        limiter(quote!(limiter = "calendar_quota", opts = [10000, "month", -300])),
+        limiter(quote!(
+            limiter = "calendar_quota",
+            opts = [10000, "month", -300]
+        )),
         Ok(Limiter::Custom {
             name: "calendar_quota".to_owned(),
-            opts: vec![Opt::Int(10_000), Opt::Str("month".to_owned()), Opt::Int(-300)],
+            opts: vec![
+                Opt::Int(10_000),
+                Opt::Str("month".to_owned()),
+                Opt::Int(-300)
+            ],
         })
     );
     assert_eq!(
@@ -676,7 +683,11 @@ fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
         "expected an integer from -1439 to 1439 for `utc_offset_minutes`"
     );
     assert_eq!(
-        cost(quote!(limiter = "calendar_quota", opts = [10, "day", 0], cost = 3)),
+        cost(quote!(
+            limiter = "calendar_quota",
+            opts = [10, "day", 0],
+            cost = 3
+        )),
         Ok(Some(3))
     );
 }
