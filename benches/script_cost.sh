@@ -7,7 +7,7 @@
 # and memory per key.
 #
 # After the built-ins come the floors of benches/floors/: the contract's reply
-# alone, and for fixed_window, token_bucket and gcra their Redis commands with
+# alone, and for fixed_window, token_bucket, gcra and calendar_quota their Redis commands with
 # that reply and no logic. A built-in cannot beat its floor, so the floor's
 # ratio to `return 1` is what the script contract and the commands allow, and
 # the built-in's ratio to its floor is what its own logic costs.
@@ -50,6 +50,7 @@ OPTS_sliding_log=${OPTS_sliding_log:-10 60}
 OPTS_leaky_bucket=${OPTS_leaky_bucket:-10 60}
 OPTS_gcra=${OPTS_gcra:-20 600 5}
 OPTS_multi_window=${OPTS_multi_window:-10/60 100/3600}
+OPTS_calendar_quota=${OPTS_calendar_quota:-10000 month -300}
 OPTS_contract_reply=${OPTS_contract_reply:-10 60}
 for v in N RUNS MEM_KEYS STEP_TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"

@@ -16,7 +16,7 @@ const KEYS: usize = 30;
 type Seen = (bool, String, String);
 
 /// Each built-in, its opts, and what five calls on a fresh key get: three admitted.
-const BUILTINS: [(&str, &[Opt], &str, [&str; 5]); 7] = [
+const BUILTINS: [(&str, &[Opt], &str, [&str; 5]); 8] = [
     (
         "fixed_window",
         &[Opt::Int(3), Opt::Int(60)],
@@ -57,6 +57,12 @@ const BUILTINS: [(&str, &[Opt], &str, [&str; 5]); 7] = [
     (
         "multi_window",
         &[Opt::Str("3/60"), Opt::Str("10/3600")],
+        "3",
+        ["2", "1", "0", "0", "0"],
+    ),
+    (
+        "calendar_quota",
+        &[Opt::Int(3), Opt::Str("month"), Opt::Int(-300)],
         "3",
         ["2", "1", "0", "0", "0"],
     ),

@@ -104,6 +104,7 @@
 //! | `leaky_bucket` | [`LeakyBucket<LIMIT, WINDOW>`](LeakyBucket) | `[limit, window_s]` |
 //! | `gcra` | [`Gcra<LIMIT, WINDOW, BURST>`](Gcra) | `[limit, window_s, burst]` |
 //! | `multi_window` | an `impl Limit` | `["limit/window_s", ...]` |
+//! | `calendar_quota` | [`DailyQuota<LIMIT, UTC_OFFSET_MINUTES>`](DailyQuota), [`WeeklyQuota`], [`MonthlyQuota`] | `[limit, "day"\|"week"\|"month", utc_offset_minutes]` |
 //!
 //! The built-ins also take an optional `cost` and `now_ms` after their options (see
 //! [`algorithms`], which compares them and shows what each admits of the same traffic).
@@ -169,8 +170,8 @@ pub use self::hook::{Action, Check, Hook};
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
-    FixedWindow, Gcra, LeakyBucket, Limit, Opt, RuntimeLimit, SlidingLog, SlidingWindow, Subject,
-    TokenBucket,
+    DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, MonthlyQuota, Opt, RuntimeLimit, SlidingLog,
+    SlidingWindow, Subject, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};

@@ -64,6 +64,13 @@ const SLIDING_LOG: &str = "sliding_log";
 const LEAKY_BUCKET: &str = "leaky_bucket";
 const GCRA: &str = "gcra";
 const MULTI_WINDOW: &str = "multi_window";
+const CALENDAR_QUOTA: &str = "calendar_quota";
+
+/// The periods `lua/calendar_quota.lua` takes.
+const PERIODS: [&str; 3] = ["day", "week", "month"];
+
+/// The largest UTC offset either way `lua/calendar_quota.lua` takes, in minutes: under a day.
+const MAX_UTC_OFFSET: i64 = 1439;
 
 /// The options a built-in limiter takes, as its messages show them; `None` for any other
 /// name, which is a custom limiter.
@@ -72,6 +79,7 @@ fn built_in_opts(name: &str) -> Option<&'static str> {
         FIXED_WINDOW | SLIDING_WINDOW | SLIDING_LOG | LEAKY_BUCKET => Some("[limit, window]"),
         TOKEN_BUCKET | GCRA => Some("[limit, window, burst]"),
         MULTI_WINDOW => Some("[\"<limit>/<window>\", ...]"),
+        CALENDAR_QUOTA => Some("[limit, period, utc_offset_minutes]"),
         _ => None,
     }
 }
@@ -143,6 +151,7 @@ fn limiter(name: &Arg<LitStr>, opts: &Arg<ExprArray>, errors: &mut Errors) -> Op
                 burst,
             }),
             MULTI_WINDOW => multi_window(opts),
+            CALENDAR_QUOTA => calendar_quota(opts),
             _ => custom(name, opts),
         }),
     }
@@ -215,6 +224,68 @@ fn multi_window(opts: &ExprArray) -> syn::Result<Limiter> {
         }
     }
     errors.finish(Limiter::MultiWindow { rates })
+}
+
+/// The rules `lua/calendar_quota.lua` checks. Its options are not all positive integers, so
+/// it travels as the options it is written with: the expansion of a limiter it has no variant
+/// for.
+fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
+    let elems: Vec<&Expr> = opts.elems.iter().collect();
+    let [limit, period_opt, offset_opt] = elems[..] else {
+        return Err(syn::Error::new_spanned(
+            opts,
+            format!(
+                "`{CALENDAR_QUOTA}` takes 3 options `[limit, period, utc_offset_minutes]`, found {}",
+                opts.elems.len()
+            ),
+        ));
+    };
+    let mut errors = Errors::default();
+    let limit = errors.push(positive_opt("limit", limit));
+    let period = errors.push(calendar_period(period_opt));
+    let offset = errors.push(utc_offset(offset_opt));
+    let opts = match (limit, period, offset) {
+        (Some(limit), Some(period), Some(offset)) => Some(vec![
+            Opt::Int(i64::from(limit)),
+            Opt::Str(period),
+            Opt::Int(offset),
+        ]),
+        _ => None,
+    };
+    errors.finish_with(opts.map(|opts| Limiter::Custom {
+        name: CALENDAR_QUOTA.to_owned(),
+        opts,
+    }))
+}
+
+fn calendar_period(opt: &Expr) -> syn::Result<String> {
+    if let Expr::Lit(ExprLit {
+        lit: Lit::Str(lit), ..
+    }) = opt
+        && PERIODS.contains(&lit.value().as_str())
+    {
+        return Ok(lit.value());
+    }
+    Err(syn::Error::new_spanned(
+        opt,
+        "expected `\"day\"`, `\"week\"` or `\"month\"` for `period`",
+    ))
+}
+
+fn utc_offset(opt: &Expr) -> syn::Result<i64> {
+    let expected = || {
+        syn::Error::new_spanned(
+            opt,
+            format!(
+                "expected an integer from -{MAX_UTC_OFFSET} to {MAX_UTC_OFFSET} for \
+                 `utc_offset_minutes`"
+            ),
+        )
+    };
+    match custom_opt(opt) {
+        Ok(Opt::Int(n)) if (-MAX_UTC_OFFSET..=MAX_UTC_OFFSET).contains(&n) => Ok(n),
+        _ => Err(expected()),
+    }
 }
 
 /// One `"<limit>/<window>"`, in the script's form: canonical digits, so that the string the

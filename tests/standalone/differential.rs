@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 /// Every built-in, with small limits and windows so that sequences cross every boundary.
-const LIMITERS: [(&str, &[Opt]); 7] = [
+const LIMITERS: [(&str, &[Opt]); 8] = [
     ("fixed_window", &[Opt::Int(3), Opt::Int(2)]),
     ("token_bucket", &[Opt::Int(5), Opt::Int(2), Opt::Int(2)]),
     ("sliding_window", &[Opt::Int(4), Opt::Int(2)]),
@@ -20,7 +20,27 @@ const LIMITERS: [(&str, &[Opt]); 7] = [
     ("leaky_bucket", &[Opt::Int(4), Opt::Int(2)]),
     ("gcra", &[Opt::Int(4), Opt::Int(2), Opt::Int(2)]),
     ("multi_window", &[Opt::Str("2/1"), Opt::Str("5/4")]),
+    (
+        "calendar_quota",
+        &[Opt::Int(4), Opt::Str("day"), Opt::Int(-300)],
+    ),
 ];
+
+/// Calendar quotas whose periods end 6 seconds into a sequence that starts at
+/// [`CALENDAR_START`]: a day, and a leap February, at UTC-05:00.
+const CALENDAR: [(&str, &[Opt]); 2] = [
+    (
+        "calendar_quota",
+        &[Opt::Int(3), Opt::Str("day"), Opt::Int(-300)],
+    ),
+    (
+        "calendar_quota",
+        &[Opt::Int(5), Opt::Str("month"), Opt::Int(-300)],
+    ),
+];
+
+/// 2084-03-01T04:59:54Z, in a year whose expiries are never in a real Redis' past.
+const CALENDAR_START: i64 = 3_602_725_194_000;
 
 /// One call: which limiter, which of three keys, what cost (0 is a peek), and how far the
 /// clock moves first.
@@ -32,9 +52,9 @@ struct Call {
     advance_ms: u64,
 }
 
-fn call() -> impl Strategy<Value = Call> {
+fn call(limiters: usize) -> impl Strategy<Value = Call> {
     (
-        0..LIMITERS.len(),
+        0..limiters,
         0u8..3,
         prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4],
         prop_oneof![2 => Just(0u64), 3 => 1u64..400, 1 => 400u64..2_500],
@@ -58,6 +78,19 @@ fn render(outcome: &Outcome) -> (bool, Vec<String>) {
 
 #[test]
 fn memory_backend_agrees_with_redis_call_for_call() {
+    // Scripts see the clock as `now`; it starts at the real time and only moves forward, so
+    // the TTLs Redis keeps are never in its past.
+    agree(&LIMITERS, ManualClock::starting_now);
+}
+
+#[test]
+fn calendar_quotas_agree_across_the_ends_of_their_periods() {
+    agree(&CALENDAR, || ManualClock::new(CALENDAR_START));
+}
+
+/// Random call sequences on `limiters`, each on fresh keys and a fresh `clock`, must get the
+/// same answers from both backends.
+fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
     let redis = RedisServer::start();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -71,13 +104,11 @@ fn memory_backend_agrees_with_redis_call_for_call() {
         cases,
         ..Config::default()
     });
-    let strategy = proptest::collection::vec(call(), 1..60);
+    let strategy = proptest::collection::vec(call(limiters.len()), 1..60);
     runner
         .run(&strategy, |calls| {
             runtime.block_on(async {
-                // Scripts see this clock as `now`; it starts at the real time and only moves
-                // forward, so the TTLs Redis keeps are never in its past.
-                let clock = ManualClock::starting_now();
+                let clock = clock();
                 let prefix = unique_prefix("diff");
                 let on_redis = PlugLimit::builder(redis.pool())
                     .prefix(prefix.clone())
@@ -91,7 +122,7 @@ fn memory_backend_agrees_with_redis_call_for_call() {
                     .unwrap();
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
-                    let (limiter, opts) = LIMITERS[call.limiter];
+                    let (limiter, opts) = limiters[call.limiter];
                     let key = format!("k{}", call.key);
                     let redis_says = on_redis.check_cost(limiter, &key, opts, call.cost).await;
                     let memory_says = in_memory.check_cost(limiter, &key, opts, call.cost).await;

@@ -10,6 +10,7 @@
 //! there, with their custom limiters, would fail every build here that does not register them.
 
 mod builder;
+mod calendar_quota;
 mod client_ip;
 mod concurrency;
 mod custom_limiters;

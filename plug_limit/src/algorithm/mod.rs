@@ -21,9 +21,11 @@ use crate::limit::Opt;
 use crate::lua::Lua;
 
 use self::argv::Argv;
+pub(crate) use self::calendar_quota::period_seconds;
 pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
+mod calendar_quota;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
@@ -49,6 +51,7 @@ pub(crate) enum Algorithm {
     LeakyBucket,
     Gcra,
     MultiWindow,
+    CalendarQuota,
 }
 
 /// What the catalogue knows of one algorithm.
@@ -81,7 +84,7 @@ static SEED_HEADERS: [HeaderName; 3] = [LIMIT, RESET, REMAINING];
 static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
 
 /// Every built-in, in the order they are documented.
-static CATALOGUE: [Spec; 7] = [
+static CATALOGUE: [Spec; 8] = [
     Spec {
         algorithm: Algorithm::FixedWindow,
         name: "fixed_window",
@@ -137,6 +140,14 @@ static CATALOGUE: [Spec; 7] = [
         script: script!("multi_window.lua"),
         headers: &HEADERS,
         twin: multi_window::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::CalendarQuota,
+        name: "calendar_quota",
+        arity: Some(3),
+        script: script!("calendar_quota.lua"),
+        headers: &HEADERS,
+        twin: calendar_quota::evaluate,
     },
 ];
 

@@ -247,6 +247,66 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
     },
 ];
 
+/// Scenarios of calendar_quota, whose answers depend on the date: each starts at its own
+/// instant (ms since the epoch). The dates are in 2084, which has the calendar of 2028 (56
+/// years on: the same weekdays, and a leap year), late enough that the scripts' expiries are
+/// never in a real Redis' past.
+pub(crate) const ANCHORED: &[(i64, Scenario)] = &[
+    (
+        // 2084-01-31T23:59:58-05:00
+        3_600_219_598_000,
+        Scenario {
+            name: "calendar_quota renews a month at local midnight, and February 2084 has 29 days",
+            limiter: "calendar_quota",
+            opts: &["3", "month", "-300"],
+            calls: &[
+                at(0, 1, "allow 3,2,2"),
+                at(0, 2, "allow 3,2,0"),
+                at(0, 0, "deny 3,2,0,2"),
+                at(1_001, 1, "deny 3,1,0,1"),
+                at(1_999, 0, "deny 3,1,0,1"),
+                // 2084-02-01T00:00:00-05:00: 29 days to March.
+                at(2_000, 1, "allow 3,2505600,2"),
+                at(2_000, 5, "deny 3,2505600,2,2505600"),
+                at(2_500, 2, "allow 3,2505600,0"),
+                at(2_500, 0, "deny 3,2505600,0,2505600"),
+            ],
+        },
+    ),
+    (
+        // 2084-02-29T12:00:00+05:30, a Tuesday
+        3_602_644_200_000,
+        Scenario {
+            name: "calendar_quota weeks start on Monday at local midnight",
+            limiter: "calendar_quota",
+            opts: &["2", "week", "330"],
+            calls: &[
+                at(0, 1, "allow 2,475200,1"),
+                at(0, 0, "allow 2,475200,0"),
+                at(0, 1, "allow 2,475200,0"),
+                at(1_000, 1, "deny 2,475199,0,475199"),
+                at(475_199_999, 1, "deny 2,1,0,1"),
+                at(475_200_000, 2, "allow 2,604800,0"),
+            ],
+        },
+    ),
+    (
+        // 2084-02-29T23:59:59+05:30
+        3_602_687_399_000,
+        Scenario {
+            name: "calendar_quota days end at local midnight, the leap day too",
+            limiter: "calendar_quota",
+            opts: &["007", "day", "0330"],
+            calls: &[
+                at(0, 7, "allow 7,1,0"),
+                at(999, 1, "deny 7,1,0,1"),
+                at(1_000, 3, "allow 7,86400,4"),
+                at(1_000, 8, "deny 7,86400,4,86400"),
+            ],
+        },
+    ),
+];
+
 /// Opts each script refuses, as `"<limiter> <opts...> => <words>"`: the script answers
 /// `ERR <limiter>: <words>`.
 pub(crate) const REFUSED: &[&str] = &[
@@ -268,6 +328,15 @@ pub(crate) const REFUSED: &[&str] = &[
     "multi_window 2147483648/5 => opt 1 must have limit and window <= 2147483647, got '2147483648/5'",
     "multi_window 5 => opts must hold at least one \"<limit>/<window>\", got '5'",
     "multi_window 7 1/5 => opt 1 must be \"<limit>/<window>\" with positive integers, got '7'",
+    "calendar_quota 0 month 0 => limit must be a positive integer, got '0'",
+    "calendar_quota 5 year 0 => period must be day, week or month, got 'year'",
+    "calendar_quota 5 Month 0 => period must be day, week or month, got 'Month'",
+    "calendar_quota 5 7 0 => period must be day, week or month, got '7'",
+    "calendar_quota 5 day 1440 => utc_offset_minutes must be an integer from -1439 to 1439, got '1440'",
+    "calendar_quota 5 day -1440 => utc_offset_minutes must be an integer from -1439 to 1439, got '-1440'",
+    "calendar_quota 5 day 1.5 => utc_offset_minutes must be an integer from -1439 to 1439, got '1.5'",
+    "calendar_quota 5 day +60 => utc_offset_minutes must be an integer from -1439 to 1439, got '+60'",
+    "calendar_quota 5 day UTC => utc_offset_minutes must be an integer from -1439 to 1439, got 'UTC'",
 ];
 
 /// A [`REFUSED`] line as the limiter, its opts and the whole error message.

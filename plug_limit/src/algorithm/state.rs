@@ -37,6 +37,8 @@ pub(crate) enum State {
     Gcra { tat_us: i64 },
     /// The hash's `c<window>` / `e<window>` field pairs.
     MultiWindow { windows: Vec<Window> },
+    /// The string `"<period end> <count>"`: the end says which period the count is of.
+    CalendarQuota { ends_ms: i64, count: i64 },
 }
 
 /// What a built-in answered, as its script's reply.

@@ -46,6 +46,18 @@ pub(super) fn run_scenarios(limiter: &str) {
             ran += 1;
         }
     }
+    let anchored = scenarios::ANCHORED
+        .iter()
+        .filter(|(_, s)| s.limiter == limiter);
+    for (start, scenario) in anchored {
+        let opts: Vec<Opt> = scenario.opts.iter().map(|s| opt(s)).collect();
+        let mut slot = None;
+        for (i, call) in scenario.calls.iter().enumerate() {
+            let got = answer(&opts, call.cost, start + call.at_ms, &mut slot);
+            assert_eq!(got, call.expect, "{} call {i}", scenario.name);
+            ran += 1;
+        }
+    }
     for line in scenarios::REFUSED {
         let (name, opts, expect) = scenarios::refused(line);
         if name == limiter {
@@ -69,7 +81,8 @@ fn the_catalogue_is_in_declaration_order_and_names_round_trip() {
             "sliding_log",
             "leaky_bucket",
             "gcra",
-            "multi_window"
+            "multi_window",
+            "calendar_quota"
         ]
     );
     for (index, algorithm) in Algorithm::all().enumerate() {

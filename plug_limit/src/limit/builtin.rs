@@ -204,6 +204,98 @@ impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit for Gcra<LIMIT
     };
 }
 
+/// The calendar quota of a day: at most `LIMIT` units from one midnight to the next, local
+/// time at `UTC_OFFSET_MINUTES` from UTC (default 0, UTC).
+///
+/// Opts `[LIMIT, "day", UTC_OFFSET_MINUTES]` of the `calendar_quota` limiter
+/// (`lua/calendar_quota.lua`). Headers: `x-ratelimit-limit`, `x-ratelimit-reset` (seconds
+/// until local midnight), `x-ratelimit-remaining`, and on a deny `retry-after` (the same
+/// reset: the quota renews then). The offset is fixed: daylight saving time is not followed.
+///
+/// A zero limit, and an offset of a day or more either way, are refused at compile time.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{DailyQuota, RateLimited};
+///
+/// // 500 reports a day, renewed at midnight in New York's winter time (UTC-05:00).
+/// async fn report(_limited: RateLimited<DailyQuota<500, -300>>) -> &'static str {
+///     "report"
+/// }
+/// # let _ = report;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DailyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
+
+/// The calendar quota of an ISO week: at most `LIMIT` units from Monday 00:00 to the next,
+/// local time at `UTC_OFFSET_MINUTES` from UTC (default 0, UTC).
+///
+/// Opts `[LIMIT, "week", UTC_OFFSET_MINUTES]` of the `calendar_quota` limiter; headers as
+/// [`DailyQuota`]'s, the reset counting to Monday's midnight.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WeeklyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
+
+/// The calendar quota of a month: at most `LIMIT` units from the 1st at 00:00 to the next
+/// 1st, local time at `UTC_OFFSET_MINUTES` from UTC (default 0, UTC). Months have their own
+/// lengths, February 29 days in a leap year.
+///
+/// Opts `[LIMIT, "month", UTC_OFFSET_MINUTES]` of the `calendar_quota` limiter; headers as
+/// [`DailyQuota`]'s, the reset counting to the next 1st.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{MonthlyQuota, RateLimited};
+///
+/// // 10,000 API calls a month, renewed on the 1st at midnight UTC.
+/// async fn api(_limited: RateLimited<MonthlyQuota<10_000>>) -> &'static str {
+///     "ok"
+/// }
+/// # let _ = api;
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MonthlyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
+
+/// The opts of a calendar quota, its options checked at compile time.
+const fn calendar_opts(limit: u32, period: &'static str, offset: i32) -> [Opt; 3] {
+    assert!(limit >= 1, "calendar_quota: `limit` must be >= 1");
+    assert!(
+        limit <= MAX,
+        "calendar_quota: `limit` must be <= 2147483647"
+    );
+    assert!(
+        -1439 <= offset && offset <= 1439,
+        "calendar_quota: `utc_offset_minutes` must be from -1439 to 1439"
+    );
+    [
+        Opt::Int(limit as i64),
+        Opt::Str(period),
+        Opt::Int(offset as i64),
+    ]
+}
+
+impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
+    for DailyQuota<LIMIT, UTC_OFFSET_MINUTES>
+{
+    const LIMITER: &'static str = "calendar_quota";
+    const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "day", UTC_OFFSET_MINUTES);
+}
+
+impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
+    for WeeklyQuota<LIMIT, UTC_OFFSET_MINUTES>
+{
+    const LIMITER: &'static str = "calendar_quota";
+    const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "week", UTC_OFFSET_MINUTES);
+}
+
+impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
+    for MonthlyQuota<LIMIT, UTC_OFFSET_MINUTES>
+{
+    const LIMITER: &'static str = "calendar_quota";
+    const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "month", UTC_OFFSET_MINUTES);
+}
+
 /// The largest option the scripts take: every value stays exact in Lua's doubles.
 const MAX: u32 = 2_147_483_647;
 
@@ -222,6 +314,18 @@ mod tests {
             &[Opt::Int(10), Opt::Int(60)]
         );
         assert_eq!(<Gcra<20, 2, 20> as Limit>::OPTS.len(), 3);
+        assert_eq!(
+            <MonthlyQuota<10_000, -300> as Limit>::OPTS,
+            &[Opt::Int(10_000), Opt::Str("month"), Opt::Int(-300)]
+        );
+        assert_eq!(
+            <WeeklyQuota<5, 330> as Limit>::OPTS,
+            &[Opt::Int(5), Opt::Str("week"), Opt::Int(330)]
+        );
+        assert_eq!(
+            <DailyQuota<7> as Limit>::OPTS,
+            &[Opt::Int(7), Opt::Str("day"), Opt::Int(0)]
+        );
         let names = [
             <FixedWindow<1, 1> as Limit>::LIMITER,
             <TokenBucket<1, 1, 1> as Limit>::LIMITER,
@@ -229,6 +333,7 @@ mod tests {
             <SlidingLog<1, 1> as Limit>::LIMITER,
             <LeakyBucket<1, 1> as Limit>::LIMITER,
             <Gcra<1, 1, 1> as Limit>::LIMITER,
+            <MonthlyQuota<1> as Limit>::LIMITER,
         ];
         assert_eq!(
             names,
@@ -238,7 +343,8 @@ mod tests {
                 "sliding_window",
                 "sliding_log",
                 "leaky_bucket",
-                "gcra"
+                "gcra",
+                "calendar_quota"
             ]
         );
     }

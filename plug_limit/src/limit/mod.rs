@@ -4,7 +4,10 @@ use http::request::Parts;
 
 use crate::key::KeyExtractor;
 
-pub use self::builtin::{FixedWindow, Gcra, LeakyBucket, SlidingLog, SlidingWindow, TokenBucket};
+pub use self::builtin::{
+    DailyQuota, FixedWindow, Gcra, LeakyBucket, MonthlyQuota, SlidingLog, SlidingWindow,
+    TokenBucket, WeeklyQuota,
+};
 pub use self::opt::Opt;
 pub use self::runtime::RuntimeLimit;
 pub use self::subject::Subject;

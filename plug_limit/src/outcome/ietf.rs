@@ -15,6 +15,11 @@
 //! seconds) are the script's own `x-ratelimit-remaining` and `x-ratelimit-reset`. The quota
 //! unit (`qu`) is left out: every built-in counts requests (weighted by their cost), the
 //! draft's default.
+//!
+//! `calendar_quota`'s window is its period's nominal length: a day (86400), an ISO week
+//! (604800), or the mean Gregorian month (2629746, a 400-year cycle's 146097 days over its
+//! 4800 months). A policy is the same for every request, while a month's own length depends
+//! on the date; its `t` is exact either way.
 
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::LazyLock;
@@ -28,7 +33,7 @@ use sfv::visitor::{EntryVisitor, InnerListVisitor, ItemVisitor, ListVisitor, Nev
 use sfv::{BareItemFromInput, Integer, KeyRef, ListSerializer, Parser, StringRef};
 use sha2::Sha256;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Algorithm, period_seconds};
 use crate::limit::Opt;
 
 /// `RateLimit-Policy`: the quota policies, one item per window.
@@ -210,9 +215,14 @@ fn windows(algorithm: Algorithm, opts: &[Opt]) -> Option<Vec<Window>> {
         // A script reads digits either way.
         text => text.as_str()?.parse().ok(),
     };
+    let seconds = if algorithm == Algorithm::CalendarQuota {
+        period_seconds(opts.get(1)?.as_str()?)?
+    } else {
+        int(opts.get(1)?)?
+    };
     Some(vec![Window {
         limit: int(opts.first()?)?,
-        seconds: int(opts.get(1)?)?,
+        seconds,
     }])
 }
 
@@ -518,6 +528,45 @@ mod tests {
         let windows = windows(Algorithm::MultiWindow, &opts).unwrap();
         assert_eq!(deciding_window(&windows, 10, 1), 0);
         assert_eq!(deciding_window(&windows, 10, 2), 2);
+    }
+
+    #[test]
+    fn calendar_quota_windows_are_its_periods_nominal_lengths() {
+        let draft = Draft10::new("monthly", keys());
+        let render = |period: &'static str, offset| {
+            let opts = [Opt::Int(10_000), Opt::Str(period), Opt::Int(offset)];
+            let fields = draft
+                .render(
+                    Algorithm::CalendarQuota,
+                    "k",
+                    &opts,
+                    &values(&["10000", "3600", "9999"]),
+                    false,
+                )
+                .unwrap();
+            let policy = &parse(&fields[0].1).unwrap()[0];
+            let current = &parse(&fields[1].1).unwrap()[0];
+            (
+                policy.int("q"),
+                policy.int("w"),
+                current.int("r"),
+                current.int("t"),
+            )
+        };
+        let month = render("month", -300);
+        assert_eq!(
+            month,
+            (Some(10_000), Some(2_629_746), Some(9_999), Some(3_600))
+        );
+        assert_eq!(render("week", 330).1, Some(604_800));
+        assert_eq!(render("day", 0).1, Some(86_400));
+        let unknown = [Opt::Int(5), Opt::Str("year"), Opt::Int(0)];
+        let values = values(&["5", "60", "4"]);
+        assert!(
+            draft
+                .render(Algorithm::CalendarQuota, "k", &unknown, &values, false)
+                .is_none()
+        );
     }
 
     #[test]

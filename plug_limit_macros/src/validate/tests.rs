@@ -639,7 +639,55 @@ fn the_built_in_table_matches_the_runtime_catalogue() {
         LEAKY_BUCKET,
         GCRA,
         MULTI_WINDOW,
+        CALENDAR_QUOTA,
     ];
     let names: Vec<&str> = catalogue.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, ours);
+}
+
+#[test]
+fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
+    assert_eq!(
+        limiter(quote!(
+            limiter = "calendar_quota",
+            opts = [10000, "month", -300]
+        )),
+        Ok(Limiter::Custom {
+            name: "calendar_quota".to_owned(),
+            opts: vec![
+                Opt::Int(10_000),
+                Opt::Str("month".to_owned()),
+                Opt::Int(-300)
+            ],
+        })
+    );
+    assert_eq!(
+        limiter(quote!(limiter = "calendar_quota", opts = [5, "week", 1439])),
+        Ok(Limiter::Custom {
+            name: "calendar_quota".to_owned(),
+            opts: vec![Opt::Int(5), Opt::Str("week".to_owned()), Opt::Int(1439)],
+        })
+    );
+    assert_eq!(
+        error(quote!(limiter = "calendar_quota", opts = [10, "day"])),
+        "`calendar_quota` takes 3 options `[limit, period, utc_offset_minutes]`, found 2"
+    );
+    assert_eq!(
+        error(quote!(limiter = "calendar_quota", opts = [0, "year", 1440])),
+        "expected a positive integer for `limit`\nexpected `\"day\"`, `\"week\"` or \
+         `\"month\"` for `period`\nexpected an integer from -1439 to 1439 for \
+         `utc_offset_minutes`"
+    );
+    assert_eq!(
+        error(quote!(limiter = "calendar_quota", opts = [10, "day", "0"])),
+        "expected an integer from -1439 to 1439 for `utc_offset_minutes`"
+    );
+    assert_eq!(
+        cost(quote!(
+            limiter = "calendar_quota",
+            opts = [10, "day", 0],
+            cost = 3
+        )),
+        Ok(Some(3))
+    );
 }

@@ -60,6 +60,22 @@ async fn windows() -> &'static str {
     "windows"
 }
 
+// Calendar quotas: either side of UTC, at the offset's extremes.
+#[rate_limit(limiter = "calendar_quota", opts = [10000, "month", -300])]
+async fn monthly() -> &'static str {
+    "monthly"
+}
+
+#[rate_limit(limiter = "calendar_quota", opts = [500, "week", 1439], cost = 5)]
+async fn weekly() -> &'static str {
+    "weekly"
+}
+
+#[rate_limit(limiter = "calendar_quota", opts = [1, "day", -1439])]
+async fn daily() -> &'static str {
+    "daily"
+}
+
 fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/fixed", get(fixed))
@@ -72,6 +88,9 @@ fn app(limits: PlugLimit) -> Router {
         .route("/evenly", get(evenly))
         .route("/one-window", get(one_window))
         .route("/windows", get(windows))
+        .route("/monthly", get(monthly))
+        .route("/weekly", get(weekly))
+        .route("/daily", get(daily))
         .with_state(AppState { limits })
 }
 

@@ -1,0 +1,234 @@
+//! `lua/calendar_quota.lua` with an explicit `now`: a count per calendar day, ISO week or
+//! month in local time at a fixed UTC offset, kept with the end of the period it counts.
+//!
+//! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
+//! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
+
+use super::argv::{Arg, Argv, decimal, fail, positive, verdict};
+use super::state::{State, Stored, Verdict};
+
+const NAME: &str = "calendar_quota";
+const DAY_MS: i64 = 86_400_000;
+/// A key outlives its period by this much.
+const MARGIN_MS: i64 = 60_000;
+/// The largest offset either way: less than a day.
+const MAX_OFFSET: i64 = 1439;
+
+/// A calendar period.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Period {
+    Day,
+    Week,
+    Month,
+}
+
+impl Period {
+    fn parse(arg: Arg<'_>) -> Option<Self> {
+        match arg {
+            Arg::Str("day") => Some(Self::Day),
+            Arg::Str("week") => Some(Self::Week),
+            Arg::Str("month") => Some(Self::Month),
+            _ => None,
+        }
+    }
+
+    /// The first local day of the period holding local day `day` (days since 1970-01-01),
+    /// and the first of the next one.
+    fn bounds(self, day: i64) -> (i64, i64) {
+        match self {
+            Self::Day => (day, day + 1),
+            Self::Week => {
+                // 1970-01-01 was a Thursday; ISO weeks start on Monday.
+                let first = day - (day + 3).rem_euclid(7);
+                (first, first + 7)
+            }
+            Self::Month => {
+                let (year, month, date) = civil_from_days(day);
+                let first = day - (date - 1);
+                (first, first + days_in_month(year, month))
+            }
+        }
+    }
+}
+
+/// A period's nominal length in seconds, for a policy that names one window for every request:
+/// a day, an ISO week, or the mean Gregorian month (146097 days in 4800 months).
+pub(crate) fn period_seconds(period: &str) -> Option<i64> {
+    match Period::parse(Arg::Str(period))? {
+        Period::Day => Some(86_400),
+        Period::Week => Some(604_800),
+        Period::Month => Some(2_629_746),
+    }
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01 (H. Hinnant's `civil_from_days`).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let date = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, date)
+}
+
+/// How many days `month` (1..=12) of `year` has.
+pub(crate) fn days_in_month(year: i64, month: i64) -> i64 {
+    if month == 2 {
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+        if leap { 29 } else { 28 }
+    } else {
+        31 - (month - 1) % 7 % 2
+    }
+}
+
+#[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))? as i64;
+    let period = Period::parse(argv.get(1))
+        .ok_or_else(|| fail(NAME, "period", "must be day, week or month", argv.get(1)))?;
+    let offset = offset(argv.get(2)).ok_or_else(|| {
+        fail(
+            NAME,
+            "utc_offset_minutes",
+            "must be an integer from -1439 to 1439",
+            argv.get(2),
+        )
+    })?;
+    let (cost, now) = argv.cost_and_now(NAME, 3)?;
+    let (cost, now) = (cost as i64, now as i64);
+    let need = cost.max(1);
+    let limit_s = decimal(limit);
+
+    let shift = offset * 60_000;
+    let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
+    let ends = next_first * DAY_MS - shift;
+    // ceil((ends - now) / 1000); ends > now, so the quotient is positive.
+    let reset = decimal((ends - now + 999) / 1000);
+
+    let count = match slot {
+        Some(Stored {
+            state: State::CalendarQuota { ends_ms, count },
+            ..
+        }) if *ends_ms == ends => *count,
+        // A count of another period (or of another offset) is over.
+        _ => 0,
+    };
+
+    if count + need <= limit {
+        if cost > 0 {
+            *slot = Some(Stored {
+                state: State::CalendarQuota {
+                    ends_ms: ends,
+                    count: count + cost,
+                },
+                expires_at_ms: ends + MARGIN_MS,
+            });
+        }
+        return verdict(true, [limit_s, reset, decimal(limit - count - need)]);
+    }
+    verdict(
+        false,
+        [
+            limit_s,
+            reset.clone(),
+            decimal((limit - count).max(0)),
+            reset,
+        ],
+    )
+}
+
+/// `find(v, '^%-?%d+$') and tonumber(v)` within the bounds.
+fn offset(arg: Arg<'_>) -> Option<i64> {
+    let n = match arg {
+        Arg::Int(n) => n,
+        Arg::Str(s) => {
+            let digits = s.strip_prefix('-').unwrap_or(s);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            // Too many digits to parse is out of bounds all the same.
+            s.parse().unwrap_or(i64::MAX)
+        }
+        Arg::Missing => return None,
+    };
+    (-MAX_OFFSET..=MAX_OFFSET).contains(&n).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::{State, Stored};
+    use super::super::tests::{evaluate, run_scenarios};
+    use super::*;
+    use crate::limit::Opt;
+
+    #[test]
+    fn shared_scenarios() {
+        run_scenarios("calendar_quota");
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date, counted the slow way.
+    fn days(year: i64, month: i64, date: i64) -> i64 {
+        let mut total = 0;
+        for y in 1970..year {
+            total += (1..=12).map(|m| days_in_month(y, m)).sum::<i64>();
+        }
+        total + (1..month).map(|m| days_in_month(year, m)).sum::<i64>() + date - 1
+    }
+
+    #[test]
+    fn civil_dates_round_trip_through_four_centuries() {
+        let mut day = days(1970, 1, 1);
+        for year in 1970..2370 {
+            for month in 1..=12 {
+                for date in 1..=days_in_month(year, month) {
+                    assert_eq!(civil_from_days(day), (year, month, date));
+                    day += 1;
+                }
+            }
+        }
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+        assert_eq!(days(2028, 2, 29), 21_243);
+        assert_eq!(civil_from_days(21_243), (2028, 2, 29));
+        assert_eq!(days_in_month(2100, 2), 28);
+        assert_eq!(days_in_month(2000, 2), 29);
+    }
+
+    #[test]
+    fn periods_start_on_midnight_monday_and_the_first() {
+        // 2028-03-01 is a Wednesday.
+        let day = days(2028, 3, 1);
+        assert_eq!(Period::Day.bounds(day), (day, day + 1));
+        assert_eq!(Period::Week.bounds(day), (day - 2, day + 5));
+        assert_eq!(Period::Month.bounds(day), (day, day + 31));
+        assert_eq!(Period::Month.bounds(day - 1), (day - 29, day));
+    }
+
+    #[test]
+    fn state_is_the_count_and_the_period_end() {
+        let opts = [Opt::Int(3), Opt::Str("day"), Opt::Int(0)];
+        let mut slot = None;
+        evaluate("calendar_quota", &opts, 2, 1_000, &mut slot).unwrap();
+        let stored = |count| {
+            Some(Stored {
+                state: State::CalendarQuota {
+                    ends_ms: DAY_MS,
+                    count,
+                },
+                expires_at_ms: DAY_MS + MARGIN_MS,
+            })
+        };
+        assert_eq!(slot, stored(2));
+        // Neither a denial nor a peek writes.
+        let denied = evaluate("calendar_quota", &opts, 2, 2_000, &mut slot).unwrap();
+        assert!(!denied.allow);
+        evaluate("calendar_quota", &opts, 0, 2_000, &mut slot).unwrap();
+        assert_eq!(slot, stored(2));
+        let mut fresh = None;
+        evaluate("calendar_quota", &opts, 4, 2_000, &mut fresh).unwrap();
+        assert_eq!(fresh, None);
+    }
+}
