@@ -78,14 +78,21 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
         let outcome = limits.decider().decide(LimitRef::of::<L>(), parts).await?;
+        Ok(Self::from_outcome(outcome, parts))
+    }
+}
+
+impl<L> RateLimited<L> {
+    /// The extractor of a decided request, whatever chose its limit.
+    pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &Parts) -> Self {
         // Under a `SendHeadersLayer`, the headers reach the response whatever it returns.
         if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
             slot.put(outcome);
         }
-        Ok(Self {
+        Self {
             outcome,
             _limit: PhantomData,
-        })
+        }
     }
 }
 

@@ -124,6 +124,7 @@ mod handle;
 mod hook;
 mod layer;
 mod rejection;
+mod resolve;
 mod responder;
 mod runtime_layer;
 mod send_headers;
@@ -169,6 +170,7 @@ pub use self::hook::{Action, Check, Hook};
 #[doc(no_inline)]
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
+pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::limit::{
     DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, MonthlyQuota, Opt, RuntimeLimit, SlidingLog,
     SlidingWindow, Subject, TokenBucket, WeeklyQuota,

@@ -2,11 +2,12 @@
 //! request, as tower middleware.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
 use http::request::Parts;
@@ -16,9 +17,15 @@ use tower_service::Service;
 use crate::handle::PlugLimit;
 use crate::layer::limited;
 use crate::limit::RuntimeLimit;
+use crate::resolve::bounded;
 
 /// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
-type Resolver = dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync;
+#[derive(Clone)]
+enum Resolver {
+    Sync(Arc<dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync>),
+    /// Awaited within the check's timeout (see `resolve::bounded`).
+    Async(Arc<dyn Fn(&Parts) -> BoxFuture<'static, Option<RuntimeLimit>> + Send + Sync>),
+}
 
 /// Applies a [`RuntimeLimit`] to every request of the services it wraps: one limit from
 /// configuration ([`new`](Self::new)), or one chosen per request from its parts
@@ -59,7 +66,7 @@ type Resolver = dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync;
 #[derive(Clone)]
 pub struct RuntimeLimitLayer {
     limits: PlugLimit,
-    resolver: Arc<Resolver>,
+    resolver: Resolver,
 }
 
 impl RuntimeLimitLayer {
@@ -81,7 +88,62 @@ impl RuntimeLimitLayer {
     {
         Self {
             limits,
-            resolver: Arc::new(resolver),
+            resolver: Resolver::Sync(Arc::new(resolver)),
+        }
+    }
+
+    /// A layer checking, on every request, the limit an asynchronous `resolver` chooses: a
+    /// lookup in a cache or a database. `resolver` gets the request's parts and returns a
+    /// future that owns what it needs of them (copy the API key out before the `async move`
+    /// block); `None` lets the request through unlimited, as in [`resolve`](Self::resolve).
+    ///
+    /// The request waits for the future, on every request: make it a cache lookup, not a
+    /// query per request. It is bounded by the [`PlugLimit`]'s
+    /// [timeout](crate::Builder::timeout), apart from the check's own: a resolver slower than
+    /// that is dropped and the request follows the handle's
+    /// [`FailurePolicy`](crate::FailurePolicy) (`Open` passes it without headers, `Closed`
+    /// answers `503`), logged as [`Error::Timeout`](crate::Error::Timeout).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::collections::HashMap;
+    /// use std::sync::Arc;
+    /// use axum::{routing::get, Router};
+    /// use plug_limit::{key, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
+    /// use tokio::sync::RwLock;
+    ///
+    /// # fn main() -> Result<(), plug_limit::BuildError> {
+    /// // In an app, a cache the accounts service refreshes.
+    /// let plans: Arc<RwLock<HashMap<String, RuntimeLimit>>> = Arc::default();
+    /// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?;
+    /// let layer = RuntimeLimitLayer::resolve_async(PlugLimit::memory(), move |parts| {
+    ///     let api_key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
+    ///     let api_key = api_key.map(str::to_owned);
+    ///     let (plans, anonymous) = (Arc::clone(&plans), anonymous.clone());
+    ///     async move {
+    ///         let plans = plans.read().await;
+    ///         let known = api_key.and_then(|k| plans.get(&k).cloned());
+    ///         Some(known.unwrap_or(anonymous))
+    ///     }
+    /// });
+    /// let app: Router = Router::new().route("/api", get(|| async { "ok" })).route_layer(layer);
+    /// # let _ = (app, key::header("x-api-key"));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn resolve_async<F, Fut>(limits: PlugLimit, resolver: F) -> Self
+    where
+        F: Fn(&Parts) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Option<RuntimeLimit>> + Send + 'static,
+    {
+        let boxed = move |parts: &Parts| -> BoxFuture<'static, Option<RuntimeLimit>> {
+            Box::pin(resolver(parts))
+        };
+        Self {
+            limits,
+            resolver: Resolver::Async(Arc::new(boxed)),
         }
     }
 }
@@ -155,13 +217,30 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (parts, body) = request.into_parts();
-        let limit = (self.layer.resolver)(&parts);
-        let request = Request::from_parts(parts, body);
         let limits = self.layer.limits.clone();
+        let limit = match &self.layer.resolver {
+            Resolver::Sync(resolver) => {
+                let limit = resolver(&parts);
+                let request = Request::from_parts(parts, body);
+                return Box::pin(async move {
+                    match limit {
+                        Some(limit) => limited(&limits, limit.as_ref(), None, request, inner).await,
+                        None => inner.call(request).await,
+                    }
+                });
+            }
+            Resolver::Async(resolver) => resolver(&parts),
+        };
+        let request = Request::from_parts(parts, body);
         Box::pin(async move {
-            match limit {
-                Some(limit) => limited(&limits, limit.as_ref(), None, request, inner).await,
-                None => inner.call(request).await,
+            let decider = limits.decider();
+            if !decider.enabled.is_enabled() {
+                return inner.call(request).await;
+            }
+            match bounded(decider, limit).await {
+                Ok(Some(limit)) => limited(&limits, limit.as_ref(), None, request, inner).await,
+                Ok(None) | Err(Ok(_)) => inner.call(request).await,
+                Err(Err(rejection)) => Ok(rejection.into_response()),
             }
         })
     }

@@ -282,6 +282,7 @@ impl Builder {
             epoch: std::time::Instant::now(),
             registry,
             telemetry: Telemetry::default(),
+            timeout: self.timeout,
         })
     }
 }

@@ -72,6 +72,8 @@ pub(crate) struct Decider {
     pub(crate) registry: Registry,
     /// The label text the metrics share.
     pub(crate) telemetry: Telemetry,
+    /// The timeout of a check, which also bounds a limit's resolver (`resolve.rs`).
+    pub(crate) timeout: std::time::Duration,
 }
 
 impl Decider {
