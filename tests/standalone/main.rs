@@ -30,6 +30,7 @@ mod outages;
 mod own_connection;
 mod programmatic;
 mod reset_all;
+mod resolvers;
 mod rules;
 mod runtime_limits;
 mod scripts;
