@@ -31,6 +31,37 @@ use syn::{AttrStyle, Attribute, FnArg, ItemFn, ReturnType, Visibility};
 use crate::validate::{Config, Limiter, Opt, Rate};
 
 pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
+    let ident = &item.sig.ident;
+    let name = ident.unraw().to_string();
+    let marker = format_ident!("__rate_limit_{}", name, span = Span::call_site());
+    let handler_path = quote!(::core::concat!(::core::module_path!(), "::", #name));
+    // As visible as the handler, whose signature names it.
+    let limit = limit(config, &item.vis, &marker, &handler_path);
+    let registration = registration(&config.limiter, &handler_path);
+    // Spanned on the attribute: a state without `PlugLimit: FromRef<S>` is reported there.
+    let limited_ty = quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<#marker>);
+    let cfgs = cfgs(&item.attrs);
+    let items = quote! {
+        #(#cfgs)*
+        #limit
+        #(#cfgs)*
+        #registration
+    };
+    wrap(item, &limited_ty, items)
+}
+
+/// The handler's `cfg` attributes: a handler compiled out takes its limit with it, as the key
+/// expression may name items that exist only under the same `cfg`.
+fn cfgs(attrs: &[Attribute]) -> Vec<&Attribute> {
+    attrs
+        .iter()
+        .filter(|attr| attr.path().is_ident("cfg"))
+        .collect()
+}
+
+/// The handler taking `limited_ty` first and adding its headers to the response, after
+/// `items` (its limit, if any).
+pub(crate) fn wrap(item: ItemFn, limited_ty: &TokenStream, items: TokenStream) -> TokenStream {
     let ItemFn {
         attrs,
         vis,
@@ -41,20 +72,7 @@ pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
     let (inner_attrs, outer_attrs): (Vec<Attribute>, Vec<Attribute>) = attrs
         .into_iter()
         .partition(|attr| matches!(attr.style, AttrStyle::Inner(_)));
-    // A handler compiled out takes its limit with it: the key expression may name items that
-    // exist only under the same `cfg`.
-    let cfgs: Vec<&Attribute> = outer_attrs
-        .iter()
-        .filter(|attr| attr.path().is_ident("cfg"))
-        .collect();
-
     let ident = &sig.ident;
-    let name = ident.unraw().to_string();
-    let marker = format_ident!("__rate_limit_{}", name, span = Span::call_site());
-    let handler_path = quote!(::core::concat!(::core::module_path!(), "::", #name));
-    // As visible as the handler, whose signature names it.
-    let limit = limit(config, &vis, &marker, &handler_path);
-    let registration = registration(&config.limiter, &handler_path);
 
     // Generated names are hygienic (`mixed_site`): user code cannot see or shadow them.
     let limited = Ident::new("__plug_limit_limited", Span::mixed_site());
@@ -73,8 +91,6 @@ pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
             )
         })
         .unzip();
-    // Spanned on the attribute: a state without `PlugLimit: FromRef<S>` is reported there.
-    let limited_ty = quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<#marker>);
     // Spanned on the return type: a type that is not `IntoResponse` is reported there.
     let output_span = match &sig.output {
         ReturnType::Type(_, ty) => ty.span(),
@@ -86,10 +102,7 @@ pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
     let stmts = &block.stmts;
 
     quote! {
-        #(#cfgs)*
-        #limit
-        #(#cfgs)*
-        #registration
+        #items
         #(#outer_attrs)*
         #vis async fn #ident(
             #limited: #limited_ty,

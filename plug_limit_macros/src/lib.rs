@@ -12,9 +12,11 @@
 mod errors;
 mod expand;
 mod parse;
+mod resolver;
 mod validate;
 
 use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 
 /// Rate-limits an axum handler.
@@ -352,7 +354,12 @@ fn try_expand(
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let item = syn::parse2(item)?;
-    let config = validate::config(parse::args(args), &item)?;
+    let (args, mut errors) = parse::args(args);
+    if let Some(resolver) = resolver::config(&args, &mut errors, &item) {
+        let limited_ty = resolver::limited_ty(&resolver?);
+        return Ok(expand::wrap(item, &limited_ty, TokenStream2::new()));
+    }
+    let config = validate::config((args, errors), &item)?;
     Ok(expand::handler(&config, item))
 }
 

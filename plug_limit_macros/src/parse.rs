@@ -17,6 +17,7 @@ pub(crate) struct Args {
     pub(crate) key: Arg<Expr>,
     pub(crate) scope: Arg<LitStr>,
     pub(crate) skip: Arg<Path>,
+    pub(crate) resolver: Arg<Path>,
 }
 
 /// `cost = <integer>`. The name is kept with the value: a `cost` the limiter cannot take is
@@ -38,7 +39,8 @@ pub(crate) enum Arg<T> {
     Given(T),
 }
 
-/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..`, reporting every unknown,
+/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..,
+/// resolver = ..`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
@@ -51,6 +53,7 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
             key: Arg::Malformed,
             scope: Arg::Malformed,
             skip: Arg::Malformed,
+            resolver: Arg::Malformed,
         };
         return (unreadable, errors);
     };
@@ -98,11 +101,19 @@ impl Args {
                     "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`",
                 )),
             }),
+            "resolver" => set(&mut self.resolver, meta, |value| match value {
+                Expr::Path(path) if path.qself.is_none() => Ok(path.path),
+                other => Err(syn::Error::new_spanned(
+                    other,
+                    "expected the path of a type implementing `ResolveLimit`, as in \
+                     `resolver = PlanLimits`",
+                )),
+            }),
             _ => Err(syn::Error::new_spanned(
                 meta.path(),
                 format!(
                     "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
-                     `scope` or `skip`"
+                     `scope`, `skip` or `resolver`"
                 ),
             )),
         }
@@ -227,7 +238,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope` or `skip`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip` or `resolver`"
         );
     }
 
@@ -302,7 +313,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope` or `skip`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip` or `resolver`\n\
              `opts` specified more than once"
         );
     }
