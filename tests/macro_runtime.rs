@@ -130,7 +130,10 @@ impl plug_limit::ResolveLimit<AppState> for ByTier {
         parts: &mut http::request::Parts,
         _state: &AppState,
     ) -> Option<plug_limit::RuntimeLimit> {
-        let gold = parts.headers.get("x-tier").is_some_and(|tier| tier == "gold");
+        let gold = parts
+            .headers
+            .get("x-tier")
+            .is_some_and(|tier| tier == "gold");
         gold.then(|| plug_limit::RuntimeLimit::new("fixed_window", [2, 60]).expect("valid"))
     }
 }
@@ -238,7 +241,11 @@ async fn allowed_responses_carry_the_limiter_headers() {
 async fn a_resolver_handler_is_limited_by_the_limit_it_resolves() {
     let server = RedisServer::start();
     let app = app(limits(&server, "resolver"));
-    let gold = || Request::get("/tiered").header("x-client", "ann").header("x-tier", "gold");
+    let gold = || {
+        Request::get("/tiered")
+            .header("x-client", "ann")
+            .header("x-tier", "gold")
+    };
     let mut seen = Vec::new();
     for _ in 0..3 {
         let response = send(&app, gold(), Body::empty()).await;
@@ -256,9 +263,21 @@ async fn a_resolver_handler_is_limited_by_the_limit_it_resolves() {
     assert_eq!(
         seen,
         [
-            (200, two(), Some("1".to_owned()), None, "hi tiered".to_owned()),
+            (
+                200,
+                two(),
+                Some("1".to_owned()),
+                None,
+                "hi tiered".to_owned()
+            ),
             (200, two(), zero(), None, "hi tiered".to_owned()),
-            (429, two(), zero(), Some("60".to_owned()), "Too Many Requests".to_owned()),
+            (
+                429,
+                two(),
+                zero(),
+                Some("60".to_owned()),
+                "Too Many Requests".to_owned()
+            ),
         ]
     );
     // No tier: the resolver answers `None`, so no limit and no headers.

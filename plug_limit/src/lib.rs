@@ -170,13 +170,13 @@ pub use self::hook::{Action, Check, Hook};
 #[doc(no_inline)]
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
-pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::limit::{
     DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, MonthlyQuota, Opt, RuntimeLimit, SlidingLog,
     SlidingWindow, Subject, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};
+pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};

@@ -121,19 +121,20 @@ pub(crate) type Unresolved = Result<Option<crate::outcome::Outcome>, RateLimitRe
 /// Runs a resolver within the check's timeout. One that overruns it fails like a check that
 /// could not decide, by the handle's failure policy (no limiter is known yet to have one of
 /// its own): a resolver waiting on a slow database must not hold every request with it.
-pub(crate) async fn bounded<F>(decider: &Decider, resolver: F) -> Result<Option<RuntimeLimit>, Unresolved>
+pub(crate) async fn bounded<F>(
+    decider: &Decider,
+    resolver: F,
+) -> Result<Option<RuntimeLimit>, Unresolved>
 where
     F: Future<Output = Option<RuntimeLimit>>,
 {
-    match tokio::time::timeout(decider.timeout, resolver).await {
-        Ok(limit) => Ok(limit),
-        Err(_) => {
-            let error = Error::Timeout(decider.timeout);
-            decider.failures.log(decider.log_level, "resolver", &error);
-            Err(match decider.on_failure {
-                FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
-                FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
-            })
-        }
-    }
+    let Ok(limit) = tokio::time::timeout(decider.timeout, resolver).await else {
+        let error = Error::Timeout(decider.timeout);
+        decider.failures.log(decider.log_level, "resolver", &error);
+        return Err(match decider.on_failure {
+            FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
+            FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+        });
+    };
+    Ok(limit)
 }

@@ -47,7 +47,7 @@ pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
         #(#cfgs)*
         #registration
     };
-    wrap(item, &limited_ty, items)
+    wrap(item, &limited_ty, &items)
 }
 
 /// The handler's `cfg` attributes: a handler compiled out takes its limit with it, as the key
@@ -61,7 +61,7 @@ fn cfgs(attrs: &[Attribute]) -> Vec<&Attribute> {
 
 /// The handler taking `limited_ty` first and adding its headers to the response, after
 /// `items` (its limit, if any).
-pub(crate) fn wrap(item: ItemFn, limited_ty: &TokenStream, items: TokenStream) -> TokenStream {
+pub(crate) fn wrap(item: ItemFn, limited_ty: &TokenStream, items: &TokenStream) -> TokenStream {
     let ItemFn {
         attrs,
         vis,

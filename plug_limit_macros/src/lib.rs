@@ -67,6 +67,7 @@ use quote::quote;
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
 /// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
 /// | `skip = <path>` | none | a `fn(&Parts) -> bool`: the requests it accepts pass uncounted, without headers (the deny-list of the limiter's `Rules` still applies) |
+/// | `resolver = <path>` | none | a type implementing `ResolveLimit<S>` for the router state `S`: the handler's limit is the `RuntimeLimit` it resolves per request (`None`: unlimited); excludes every argument above |
 ///
 /// ## `limiter` and `opts`
 ///
@@ -357,7 +358,7 @@ fn try_expand(
     let (args, mut errors) = parse::args(args);
     if let Some(resolver) = resolver::config(&args, &mut errors, &item) {
         let limited_ty = resolver::limited_ty(&resolver?);
-        return Ok(expand::wrap(item, &limited_ty, TokenStream2::new()));
+        return Ok(expand::wrap(item, &limited_ty, &TokenStream2::new()));
     }
     let config = validate::config((args, errors), &item)?;
     Ok(expand::handler(&config, item))
