@@ -50,7 +50,10 @@
 //!   implementation, for example one naming a custom limiter.
 //! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
 //! - **[`RuntimeLimitLayer`]** for limits made at run time: one [`RuntimeLimit`] read from
-//!   configuration, or one chosen per request (per-plan tiers by API key).
+//!   configuration, or one chosen per request (per-plan tiers by API key), by a closure or,
+//!   awaiting a cache, by [`resolve_async`](RuntimeLimitLayer::resolve_async).
+//! - **[`RateLimited<Resolved<R>>`](Resolved)** or `#[rate_limit(resolver = R)]`: a handler's
+//!   limit chosen per request by a [`ResolveLimit`] reading the parts and the router state.
 //! - **[`SendHeadersLayer`]** around a router: the headers of every allowed request reach its
 //!   response, even from a handler that does not return its [`RateLimited`].
 //! - **[`PlugLimit::check`]**, [`check_cost`](PlugLimit::check_cost),

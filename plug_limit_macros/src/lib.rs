@@ -237,6 +237,38 @@ use quote::quote;
 /// }
 /// ```
 ///
+/// ## `resolver`
+///
+/// The path of a type implementing `ResolveLimit<S>` for the router state `S`: the handler
+/// takes `RateLimited<Resolved<R>>`, so its limit is the `RuntimeLimit` the type resolves per
+/// request from the parts and the state (`None`: unlimited, without headers). It carries the
+/// limiter, options, cost, key and scope, so `resolver` refuses every other argument.
+///
+/// ```
+/// use axum::{extract::FromRef, http::request::Parts};
+/// use plug_limit::{rate_limit, PlugLimit, ResolveLimit, RuntimeLimit};
+///
+/// #[derive(Clone, FromRef)]
+/// struct AppState {
+///     limits: PlugLimit,
+///     partner: RuntimeLimit,
+/// }
+///
+/// struct PartnerLimits;
+///
+/// impl ResolveLimit<AppState> for PartnerLimits {
+///     async fn resolve(parts: &mut Parts, state: &AppState) -> Option<RuntimeLimit> {
+///         // Partners (an upstream gateway sets the header) have a budget; others none here.
+///         parts.headers.contains_key("x-partner").then(|| state.partner.clone())
+///     }
+/// }
+///
+/// #[rate_limit(resolver = PartnerLimits)]
+/// async fn export() -> &'static str {
+///     "csv"
+/// }
+/// ```
+///
 /// # Handlers
 ///
 /// The handler stays as written: any extractors (`State`, `Path`, `Json` last, ...), `return`

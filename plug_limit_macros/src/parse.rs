@@ -230,6 +230,17 @@ mod tests {
     }
 
     #[test]
+    fn parses_a_resolver_path() {
+        let (parsed, errors) = args(quote!(resolver = plans::PlanLimits));
+        assert!(errors.finish(()).is_ok());
+        assert!(matches!(parsed.resolver, Arg::Given(p) if name(&p) == "plans::PlanLimits"));
+        assert_eq!(
+            error(quote!(resolver = "plans")),
+            "expected the path of a type implementing `ResolveLimit`, as in `resolver = PlanLimits`"
+        );
+    }
+
+    #[test]
     fn no_arguments_is_not_a_syntax_error() {
         assert_eq!(error(quote!()), "no error");
     }
