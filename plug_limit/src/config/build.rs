@@ -10,7 +10,7 @@ use http::HeaderName;
 use super::builder::Store;
 use super::handler_uses::check_limiters;
 use super::limiter::Source;
-use super::script::{Compiled, compile, lua_source};
+use super::script::{Compiled, compile, lua_file, lua_source};
 use super::{Builder, Enabled, FailurePolicy, Limiter};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
@@ -199,15 +199,7 @@ impl Builder {
         let (algorithm, script) = match &limiter.source {
             Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
             Source::Lua(lua) => (None, Arc::new(lua_source(&field, "script", lua.clone())?)),
-            Source::File(path) => {
-                let lua =
-                    std::fs::read_to_string(path).map_err(|source| BuildError::ScriptFile {
-                        field: format!("{field}.script_file"),
-                        path: path.clone(),
-                        source,
-                    })?;
-                (None, Arc::new(lua_source(&field, "script_file", lua)?))
-            }
+            Source::File(path) => (None, Arc::new(lua_file(&field, path.clone())?)),
             Source::Named(script) => {
                 let compiled = scripts.get(script).ok_or_else(|| {
                     BuildError::invalid(

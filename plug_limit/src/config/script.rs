@@ -109,15 +109,7 @@ pub(super) fn compile(
         }
         let lua = match script.source {
             ScriptSource::Lua(lua) => lua_source(&field, "script", lua)?,
-            ScriptSource::File(path) => {
-                let lua =
-                    std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
-                        field: format!("{field}.script_file"),
-                        path,
-                        source,
-                    })?;
-                lua_source(&field, "script_file", lua)?
-            }
+            ScriptSource::File(path) => lua_file(&field, path)?,
         };
         let entry = Compiled {
             lua: Arc::new(lua),
@@ -128,6 +120,16 @@ pub(super) fn compile(
         }
     }
     Ok(compiled)
+}
+
+/// The script in the file at `path`, refused when unreadable or empty.
+pub(super) fn lua_file(field: &str, path: PathBuf) -> Result<Lua, BuildError> {
+    let lua = std::fs::read_to_string(&path).map_err(|source| BuildError::ScriptFile {
+        field: format!("{field}.script_file"),
+        path,
+        source,
+    })?;
+    lua_source(field, "script_file", lua)
 }
 
 /// A script's source, refused when empty.

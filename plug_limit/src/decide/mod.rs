@@ -21,7 +21,6 @@ use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::hook;
 use crate::key::{self, Key, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
@@ -197,10 +196,7 @@ impl Decider {
             tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
             request.watch.deny_cache_hit();
             request.watch.decided(Verdict::Denied);
-            let hooked = entry
-                .hook
-                .as_deref()
-                .and_then(|hook| hook::consult(hook, entry.name(), &outcome));
+            let hooked = entry.hooked(&outcome);
             return Step::Done(hooked.unwrap_or_else(|| {
                 Err(RateLimitRejection::denied(
                     outcome,
@@ -247,9 +243,7 @@ impl Decider {
             .finish(request.keys.first(), request.opts, outcome);
         // The hook speaks first; the default path still counts, caches and logs the decision.
         let hooked = entry
-            .hook
-            .as_deref()
-            .and_then(|hook| hook::consult(hook, entry.name(), &outcome))
+            .hooked(&outcome)
             // Shadow mode never refuses, whatever a hook answers to a would-be denial.
             .filter(|decided| !(entry.shadow && decided.is_err()));
         let decided = match outcome {
@@ -290,11 +284,7 @@ impl Decider {
     fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
         entry.failures.log(entry.log_level, entry.name(), &error);
         request.watch.failed(telemetry::cause(&error));
-        if let Some(decided) = entry
-            .hook
-            .as_deref()
-            .and_then(|hook| hook::failed(hook, entry.name(), &error))
-        {
+        if let Some(decided) = entry.hooked_failure(&error) {
             request.watch.undecided();
             return decided;
         }

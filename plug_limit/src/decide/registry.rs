@@ -1,17 +1,18 @@
 //! The registered limiters, each with every setting resolved, so the hot path never falls
 //! back on a default.
 
-use crate::hook::Hook;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::Decided;
 use super::log_throttle::LogThrottle;
 use super::rules::RuleSet;
 use crate::backend::{Backend, Program};
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
+use crate::hook::{self, Hook};
 use crate::key::KeyExtractor;
-use crate::outcome::Styler;
+use crate::outcome::{Outcome, Styler};
 use crate::responder::Responder;
 
 /// A registered limiter.
@@ -43,6 +44,16 @@ impl Entry {
     /// The limiter's registered name.
     pub(crate) fn name(&self) -> &str {
         &self.program.name
+    }
+
+    /// What its hook makes of `outcome`; `None` without a hook, or to keep the default path.
+    pub(crate) fn hooked(&self, outcome: &Outcome) -> Option<Decided> {
+        hook::consult(self.hook.as_deref()?, self.name(), outcome)
+    }
+
+    /// What its hook makes of `error`; `None` without a hook, or to keep the failure policy.
+    pub(crate) fn hooked_failure(&self, error: &Error) -> Option<Decided> {
+        hook::failed(self.hook.as_deref()?, self.name(), error)
     }
 }
 
