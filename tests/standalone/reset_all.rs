@@ -110,3 +110,25 @@ async fn memory_forgets_every_key() {
     assert_eq!(limits.memory_keys(), Some(0));
     assert!(allowed(&limits, "sliding_window", "a").await);
 }
+
+/// A denial cached while the keys go does not outlive the reset.
+#[tokio::test]
+async fn no_denial_cached_during_the_reset_outlives_it() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .key(plug_limit::key::header("x-client"))
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/", axum::routing::get(|| async { "ok" }))
+        .route_layer(
+            plug_limit::RateLimitLayer::<plug_limit::FixedWindow<1, 60>>::new(limits.clone()),
+        );
+    assert_eq!(plug_limit_tests::get(&app, "/", "c").await.status, 200);
+    assert_eq!(plug_limit_tests::get(&app, "/", "c").await.status, 429);
+    let (reset, during) = tokio::join!(limits.reset_all(), plug_limit_tests::get(&app, "/", "c"));
+    assert_eq!(reset.unwrap(), 1);
+    assert_eq!(during.status, 429);
+    assert_eq!(plug_limit_tests::get(&app, "/", "c").await.status, 200);
+}
