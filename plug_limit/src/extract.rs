@@ -8,12 +8,13 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use http::request::Parts;
 
 use crate::handle::PlugLimit;
-use crate::limit::{Limit, LimitRef};
+use crate::limit::Limits;
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::send_headers::HeaderSlot;
 
-/// Extractor that checks the limit `L` before the handler runs.
+/// Extractor that checks the limit `L` before the handler runs: one [`Limit`](crate::Limit),
+/// or a tuple of them checked at once ([stacked limits](crate::Limits)).
 ///
 /// The [`PlugLimit`] comes from the router state (`PlugLimit: FromRef<S>`). On allow, the
 /// handler runs and receives this value; return it in the response tuple to send the
@@ -71,13 +72,13 @@ impl<S, L> FromRequestParts<S> for RateLimited<L>
 where
     PlugLimit: FromRef<S>,
     S: Send + Sync,
-    L: Limit,
+    L: Limits,
 {
     type Rejection = RateLimitRejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
-        let outcome = limits.decider().decide(LimitRef::of::<L>(), parts).await?;
+        let outcome = limits.decider().decide_all(L::STACK, parts, None).await?;
         Ok(Self::from_outcome(outcome, parts))
     }
 }

@@ -235,6 +235,43 @@ impl PlugLimit {
         self.decider.check(limiter, key.into(), opts, cost).await
     }
 
+    /// Checks several limits at once, stacked: each `(limiter, key, opts, cost)` is counted
+    /// only if every one allows, in one backend call (one `EVALSHA` on a single Redis). The
+    /// outcome is that of the limit that denied, or else the tightest limit's headers (every
+    /// limit's in the draft-10 header style). Built-in limiters only, on one backend.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter, and
+    /// [`Error::Input`] for limiters on different backends or an empty stack.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let per_user = [Opt::Int(2), Opt::Int(3600)];
+    /// let per_team = [Opt::Int(100), Opt::Int(3600), Opt::Int(100)];
+    /// let stack = [
+    ///     ("fixed_window", "ann", &per_user[..], 1),
+    ///     ("token_bucket", "team-7", &per_team[..], 1),
+    /// ];
+    /// assert!(limits.check_all(&stack).await?.is_allowed());
+    /// assert!(limits.check_all(&stack).await?.is_allowed());
+    /// // Ann's own limit denies: the team's bucket is not charged for it.
+    /// assert!(!limits.check_all(&stack).await?.is_allowed());
+    /// let team = limits.peek("token_bucket", "team-7", &per_team).await?;
+    /// assert_eq!(team.header("x-ratelimit-remaining").unwrap(), "97");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn check_all(&self, limits: &[(&str, &str, &[Opt], u32)]) -> Result<Outcome, Error> {
+        self.decider.check_all(limits).await
+    }
+
     /// What a request of cost 1 would get now, without consuming anything (built-in limiters
     /// only): to show a quota, or to refuse early.
     ///

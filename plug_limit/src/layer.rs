@@ -15,9 +15,10 @@ use tower_service::Service;
 
 use crate::config::Skip;
 use crate::handle::PlugLimit;
-use crate::limit::{Limit, LimitRef};
+use crate::limit::{LimitRef, Limits};
 
-/// Applies the limit `L` to every request of the services it wraps.
+/// Applies the limit `L` to every request of the services it wraps: one [`Limit`](crate::Limit),
+/// or a tuple of them checked at once ([stacked limits](crate::Limits)).
 ///
 /// The same check as [`RateLimited`](crate::RateLimited), as middleware: a denied request gets
 /// the responder's response and never reaches the inner service; an allowed one gets the
@@ -43,7 +44,7 @@ pub struct RateLimitLayer<L> {
     _limit: PhantomData<fn() -> L>,
 }
 
-impl<L: Limit> RateLimitLayer<L> {
+impl<L: Limits> RateLimitLayer<L> {
     /// A layer checking `L` with `limits`.
     #[must_use]
     pub fn new(limits: PlugLimit) -> Self {
@@ -166,7 +167,7 @@ impl<S, L> Service<Request<Body>> for RateLimit<S, L>
 where
     S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
     S::Future: Send + 'static,
-    L: Limit,
+    L: Limits,
 {
     type Response = Response;
     type Error = S::Error;
@@ -183,10 +184,7 @@ where
         let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.limits.clone();
         let skip = self.skip.clone();
-        Box::pin(async move {
-            let limit = LimitRef::of::<L>();
-            limited(&limits, limit, skip.as_deref(), request, inner).await
-        })
+        Box::pin(async move { limited(&limits, L::STACK, skip.as_deref(), request, inner).await })
     }
 }
 
@@ -194,7 +192,7 @@ where
 /// or answer the rejection, and add the allowed request's headers to the response.
 pub(crate) async fn limited<S>(
     limits: &PlugLimit,
-    limit: LimitRef<'_>,
+    limits_of: &[LimitRef<'_>],
     skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
     request: Request<Body>,
     mut inner: S,
@@ -204,10 +202,7 @@ where
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
-    let decided = match skip {
-        Some(skip) => decider.decide_unless(limit, &parts, skip).await,
-        None => decider.decide(limit, &parts).await,
-    };
+    let decided = decider.decide_all(limits_of, &parts, skip).await;
     let outcome = match decided {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),

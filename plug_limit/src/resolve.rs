@@ -110,7 +110,9 @@ where
             Ok(None) => return Ok(Self::from_outcome(None, parts)),
             Err(decided) => return decided.map(|outcome| Self::from_outcome(outcome, parts)),
         };
-        let outcome = decider.decide(limit.as_ref(), parts).await?;
+        let outcome = decider
+            .decide_all(std::slice::from_ref(&limit.as_ref()), parts, None)
+            .await?;
         Ok(Self::from_outcome(outcome, parts))
     }
 }

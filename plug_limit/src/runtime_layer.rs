@@ -224,7 +224,9 @@ where
                 let request = Request::from_parts(parts, body);
                 return Box::pin(async move {
                     match limit {
-                        Some(limit) => limited(&limits, limit.as_ref(), None, request, inner).await,
+                        Some(limit) => {
+                            limited(&limits, &[limit.as_ref()], None, request, inner).await
+                        }
                         None => inner.call(request).await,
                     }
                 });
@@ -238,7 +240,7 @@ where
                 return inner.call(request).await;
             }
             match bounded(decider, limit).await {
-                Ok(Some(limit)) => limited(&limits, limit.as_ref(), None, request, inner).await,
+                Ok(Some(limit)) => limited(&limits, &[limit.as_ref()], None, request, inner).await,
                 Ok(None) | Err(Ok(_)) => inner.call(request).await,
                 Err(Err(rejection)) => Ok(rejection.into_response()),
             }

@@ -36,4 +36,5 @@ mod runtime_limits;
 mod scripts;
 mod send_headers;
 mod shadow;
+mod stacked;
 mod token_bucket;

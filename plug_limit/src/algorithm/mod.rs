@@ -32,6 +32,7 @@ mod leaky_bucket;
 mod multi_window;
 mod sliding_log;
 mod sliding_window;
+pub(crate) mod stack;
 mod state;
 mod token_bucket;
 

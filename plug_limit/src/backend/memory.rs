@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use http::{HeaderName, HeaderValue};
 
-use super::Call;
 use super::sharded::Sharded;
-use crate::algorithm::{Algorithm, Stored, Verdict};
+use super::{Call, StackPart, Stacked};
+use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::limit::Opt;
@@ -79,6 +79,73 @@ impl MemoryBackend {
             shard.insert(key, slot);
         }
         verdict
+    }
+
+    /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
+    /// key locked (in one order, so two stacks never wait on each other in a cycle).
+    pub(crate) fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
+        let algorithms = parts
+            .iter()
+            .map(|part| {
+                Ok(stack::Part {
+                    algorithm: part.program.builtin_only()?,
+                    opts: part.opts,
+                    cost: part.cost,
+                    soft: part.soft,
+                })
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        // Parts counting under one key share its state, as they share the Redis key.
+        let mut keys: Vec<&str> = Vec::with_capacity(parts.len());
+        let slot_of: Vec<usize> = parts
+            .iter()
+            .map(|part| {
+                keys.iter()
+                    .position(|key| *key == part.key)
+                    .unwrap_or_else(|| {
+                        keys.push(part.key);
+                        keys.len() - 1
+                    })
+            })
+            .collect();
+        let now_ms = self.clock.now_ms();
+        let mut locked = self.states.lock_all(keys.iter().copied());
+        // Every sweep before any state is taken out: a sweep drops a slot being evaluated.
+        for key in &keys {
+            if let Some(mut shard) = locked.key(key) {
+                shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
+            }
+        }
+        let mut slots: Vec<Option<Stored>> = keys
+            .iter()
+            .map(|key| {
+                let mut shard = locked.key(key)?;
+                let stored = shard.get_mut(key)?.take()?;
+                (stored.expires_at_ms > now_ms).then_some(stored)
+            })
+            .collect();
+        let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
+        for (key, slot) in keys.iter().zip(slots) {
+            let Some(mut shard) = locked.key(key) else {
+                continue;
+            };
+            match slot {
+                Some(stored) => {
+                    if shard.get_mut(key).is_none() {
+                        shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
+                    }
+                    shard.insert(key, Some(stored));
+                }
+                None => shard.remove(key),
+            }
+        }
+        let verdicts = verdicts.map_err(Error::Input)?;
+        let mut outcomes = Vec::with_capacity(parts.len());
+        for (verdict, part) in verdicts.into_iter().zip(parts) {
+            outcomes.push(Some(outcome(verdict, &part.program.headers)?));
+        }
+        outcomes.resize(parts.len(), None);
+        Ok(outcomes)
     }
 
     /// Deletes `key`'s state.

@@ -68,9 +68,30 @@ pub(crate) struct Call<'a> {
     pub(crate) cost: u32,
 }
 
+/// One limit of stacked limits: its program (a built-in), its key, options and cost, and
+/// whether its denial denies the stack (`soft`: shadow mode, it does not).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StackPart<'a> {
+    pub(crate) program: &'a Program,
+    pub(crate) key: &'a str,
+    pub(crate) opts: &'a [Opt],
+    pub(crate) cost: u32,
+    pub(crate) soft: bool,
+}
+
+/// What stacked limits answered: each part's outcome, in order, `None` for those not run
+/// (after a denial).
+pub(crate) type Stacked = Result<Vec<Option<Outcome>>, Error>;
+
 /// How far a backend gets without waiting: decided (memory), or to be sent to Redis.
 pub(crate) enum Started<'a> {
     Done(Result<Outcome, Error>),
+    Redis(&'a RedisBackend),
+}
+
+/// How far stacked limits get without waiting: decided (memory), or to be sent to Redis.
+pub(crate) enum StartedStack<'a> {
+    Done(Stacked),
     Redis(&'a RedisBackend),
 }
 
@@ -89,6 +110,30 @@ impl Backend {
         match self {
             Self::Memory(memory) => Started::Done(memory.eval(call)),
             Self::Redis(redis) => Started::Redis(redis),
+        }
+    }
+
+    /// Evaluates stacked limits as far as they go without waiting: every part must be a
+    /// built-in with its number of options.
+    pub(crate) fn start_stack(&self, parts: &[StackPart<'_>]) -> Result<StartedStack<'_>, Error> {
+        for part in parts {
+            part.program
+                .builtin_only()?
+                .check_arity(part.opts)
+                .map_err(Error::Input)?;
+        }
+        Ok(match self {
+            Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts)),
+            Self::Redis(redis) => StartedStack::Redis(redis),
+        })
+    }
+
+    /// Whether `self` and `other` are one backend (stacked limits must share theirs).
+    pub(crate) fn is(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Redis(a), Self::Redis(b)) => Arc::ptr_eq(a, b),
+            (Self::Memory(a), Self::Memory(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 

@@ -3,7 +3,9 @@
 //! the store of the memory backend and of the local deny cache.
 
 use std::hash::{BuildHasher, RandomState};
+use std::marker::PhantomData;
 use std::num::NonZeroUsize;
+use std::ops::DerefMut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
@@ -37,18 +39,30 @@ pub(crate) struct Sharded<V> {
 /// entries. A bounded shard also never holds more than its `capacity` (see
 /// [`Locked::make_room`]).
 #[derive(Debug)]
-struct Shard<V> {
+pub(crate) struct Shard<V> {
     entries: HashTable<(Box<str>, V)>,
     ops_since_sweep: usize,
     next_sweep: usize,
     capacity: usize,
 }
 
-/// The shard that holds one key, locked, with the key's hash.
-pub(crate) struct Locked<'a, V> {
-    shard: MutexGuard<'a, Shard<V>>,
+/// The shard that holds one key, locked (by its own guard, or within a [`LockedAll`]), with
+/// the key's hash.
+pub(crate) struct Locked<'a, V, G = MutexGuard<'a, Shard<V>>> {
+    shard: G,
     hasher: &'a RandomState,
     hash: u64,
+    _value: PhantomData<fn() -> V>,
+}
+
+/// The shards that hold several keys, each locked once, for one operation over all of them
+/// (a stack of limits decided together).
+pub(crate) struct LockedAll<'a, V> {
+    /// By shard index, ascending: the order every caller locks in, so two never wait on each
+    /// other in a cycle.
+    guards: Vec<(usize, MutexGuard<'a, Shard<V>>)>,
+    hasher: &'a RandomState,
+    shards: usize,
 }
 
 impl<V> Sharded<V> {
@@ -89,19 +103,38 @@ impl<V> Sharded<V> {
     /// The locked shard that holds `key`, ready for operations on `key`.
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
         let hash = self.hasher.hash_one(key);
-        // Truncation is the point: any bits of the hash pick a shard, and these are bits the
-        // table does not probe by.
-        #[allow(clippy::cast_possible_truncation)]
-        let index = (hash >> 32) as usize % self.shards.len();
         Locked {
-            // Only plain map operations and non-panicking evaluations run under the lock:
-            // nothing can leave a shard half-written.
-            shard: self.shards[index]
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
+            shard: self.lock_shard(shard_index(hash, self.shards.len())),
             hasher: &self.hasher,
             hash,
+            _value: PhantomData,
         }
+    }
+
+    /// The shards that hold `keys`, each locked once, in ascending order.
+    pub(crate) fn lock_all<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> LockedAll<'_, V> {
+        let mut indices: Vec<usize> = keys
+            .into_iter()
+            .map(|key| shard_index(self.hasher.hash_one(key), self.shards.len()))
+            .collect();
+        indices.sort_unstable();
+        indices.dedup();
+        LockedAll {
+            guards: indices
+                .into_iter()
+                .map(|index| (index, self.lock_shard(index)))
+                .collect(),
+            hasher: &self.hasher,
+            shards: self.shards.len(),
+        }
+    }
+
+    fn lock_shard(&self, index: usize) -> MutexGuard<'_, Shard<V>> {
+        // Only plain map operations and non-panicking evaluations run under the lock: nothing
+        // can leave a shard half-written.
+        self.shards[index]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Drops every entry; returns how many there were.
@@ -132,7 +165,35 @@ impl<V> Sharded<V> {
     }
 }
 
-impl<V> Locked<'_, V> {
+/// The shard a key of `hash` lives in.
+fn shard_index(hash: u64, shards: usize) -> usize {
+    // Truncation is the point: any bits of the hash pick a shard, and these are bits the table
+    // does not probe by.
+    #[allow(clippy::cast_possible_truncation)]
+    let index = (hash >> 32) as usize % shards;
+    index
+}
+
+impl<V> LockedAll<'_, V> {
+    /// The locked shard of `key`, ready for operations on `key`; `None` when `key` was not
+    /// among the keys locked for.
+    pub(crate) fn key(&mut self, key: &str) -> Option<Locked<'_, V, &mut Shard<V>>> {
+        let hash = self.hasher.hash_one(key);
+        let index = shard_index(hash, self.shards);
+        let at = self
+            .guards
+            .binary_search_by_key(&index, |(index, _)| *index)
+            .ok()?;
+        Some(Locked {
+            shard: &mut *self.guards[at].1,
+            hasher: self.hasher,
+            hash,
+            _value: PhantomData,
+        })
+    }
+}
+
+impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
     /// Counts one operation, and drops the entries `live` rejects when a sweep is due.
     pub(crate) fn sweep_if_due(&mut self, live: impl FnMut(&V) -> bool) {
         let mut live = live;

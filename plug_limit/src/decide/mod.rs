@@ -38,6 +38,7 @@ mod keys;
 mod log_throttle;
 mod registry;
 mod rules;
+mod stack;
 
 /// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
 /// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
@@ -76,31 +77,6 @@ pub(crate) struct Decider {
 }
 
 impl Decider {
-    /// Decides one request (see [`Decided`]).
-    pub(crate) async fn decide(&self, limit: LimitRef<'_>, parts: &Parts) -> Decided {
-        // Only a Redis call waits, and its state lives in its own box: the future of every
-        // extractor and layer stays small, and memory checks and deny-cache answers (decided
-        // in `start`) never build one.
-        match self.start(limit, parts, None) {
-            Step::Done(decided) => decided,
-            Step::Waiting(call) => call.await,
-        }
-    }
-
-    /// Decides one request of a use with a skip predicate of its own (a layer's): a request
-    /// it accepts passes uncounted, unless the deny-list refuses it.
-    pub(crate) async fn decide_unless(
-        &self,
-        limit: LimitRef<'_>,
-        parts: &Parts,
-        skip: &(dyn Fn(&Parts) -> bool + Send + Sync),
-    ) -> Decided {
-        match self.start(limit, parts, Some(skip)) {
-            Step::Done(decided) => decided,
-            Step::Waiting(call) => call.await,
-        }
-    }
-
     /// Runs a request's check as far as it goes without waiting.
     fn start<'a>(
         &'a self,
@@ -111,6 +87,22 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
+        match self.prepare(limit, None, parts, skip) {
+            Ok(request) => self.run(request),
+            Err(decided) => Step::Done(decided),
+        }
+    }
+
+    /// A request's check up to its dispatch: the limiter, the rules, the key. `Err` when that
+    /// settles it: refused, or let through uncounted. A `suffix` extends the route's scope
+    /// (see `stack.rs`).
+    fn prepare<'a>(
+        &'a self,
+        limit: LimitRef<'a>,
+        suffix: Option<&str>,
+        parts: &Parts,
+        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
+    ) -> Result<Request<'a>, Decided> {
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).
         let route_scope = limit
@@ -133,7 +125,7 @@ impl Decider {
                 self.failures.log(self.log_level, limit.limiter, &error);
                 watch.failed(telemetry::cause(&error));
                 watch.undecided();
-                return Step::Done(refuse_or_pass(self.on_failure, error));
+                return Err(refuse_or_pass(self.on_failure, error));
             }
         };
         let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
@@ -147,14 +139,22 @@ impl Decider {
                 rules::Verdict::Check => {}
                 rules::Verdict::Pass => {
                     watch.decided(Verdict::Skipped);
-                    return Step::Done(Ok(None));
+                    return Err(Ok(None));
                 }
                 rules::Verdict::Forbid => {
                     watch.decided(Verdict::Forbidden);
-                    return Step::Done(Err(RateLimitRejection::Forbidden));
+                    return Err(Err(RateLimitRejection::Forbidden));
                 }
             }
         }
+        let suffixed;
+        let route_scope = match suffix {
+            Some(suffix) => {
+                suffixed = format!("{route_scope}\0{suffix}");
+                suffixed.as_str()
+            }
+            None => route_scope,
+        };
         let extractor = limit.key.unwrap_or(&*entry.key);
         let fallback_scope;
         let (key, scope) = match extractor.extract(parts) {
@@ -169,16 +169,17 @@ impl Decider {
                     watch.failed(telemetry::KEY_CAUSE);
                     watch.undecided();
                     if entry.on_key_failure == KeyFailure::Pass {
-                        return Step::Done(Ok(None));
+                        return Err(Ok(None));
                     }
-                    return Step::Done(Err(RateLimitRejection::KeyRejected(error)));
+                    return Err(Err(RateLimitRejection::KeyRejected(error)));
                 };
                 // A budget of its own: the extractor's keys and the peer's never meet.
                 fallback_scope = format!("{route_scope}\0peer");
                 (peer, fallback_scope.as_str())
             }
         };
-        let request = Request {
+        Ok(Request {
+            entry,
             keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
             opts: limit.opts,
             cost: limit.cost,
@@ -186,33 +187,44 @@ impl Decider {
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
             watch,
-        };
-        if let Some((opts, now_ms)) = &request.cached
-            && let Some(outcome) =
-                self.denials
-                    .get(request.keys.first(), *opts, limit.cost, *now_ms)
-        {
-            // The client's key stays out of the logs: it may be a credential (an API key).
-            tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
-            request.watch.deny_cache_hit();
-            request.watch.decided(Verdict::Denied);
-            let hooked = entry.hooked(&outcome);
-            return Step::Done(hooked.unwrap_or_else(|| {
-                Err(RateLimitRejection::denied(
-                    outcome,
-                    Arc::clone(&entry.responder),
-                ))
-            }));
+        })
+    }
+
+    /// The local deny cache's answer to `request`, if it holds a denial for it.
+    fn cached_denial(&self, request: &Request<'_>) -> Option<Decided> {
+        let (opts, now_ms) = request.cached?;
+        let outcome = self
+            .denials
+            .get(request.keys.first(), opts, request.cost, now_ms)?;
+        let entry = request.entry;
+        // The client's key stays out of the logs: it may be a credential (an API key).
+        tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
+        request.watch.deny_cache_hit();
+        request.watch.decided(Verdict::Denied);
+        let hooked = entry.hooked(&outcome);
+        Some(hooked.unwrap_or_else(|| {
+            Err(RateLimitRejection::denied(
+                outcome,
+                Arc::clone(&entry.responder),
+            ))
+        }))
+    }
+
+    /// Answers `request` from the deny cache, or sends it to its backend.
+    fn run<'a>(&'a self, request: Request<'a>) -> Step<'a> {
+        if let Some(decided) = self.cached_denial(&request) {
+            return Step::Done(decided);
         }
+        let entry = request.entry;
         request.watch.dispatched(self.backend(entry));
-        match self.backend(entry).start(request.call(entry)) {
-            Started::Done(result) => Step::Done(self.settle(entry, &request, result)),
+        match self.backend(entry).start(request.call()) {
+            Started::Done(result) => Step::Done(self.settle(&request, result)),
             Started::Redis(redis) => {
                 let span = request.watch.span().clone();
                 Step::Waiting(Box::pin(
                     async move {
-                        let result = redis.eval(request.call(entry)).await;
-                        self.settle(entry, &request, result)
+                        let result = redis.eval(request.call()).await;
+                        self.settle(&request, result)
                     }
                     .instrument(span),
                 ))
@@ -222,21 +234,17 @@ impl Decider {
 
     /// Turns an evaluation into the request's fate: allowed, denied (and remembered by the
     /// deny cache), or failed by the limiter's policy.
-    fn settle(
-        &self,
-        entry: &Entry,
-        request: &Request<'_>,
-        result: Result<Outcome, Error>,
-    ) -> Decided {
+    fn settle(&self, request: &Request<'_>, result: Result<Outcome, Error>) -> Decided {
         match result {
-            Ok(outcome) => self.verdict(entry, request, outcome),
-            Err(error) => self.fail(entry, request, error),
+            Ok(outcome) => self.verdict(request, outcome),
+            Err(error) => self.fail(request, error),
         }
     }
 
     /// What an outcome, from the backend or from the memory fallback, means for the request:
     /// allowed, let through by shadow mode, or denied (and remembered by the deny cache).
-    fn verdict(&self, entry: &Entry, request: &Request<'_>, outcome: Outcome) -> Decided {
+    fn verdict(&self, request: &Request<'_>, outcome: Outcome) -> Decided {
+        let entry = request.entry;
         // Styled before the deny cache keeps a denial, so its answers read as this one does.
         let outcome = entry
             .style
@@ -281,7 +289,8 @@ impl Decider {
 
     /// Logs a check that could not decide and applies the limiter's failure policy: the one
     /// place both happen.
-    fn fail(&self, entry: &Entry, request: &Request<'_>, error: Error) -> Decided {
+    fn fail(&self, request: &Request<'_>, error: Error) -> Decided {
+        let entry = request.entry;
         entry.failures.log(entry.log_level, entry.name(), &error);
         request.watch.failed(telemetry::cause(&error));
         if let Some(decided) = entry.hooked_failure(&error) {
@@ -289,12 +298,12 @@ impl Decider {
             return decided;
         }
         if entry.on_failure == FailurePolicy::Memory
-            && let Started::Done(result) = self.fallback().start(request.call(entry))
+            && let Started::Done(result) = self.fallback().start(request.call())
         {
             return match result {
                 Ok(outcome) => {
                     request.watch.fell_back();
-                    self.verdict(entry, request, outcome)
+                    self.verdict(request, outcome)
                 }
                 Err(error) => {
                     entry.failures.log(entry.log_level, entry.name(), &error);
@@ -397,8 +406,10 @@ impl Decider {
     }
 }
 
-/// One request's evaluation: its keys and limit, and when it consulted the deny cache.
+/// One request's evaluation: its limiter, keys and limit, and when it consulted the deny
+/// cache.
 struct Request<'a> {
+    entry: &'a Entry,
     keys: Keys,
     opts: &'a [Opt],
     cost: u32,
@@ -410,9 +421,9 @@ struct Request<'a> {
 }
 
 impl Request<'_> {
-    fn call<'a>(&'a self, entry: &'a Entry) -> Call<'a> {
+    fn call(&self) -> Call<'_> {
         Call {
-            program: &entry.program,
+            program: &self.entry.program,
             keys: self.keys.as_slice(),
             opts: self.opts,
             cost: self.cost,

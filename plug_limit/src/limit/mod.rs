@@ -71,10 +71,70 @@ pub trait Limit: Send + Sync + 'static {
     const SKIP: Option<fn(&Parts) -> bool> = None;
 }
 
+/// What [`RateLimited`](crate::RateLimited) and [`RateLimitLayer`](crate::RateLimitLayer)
+/// check: one [`Limit`], or a tuple of two to six of them, stacked.
+///
+/// Stacked limits are decided at once, in one backend call (one `EVALSHA` on a single Redis)
+/// that consumes from every limit only if every limit allows: a request denied by one limit
+/// costs the others nothing. Each limit keeps its own limiter, options, cost, key and scope,
+/// so one stack can hold a per-client, a per-tenant and a global limit, or 10 a second and
+/// 1,000 a day. The response reports the tightest limit in the legacy header style and every
+/// limit in the draft-10 style; a denial reports the limit that denied. See the README,
+/// "Stacked limits", for Redis Cluster and the other details.
+///
+/// This trait is implemented by the library only.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::{key, FixedWindow, KeyExtractor, Limit, Opt, RateLimited, TokenBucket};
+///
+/// /// 1,000 requests a day per tenant, shared by every route that names this scope.
+/// struct TenantDaily;
+///
+/// impl Limit for TenantDaily {
+///     const LIMITER: &'static str = "fixed_window";
+///     const OPTS: &'static [Opt] = &[Opt::Int(1_000), Opt::Int(86_400)];
+///     const SCOPE: Option<&'static str> = Some("tenant");
+///     const KEY: Option<&'static dyn KeyExtractor> = Some(&key::header("x-tenant"));
+/// }
+///
+/// // A burst of 5 and 10 a second per client, and the tenant's daily quota: one round trip.
+/// async fn search(
+///     _limited: RateLimited<(TokenBucket<10, 1, 5>, TenantDaily)>,
+/// ) -> &'static str {
+///     "results"
+/// }
+/// ```
+pub trait Limits: Send + Sync + 'static {
+    /// The limits, in the order they are decided.
+    #[doc(hidden)]
+    const STACK: &'static [LimitRef<'static>];
+}
+
+impl<L: Limit> Limits for L {
+    const STACK: &'static [LimitRef<'static>] = &[LimitRef::of::<L>()];
+}
+
+macro_rules! stacked {
+    ($($limit:ident),+) => {
+        impl<$($limit: Limit),+> Limits for ($($limit,)+) {
+            const STACK: &'static [LimitRef<'static>] = &[$(LimitRef::of::<$limit>()),+];
+        }
+    };
+}
+
+stacked!(A, B);
+stacked!(A, B, C);
+stacked!(A, B, C, D);
+stacked!(A, B, C, D, E);
+stacked!(A, B, C, D, E, F);
+
 /// A limit as values: what the extractor, the layer and the macro check, borrowed from a
-/// [`Limit`]'s constants or from a [`RuntimeLimit`].
+/// [`Limit`]'s constants or from a [`RuntimeLimit`]. Public only to name in [`Limits`], from a
+/// module no user can reach.
 #[derive(Clone, Copy)]
-pub(crate) struct LimitRef<'a> {
+pub struct LimitRef<'a> {
     pub(crate) limiter: &'a str,
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: u32,
@@ -83,8 +143,19 @@ pub(crate) struct LimitRef<'a> {
     pub(crate) skip: Option<fn(&Parts) -> bool>,
 }
 
+impl std::fmt::Debug for LimitRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimitRef")
+            .field("limiter", &self.limiter)
+            .field("opts", &self.opts)
+            .field("cost", &self.cost)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
 impl LimitRef<'static> {
-    pub(crate) fn of<L: Limit>() -> Self {
+    pub(crate) const fn of<L: Limit>() -> Self {
         Self {
             limiter: L::LIMITER,
             opts: L::OPTS,

@@ -11,6 +11,7 @@ pub(crate) use self::style::Styler;
 
 pub(crate) mod ietf;
 mod reply;
+pub(crate) mod stack;
 mod style;
 
 /// Whether a request may proceed.

@@ -31,13 +31,14 @@ use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 use self::command::{Command, del, evalsha};
 use self::connection::Connections;
 pub(crate) use self::connection::Pools;
-use super::Call;
 use super::breaker::{Admit, Breaker};
+use super::{Call, StackPart, Stacked};
+use crate::algorithm::stack;
 use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::Opt;
-use crate::outcome::{Outcome, parse_reply};
+use crate::outcome::{Outcome, ReplyError, parse_reply};
 use crate::telemetry::BreakerLabel;
 
 mod command;
@@ -108,6 +109,49 @@ impl RedisBackend {
         };
         let reply = self.send(&command).await?;
         Ok(parse_reply(reply, &call.program.headers)?)
+    }
+
+    /// Evaluates stacked limits in one `EVALSHA` of the stack script, on the same terms as
+    /// [`eval`](Self::eval). On Redis Cluster, the parts whose keys share a slot go in one
+    /// call, the groups one after another in the order of their first part; a group that
+    /// denies ends the stack, and the groups before it keep what they counted.
+    pub(crate) async fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
+        let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
+        let mut outcomes = vec![None; parts.len()];
+        for group in slot_groups(parts, self.connections.is_cluster()) {
+            let keys: Vec<String> = group.iter().map(|&i| parts[i].key.to_owned()).collect();
+            let mut args = Vec::with_capacity(1 + group.len() * 6);
+            args.push(now_ms.map_or(Opt::Str(""), Opt::Int));
+            for &i in &group {
+                let part = &parts[i];
+                args.push(Opt::Str(part.program.builtin_only()?.name()));
+                args.push(Opt::Str(if part.soft { "1" } else { "0" }));
+                args.push(Opt::Int(i64::from(part.cost)));
+                args.push(Opt::Int(i64::try_from(part.opts.len()).unwrap_or(i64::MAX)));
+                args.extend(part.opts.iter().cloned());
+            }
+            let lua = stack::script();
+            let command = Command::Script {
+                limiter: "stack",
+                evalsha: evalsha(lua, &keys, &args, &[]),
+                lua,
+                keys: &keys,
+                args: [&args, &[]],
+            };
+            let Value::Array(replies) = self.send(&command).await? else {
+                return Err(ReplyError::NotAnArray("a stack's reply: not an array").into());
+            };
+            let mut denied = false;
+            for (&i, reply) in group.iter().zip(replies) {
+                let outcome = parse_reply(reply, &parts[i].program.headers)?;
+                denied |= !outcome.is_allowed() && !parts[i].soft;
+                outcomes[i] = Some(outcome);
+            }
+            if denied {
+                break;
+            }
+        }
+        Ok(outcomes)
     }
 
     /// Deletes `key`, on the same terms as [`eval`](Self::eval).
@@ -284,6 +328,38 @@ impl fmt::Debug for RedisBackend {
             .field("connected", &self.connections.is_connected())
             .finish_non_exhaustive()
     }
+}
+
+/// The parts of a stack that one call can decide together: all of them on a single Redis; on
+/// Redis Cluster, those whose keys hash to one slot, in the order of their first part.
+#[cfg_attr(not(feature = "cluster"), allow(unused_variables))]
+fn slot_groups(parts: &[StackPart<'_>], cluster: bool) -> Vec<Vec<usize>> {
+    #[cfg(feature = "cluster")]
+    if cluster {
+        let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
+        for (i, part) in parts.iter().enumerate() {
+            let slot = slot(part.key);
+            match groups.iter_mut().find(|(of, _)| *of == slot) {
+                Some((_, group)) => group.push(i),
+                None => groups.push((slot, vec![i])),
+            }
+        }
+        return groups.into_iter().map(|(_, group)| group).collect();
+    }
+    vec![(0..parts.len()).collect()]
+}
+
+/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between its
+/// first `{` and the next `}`, when not empty) or else of the whole key, modulo 16384.
+#[cfg(feature = "cluster")]
+fn slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
+        let rest = &bytes[open + 1..];
+        let close = rest.iter().position(|&b| b == b'}')?;
+        (close > 0).then(|| &rest[..close])
+    });
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
 }
 
 /// The `SCAN` pattern of the library's keys under `prefix` (`{prefix}:{TAG}:...`, see

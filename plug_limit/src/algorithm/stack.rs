@@ -1,0 +1,105 @@
+//! Stacked limits: several built-ins decided as one, consumed from all only if all allow.
+//!
+//! On Redis, one script ([`script`]) holds every built-in's script as a function and
+//! `lua/stack.lua` drives them; here, [`evaluate`] mirrors that driver over the twins.
+
+use std::fmt::Write;
+use std::sync::{Arc, LazyLock};
+
+use super::{Algorithm, CATALOGUE, Stored, Verdict};
+use crate::limit::Opt;
+use crate::lua::Lua;
+
+/// One limit of a stack.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part<'a> {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) opts: &'a [Opt],
+    pub(crate) cost: u32,
+    /// Its denial does not deny the stack (shadow mode).
+    pub(crate) soft: bool,
+}
+
+/// The stack's script: every built-in's own script as a function of its `KEYS` and `ARGV`,
+/// then the driver. Made once per process; its SHA1 with it.
+pub(crate) fn script() -> &'static Arc<Lua> {
+    static SCRIPT: LazyLock<Arc<Lua>> = LazyLock::new(|| {
+        let driver = include_str!("../../lua/stack.lua");
+        let mut source = String::with_capacity(
+            driver.len()
+                + CATALOGUE
+                    .iter()
+                    .map(|spec| spec.script.source().len() + 80)
+                    .sum::<usize>(),
+        );
+        source.push_str("local ALGORITHMS = {}\n");
+        for spec in &CATALOGUE {
+            // Writing to a `String` cannot fail.
+            let _ = write!(
+                source,
+                "ALGORITHMS['{}'] = function(KEYS, ARGV)\n{}\nend\n",
+                spec.name,
+                spec.script.source()
+            );
+        }
+        source.push_str(driver);
+        Arc::new(Lua::new(source))
+    });
+    &SCRIPT
+}
+
+/// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
+/// distinct key and `slot_of[i]` says which is part `i`'s.
+///
+/// Returns the verdict of every part run, in order: fewer than `parts` when the last one
+/// denied. Every part before a (not soft) denial is restored to the state it had before; the
+/// denying part keeps what it wrote, as the script's does. A part's error restores the same
+/// way and is returned.
+pub(crate) fn evaluate(
+    parts: &[Part<'_>],
+    now_ms: i64,
+    slots: &mut [Option<Stored>],
+    slot_of: &[usize],
+) -> Result<Vec<Verdict>, String> {
+    let last = parts.len().saturating_sub(1);
+    let mut saved: Vec<Option<Stored>> = Vec::with_capacity(last);
+    let mut verdicts = Vec::with_capacity(parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        let slot = &mut slots[slot_of[i]];
+        // A state past its expiry is a key Redis no longer has.
+        if slot
+            .as_ref()
+            .is_some_and(|stored| stored.expires_at_ms <= now_ms)
+        {
+            *slot = None;
+        }
+        if i < last {
+            saved.push(slot.clone());
+        }
+        match part.algorithm.evaluate(part.opts, part.cost, now_ms, slot) {
+            Err(error) => {
+                saved.truncate(i);
+                restore(slots, slot_of, saved);
+                return Err(error);
+            }
+            Ok(verdict) => {
+                let denied = !verdict.allow && !part.soft;
+                verdicts.push(verdict);
+                if denied {
+                    saved.truncate(i);
+                    restore(slots, slot_of, saved);
+                    return Ok(verdicts);
+                }
+            }
+        }
+    }
+    Ok(verdicts)
+}
+
+/// Puts back what the parts before a denial held, the latest first (as the script does, so a
+/// key two parts share ends as it began).
+fn restore(slots: &mut [Option<Stored>], slot_of: &[usize], saved: Vec<Option<Stored>>) {
+    for (i, state) in saved.into_iter().enumerate().rev() {
+        slots[slot_of[i]] = state;
+    }
+}

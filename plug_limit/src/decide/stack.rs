@@ -1,0 +1,358 @@
+//! Stacked limits: several limits on one request (per client, per tenant, global; or 10 a
+//! second and 1,000 a day), decided in one backend call that consumes from all only if all
+//! allow.
+//!
+//! Each limit goes through the same steps as alone (its limiter, rules and key, its deny
+//! cache), then all of them through one dispatch. A limit whose rules skip the request, or
+//! whose key fails with [`KeyFailure::Pass`](crate::KeyFailure::Pass), leaves the stack; a
+//! refusal by any ends the request.
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use http::request::Parts;
+use tracing::Instrument;
+
+use super::{Decided, Decider, Request, Step, refuse_or_pass};
+use crate::backend::{StackPart, Stacked, StartedStack};
+use crate::config::FailurePolicy;
+use crate::error::Error;
+use crate::limit::{LimitRef, Opt, Subject};
+use crate::outcome::Outcome;
+use crate::outcome::stack::{Tightness, merge, tightest};
+use crate::rejection::RateLimitRejection;
+use crate::telemetry::{self, Verdict};
+
+impl Decider {
+    /// Decides one request under every limit of `limits` at once; `skip`, a use's own skip
+    /// predicate (a layer's), lets the requests it accepts through uncounted, unless a
+    /// deny-list refuses them.
+    pub(crate) async fn decide_all(
+        &self,
+        limits: &[LimitRef<'_>],
+        parts: &Parts,
+        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
+    ) -> Decided {
+        let step = match limits {
+            [limit] => self.start(*limit, parts, skip),
+            limits => self.start_stack(limits, parts, skip),
+        };
+        match step {
+            Step::Done(decided) => decided,
+            Step::Waiting(call) => call.await,
+        }
+    }
+
+    /// Runs a stack's check as far as it goes without waiting.
+    fn start_stack<'a>(
+        &'a self,
+        limits: &[LimitRef<'a>],
+        parts: &Parts,
+        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
+    ) -> Step<'a> {
+        if !self.enabled.is_enabled() {
+            return Step::Done(Ok(None));
+        }
+        let suffixes = scope_suffixes(limits);
+        let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
+        for (limit, suffix) in limits.iter().zip(&suffixes) {
+            match self.prepare(*limit, suffix.as_deref(), parts, skip) {
+                Ok(request) => requests.push(request),
+                // Skipped by its rules, or without a key it may pass without.
+                Err(Ok(_)) => {}
+                Err(Err(rejection)) => {
+                    undecided(&requests);
+                    return Step::Done(Err(rejection));
+                }
+            }
+        }
+        if requests.len() < 2 {
+            return requests
+                .pop()
+                .map_or(Step::Done(Ok(None)), |request| self.run(request));
+        }
+        // A denial any limit has cached settles the stack without a call.
+        if let Some(at) = requests.iter().position(|request| request.cached.is_some())
+            && let Some((at, decided)) = requests[at..]
+                .iter()
+                .enumerate()
+                .find_map(|(i, request)| Some((at + i, self.cached_denial(request)?)))
+        {
+            for (i, request) in requests.iter().enumerate() {
+                if i != at {
+                    request.watch.undecided();
+                }
+            }
+            return Step::Done(decided);
+        }
+        let backend = self.backend(requests[0].entry);
+        if let Some(apart) = requests
+            .iter()
+            .find(|request| !self.backend(request.entry).is(backend))
+        {
+            let error = Error::Input(format!(
+                "stacked limits run on one backend: `{}` runs on its own Redis pool",
+                apart.entry.name()
+            ));
+            return Step::Done(self.fail_stack(&requests, error));
+        }
+        for request in &requests {
+            request.watch.dispatched(backend);
+        }
+        let started = backend.start_stack(&stack_parts(&requests));
+        match started {
+            Err(error) => Step::Done(self.fail_stack(&requests, error)),
+            Ok(StartedStack::Done(result)) => Step::Done(self.settle_stack(&requests, result)),
+            Ok(StartedStack::Redis(redis)) => {
+                let span = requests[0].watch.span().clone();
+                Step::Waiting(Box::pin(
+                    async move {
+                        let result = redis.eval_stack(&stack_parts(&requests)).await;
+                        self.settle_stack(&requests, result)
+                    }
+                    .instrument(span),
+                ))
+            }
+        }
+    }
+
+    /// Evaluates stacked limits for programmatic subjects: the same dispatch as a request's
+    /// stack, with every error returned to the caller.
+    pub(crate) async fn check_all(
+        &self,
+        limits: &[(&str, &str, &[Opt], u32)],
+    ) -> Result<Outcome, Error> {
+        if limits.is_empty() {
+            return Err(Error::Input("a stack needs at least one limit".to_owned()));
+        }
+        let mut checks = Vec::with_capacity(limits.len());
+        for &(limiter, client, opts, cost) in limits {
+            let entry = self.registry.get(limiter)?;
+            let subject = Subject::from(client);
+            checks.push((entry, self.subject_keys(entry, subject), opts, cost));
+        }
+        let backend = self.backend(checks[0].0);
+        if let Some((apart, ..)) = checks
+            .iter()
+            .find(|(entry, ..)| !self.backend(entry).is(backend))
+        {
+            return Err(Error::Input(format!(
+                "stacked limits run on one backend: `{}` runs on its own Redis pool",
+                apart.name()
+            )));
+        }
+        let parts: Vec<StackPart<'_>> = checks
+            .iter()
+            .map(|(entry, keys, opts, cost)| StackPart {
+                program: &entry.program,
+                key: keys.first(),
+                opts,
+                cost: *cost,
+                soft: false,
+            })
+            .collect();
+        let outcomes = match backend.start_stack(&parts)? {
+            StartedStack::Done(result) => result?,
+            StartedStack::Redis(redis) => redis.eval_stack(&parts).await?,
+        };
+        let mut tightness = Vec::with_capacity(outcomes.len());
+        let mut styled = Vec::with_capacity(outcomes.len());
+        for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
+            let Some(outcome) = outcome else { continue };
+            let denied = !outcome.is_allowed();
+            tightness.push(Tightness::of(&outcome));
+            let outcome = entry.style.finish(keys.first(), opts, outcome);
+            if denied {
+                return Ok(outcome);
+            }
+            styled.push(outcome);
+        }
+        Ok(merge(styled, tightest(&tightness)))
+    }
+
+    fn settle_stack(&self, requests: &[Request<'_>], result: Stacked) -> Decided {
+        match result {
+            Ok(outcomes) => self.stack_verdict(requests, outcomes),
+            Err(error) => self.fail_stack(requests, error),
+        }
+    }
+
+    /// What the outcomes of a stack mean for the request: denied by the first limit that
+    /// denied (not in shadow mode), else allowed with the headers of every limit.
+    fn stack_verdict(&self, requests: &[Request<'_>], outcomes: Vec<Option<Outcome>>) -> Decided {
+        let denier = requests
+            .iter()
+            .zip(&outcomes)
+            .position(|(request, outcome)| {
+                !request.entry.shadow
+                    && outcome
+                        .as_ref()
+                        .is_some_and(|outcome| !outcome.is_allowed())
+            });
+        let mut ran: Vec<Ran<'_, '_>> = Vec::with_capacity(requests.len());
+        for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
+            let Some(outcome) = outcome else {
+                // Not run: an earlier limit denied.
+                request.watch.undecided();
+                continue;
+            };
+            let tightness = Tightness::of(&outcome);
+            let outcome = request
+                .entry
+                .style
+                .finish(request.keys.first(), request.opts, outcome);
+            ran.push((at, request, tightness, outcome));
+        }
+        if let Some(denier) = denier {
+            return self.stack_denied(ran, denier);
+        }
+        for (_, request, _, outcome) in &ran {
+            let entry = request.entry;
+            if outcome.is_allowed() {
+                request.watch.decided(Verdict::Allowed);
+            } else {
+                if let Some(suppressed) = entry.shadow_denials.due() {
+                    tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
+                }
+                request.watch.decided(Verdict::ShadowDenied);
+            }
+        }
+        let tightness: Vec<Tightness> = ran.iter().map(|(_, _, tightness, _)| *tightness).collect();
+        let entries: Vec<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
+        let merged = merge(
+            ran.into_iter().map(|(_, _, _, outcome)| outcome).collect(),
+            tightest(&tightness),
+        );
+        // The first hook with an answer speaks; a shadow limiter's cannot refuse.
+        let hooked = entries.iter().find_map(|entry| {
+            entry
+                .hooked(&merged)
+                .filter(|decided| !(entry.shadow && decided.is_err()))
+        });
+        hooked.unwrap_or(Ok(Some(merged)))
+    }
+
+    /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
+    /// responder answer, its deny cache remembers; the limits before it were restored, and
+    /// decided nothing.
+    fn stack_denied(&self, ran: Vec<Ran<'_, '_>>, denier: usize) -> Decided {
+        let mut denial = None;
+        for (at, request, _, outcome) in ran {
+            if at == denier {
+                denial = Some((request, outcome));
+            } else {
+                request.watch.undecided();
+            }
+        }
+        let Some((request, outcome)) = denial else {
+            return Ok(None);
+        };
+        let entry = request.entry;
+        tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
+        request.watch.decided(Verdict::Denied);
+        if let Some((opts, now_ms)) = request.cached {
+            self.denials
+                .insert(request.keys.first(), opts, request.cost, &outcome, now_ms);
+        }
+        entry.hooked(&outcome).unwrap_or_else(|| {
+            Err(RateLimitRejection::denied(
+                outcome,
+                Arc::clone(&entry.responder),
+            ))
+        })
+    }
+
+    /// Logs a stack that could not decide and applies the strictest failure policy of its
+    /// limits (`Closed`, then `Memory`, then `Open`), after their hooks.
+    fn fail_stack(&self, requests: &[Request<'_>], error: Error) -> Decided {
+        let lead = requests[0].entry;
+        lead.failures.log(lead.log_level, lead.name(), &error);
+        for request in requests {
+            request.watch.failed(telemetry::cause(&error));
+        }
+        if let Some(decided) = requests
+            .iter()
+            .find_map(|request| request.entry.hooked_failure(&error))
+        {
+            undecided(requests);
+            return decided;
+        }
+        let policy = requests
+            .iter()
+            .map(|request| request.entry.on_failure)
+            .max_by_key(|policy| match policy {
+                FailurePolicy::Open => 0,
+                FailurePolicy::Memory => 1,
+                FailurePolicy::Closed => 2,
+            })
+            .unwrap_or(FailurePolicy::Open);
+        if policy == FailurePolicy::Memory {
+            match self.fallback().start_stack(&stack_parts(requests)) {
+                Ok(StartedStack::Done(Ok(outcomes))) => {
+                    for request in requests {
+                        request.watch.fell_back();
+                    }
+                    return self.stack_verdict(requests, outcomes);
+                }
+                Ok(StartedStack::Done(Err(error))) | Err(error) => {
+                    lead.failures.log(lead.log_level, lead.name(), &error);
+                }
+                // The fallback is a memory backend: it never waits.
+                Ok(StartedStack::Redis(_)) => {}
+            }
+        }
+        undecided(requests);
+        refuse_or_pass(policy, error)
+    }
+}
+
+/// A limit of a stack that ran: its position, its request, how tight it is, its styled
+/// outcome.
+type Ran<'r, 'a> = (usize, &'r Request<'a>, Tightness, Outcome);
+
+/// The stack's parts, as the backend takes them.
+fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Vec<StackPart<'r>> {
+    requests
+        .iter()
+        .map(|request| StackPart {
+            program: &request.entry.program,
+            key: request.keys.first(),
+            opts: request.opts,
+            cost: request.cost,
+            soft: request.entry.shadow,
+        })
+        .collect()
+}
+
+/// Ends the watch of every request in `requests` without a decision.
+fn undecided(requests: &[Request<'_>]) {
+    for request in requests {
+        request.watch.undecided();
+    }
+}
+
+/// For each limit of a stack, what extends its route scope: its options, when an earlier limit
+/// of the stack has the same limiter and scope with other options. Without it, `10 a second`
+/// and `1,000 a day` of one limiter would count in one key.
+fn scope_suffixes(limits: &[LimitRef<'_>]) -> Vec<Option<String>> {
+    limits
+        .iter()
+        .enumerate()
+        .map(|(i, limit)| {
+            let shares = limits[..i].iter().any(|earlier| {
+                earlier.limiter == limit.limiter
+                    && earlier.scope == limit.scope
+                    && earlier.opts != limit.opts
+            });
+            shares.then(|| {
+                let mut text = String::new();
+                for (n, opt) in limit.opts.iter().enumerate() {
+                    let comma = if n == 0 { "" } else { "," };
+                    // Writing to a `String` cannot fail.
+                    let _ = write!(text, "{comma}{opt}");
+                }
+                text
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,319 @@
+//! Stacked limits on real Redis and in memory: one decision over several limits, consumed
+//! from all only if all allow, with exact header values, and one Redis command a request.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::FromRef;
+use axum::routing::get;
+use plug_limit::{
+    FixedWindow, HeaderStyle, KeyExtractor, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer,
+    RateLimited, key,
+};
+use plug_limit_tests::{RedisServer, backends, get as request, unique_prefix};
+
+/// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
+const START: i64 = 3_602_725_194_000;
+
+/// Two requests per client per 10 minutes.
+struct PerClient;
+
+impl Limit for PerClient {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(2), Opt::Int(600)];
+    const KEY: Option<&'static dyn KeyExtractor> = Some(&key::header("x-client"));
+}
+
+/// Three requests a minute for everyone together.
+struct Global;
+
+impl Limit for Global {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(3), Opt::Int(60)];
+    const SCOPE: Option<&'static str> = Some("global");
+    const KEY: Option<&'static dyn KeyExtractor> = Some(&key::global());
+}
+
+#[derive(Clone, FromRef)]
+struct State {
+    limits: PlugLimit,
+}
+
+async fn stacked(
+    limited: RateLimited<(PerClient, Global)>,
+) -> (RateLimited<(PerClient, Global)>, &'static str) {
+    (limited, "ok")
+}
+
+fn app(limits: PlugLimit) -> Router {
+    Router::new()
+        .route("/", get(stacked))
+        .with_state(State { limits })
+}
+
+fn configured(
+    clock: &ManualClock,
+    style: HeaderStyle,
+) -> impl Fn(plug_limit::Builder) -> plug_limit::Builder {
+    let clock = clock.clone();
+    move |builder| {
+        builder
+            .prefix(unique_prefix("stacked"))
+            .key(key::header("x-client"))
+            .clock(clock.clone())
+            .header_style(style)
+            .partition_key_secret(*b"a secret of sixteen bytes or more")
+    }
+}
+
+/// `status limit,reset,remaining,retry-after` of a reply.
+fn seen(reply: &plug_limit_tests::Reply) -> String {
+    let values: Vec<&str> = reply
+        .rate_headers()
+        .iter()
+        .map(|value| value.unwrap_or("-"))
+        .collect();
+    format!("{} {}", reply.status.as_u16(), values.join(","))
+}
+
+#[tokio::test]
+async fn a_denial_by_one_limit_costs_the_others_nothing() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let app = app(limits);
+        let mut replies = Vec::new();
+        // a, a: the client's own limit is the tightest.
+        replies.push(seen(&request(&app, "/", "a").await));
+        replies.push(seen(&request(&app, "/", "a").await));
+        // a again: its own limit denies; the global limit is not charged.
+        replies.push(seen(&request(&app, "/", "a").await));
+        // b: the global limit's last unit, and now the tightest.
+        replies.push(seen(&request(&app, "/", "b").await));
+        // c: its own limit allows, the global one denies: c is not charged.
+        replies.push(seen(&request(&app, "/", "c").await));
+        assert_eq!(
+            replies,
+            [
+                "200 2,600,1,-",
+                "200 2,600,0,-",
+                "429 2,600,0,600",
+                "200 3,60,0,-",
+                "429 3,60,0,60",
+            ],
+            "{backend}"
+        );
+        // The global window ends. c's denied request left nothing behind: its window starts
+        // now, with both of its units; b's started a minute ago, with one left.
+        clock.advance(Duration::from_secs(60));
+        assert_eq!(
+            seen(&request(&app, "/", "c").await),
+            "200 2,600,1,-",
+            "{backend}"
+        );
+        assert_eq!(
+            seen(&request(&app, "/", "c").await),
+            "200 2,600,0,-",
+            "{backend}"
+        );
+        assert_eq!(
+            seen(&request(&app, "/", "b").await),
+            "200 2,540,0,-",
+            "{backend}"
+        );
+        assert_eq!(
+            seen(&request(&app, "/", "d").await),
+            "429 3,60,0,60",
+            "{backend}"
+        );
+    }
+}
+
+/// Ten a second and a hundred a day of one limiter, on one route and one key.
+struct PerSecond;
+
+impl Limit for PerSecond {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(2), Opt::Int(1)];
+}
+
+#[tokio::test]
+async fn two_windows_of_one_limiter_count_apart() {
+    type Windows = RateLimited<(PerSecond, FixedWindow<3, 86_400>)>;
+    async fn windows(limited: Windows) -> (Windows, &'static str) {
+        (limited, "ok")
+    }
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let app = Router::new().route("/w", get(windows)).with_state(State {
+            limits: limits.clone(),
+        });
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.push(seen(&request(&app, "/w", "a").await));
+        }
+        clock.advance(Duration::from_secs(1));
+        for _ in 0..2 {
+            replies.push(seen(&request(&app, "/w", "a").await));
+        }
+        assert_eq!(
+            replies,
+            [
+                // The second's window is the tightest (1 left against 2, then 0 against 1).
+                "200 2,1,1,-",
+                "200 2,1,0,-",
+                "429 2,1,0,1",
+                // A new second: the day's window is now the tightest, then it denies.
+                "200 3,86399,0,-",
+                "429 3,86399,0,86399",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn draft10_headers_list_every_limit() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Draft10)) {
+        let app = app(limits);
+        let first = request(&app, "/", "a").await;
+        let policy = first.header("ratelimit-policy").unwrap();
+        let items: Vec<&str> = policy.split(", ").collect();
+        assert_eq!(items.len(), 2, "{backend}: {policy}");
+        assert!(
+            items[0].starts_with(r#""fixed_window";q=2;w=600;pk=:"#),
+            "{backend}: {policy}"
+        );
+        assert!(
+            items[1].starts_with(r#""fixed_window";q=3;w=60;pk=:"#),
+            "{backend}: {policy}"
+        );
+        let current = first.header("ratelimit").unwrap();
+        let items: Vec<&str> = current.split(", ").collect();
+        assert_eq!(items.len(), 2, "{backend}: {current}");
+        assert!(
+            items[0].starts_with(r#""fixed_window";r=1;t=600;pk=:"#),
+            "{backend}: {current}"
+        );
+        assert!(
+            items[1].starts_with(r#""fixed_window";r=2;t=60;pk=:"#),
+            "{backend}: {current}"
+        );
+        // A denial names the limit that denied, alone.
+        request(&app, "/", "a").await;
+        let denied = request(&app, "/", "a").await;
+        assert_eq!(denied.status, 429, "{backend}");
+        let current = denied.header("ratelimit").unwrap();
+        assert!(
+            current.starts_with(r#""fixed_window";r=0;t=600;pk=:"#),
+            "{backend}: {current}"
+        );
+        assert!(!current.contains(", "), "{backend}: {current}");
+        assert_eq!(denied.header("retry-after"), Some("600"), "{backend}");
+    }
+}
+
+/// Redis' count of `cmd` calls so far.
+async fn calls(redis: &RedisServer, cmd: &str) -> u64 {
+    let mut conn = redis.connection().await;
+    let info: String = deadpool_redis::redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|line| line.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+#[tokio::test]
+async fn a_stack_is_one_redis_command_a_request() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .prefix(unique_prefix("stacked"))
+        .build()
+        .unwrap();
+    let app = app(limits);
+    // The first call loads the script (`EVAL` after `NOSCRIPT`).
+    request(&app, "/", "warm").await;
+    let before = (calls(&redis, "evalsha").await, calls(&redis, "eval").await);
+    for client in ["a", "b", "c", "d", "e"] {
+        request(&app, "/", client).await;
+    }
+    let after = (calls(&redis, "evalsha").await, calls(&redis, "eval").await);
+    // Five requests, two of them denied (the global limit is 3 a minute): five calls.
+    assert_eq!((after.0 - before.0, after.1 - before.1), (5, 0));
+}
+
+#[tokio::test]
+async fn a_layer_stacks_too_and_its_skip_exempts_the_whole_stack() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let app = Router::new()
+            .route("/api", get(|| async { "api" }))
+            .route("/api/health", get(|| async { "ok" }))
+            .route_layer(
+                RateLimitLayer::<(PerClient, Global)>::new(limits)
+                    .skip(|parts| parts.uri.path() == "/api/health"),
+            );
+        let mut replies = Vec::new();
+        for client in ["a", "a", "a", "b", "c"] {
+            replies.push(seen(&request(&app, "/api", client).await));
+        }
+        replies.push(seen(&request(&app, "/api/health", "c").await));
+        assert_eq!(
+            replies,
+            [
+                "200 2,600,1,-",
+                "200 2,600,0,-",
+                "429 2,600,0,600",
+                "200 3,60,0,-",
+                "429 3,60,0,60",
+                "200 -,-,-,-",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn check_all_stacks_programmatic_checks() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let user = [Opt::Int(2), Opt::Int(3600)];
+        let team = [Opt::Int(3), Opt::Int(3600), Opt::Int(3)];
+        let render = |outcome: plug_limit::Outcome| {
+            let values: Vec<String> = outcome
+                .headers()
+                .iter()
+                .map(|(_, value)| value.to_str().unwrap().to_owned())
+                .collect();
+            format!("{} {}", outcome.is_allowed(), values.join(","))
+        };
+        let mut seen = Vec::new();
+        for user_key in ["ann", "ann", "ann", "bob", "cy"] {
+            let stack = [
+                ("fixed_window", user_key, &user[..], 1),
+                ("token_bucket", "team", &team[..], 1),
+            ];
+            seen.push(render(limits.check_all(&stack).await.unwrap()));
+        }
+        assert_eq!(
+            seen,
+            [
+                "true 2,3600,1",
+                // Ann has 0 left, the team 1.
+                "true 2,3600,0",
+                "false 2,3600,0,3600",
+                "true 3 3;w=3600;burst=3;policy=token_bucket,3600,0,3600",
+                "false 3 3;w=3600;burst=3;policy=token_bucket,3600,0,3600",
+            ],
+            "{backend}"
+        );
+    }
+}
