@@ -437,3 +437,64 @@ async fn clients_of_a_parameterised_route_spread_over_every_master() {
         "keys per master: {sizes:?}"
     );
 }
+
+/// `remaining` of a fixed window after `limits` peeks at it.
+async fn fixed_window_left(limits: &PlugLimit, client: &str, opts: &[Opt]) -> String {
+    let peek = limits.peek("fixed_window", client, opts).await.unwrap();
+    seen(&peek).2
+}
+
+#[tokio::test]
+async fn stacked_limits_of_one_slot_are_atomic_and_across_slots_keep_what_they_counted() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("stack");
+    let limits = PlugLimit::cluster_builder(cluster.pool())
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let mut slots = Slots::read(&cluster).await;
+    let window = [Opt::Int(5), Opt::Int(60)];
+    let bucket = [Opt::Int(1), Opt::Int(60), Opt::Int(1)];
+
+    // One client's limits share a hash tag, so a slot: one call, and a denial by the bucket
+    // restores the window.
+    let same_slot = [
+        ("fixed_window", "ann", &window[..], 1),
+        ("token_bucket", "ann", &bucket[..], 1),
+    ];
+    assert!(limits.check_all(&same_slot).await.unwrap().is_allowed());
+    assert!(!limits.check_all(&same_slot).await.unwrap().is_allowed());
+    assert!(!limits.check_all(&same_slot).await.unwrap().is_allowed());
+    // Peeks answer as a next request would: 5 - 1 counted - 1.
+    assert_eq!(fixed_window_left(&limits, "ann", &window).await, "3");
+
+    // A team's limit in another slot: each slot's group is one call, in stack order. A denial
+    // in the team's slot cannot undo what the client's slot already counted.
+    let client_node = slots
+        .owner(&stored_key(&prefix, "fixed_window", "", "bob"))
+        .await;
+    let mut team = String::new();
+    let mut team_node = client_node;
+    for i in 0.. {
+        team = format!("team-{i}");
+        team_node = slots
+            .owner(&stored_key(&prefix, "fixed_window", "", &team))
+            .await;
+        if team_node != client_node {
+            break;
+        }
+    }
+    let team_window = [Opt::Int(1), Opt::Int(60)];
+    let cross_slot = [
+        ("fixed_window", "bob", &window[..], 1),
+        ("fixed_window", team.as_str(), &team_window[..], 1),
+    ];
+    assert!(limits.check_all(&cross_slot).await.unwrap().is_allowed());
+    let denied = limits.check_all(&cross_slot).await.unwrap();
+    assert_eq!(seen(&denied), (false, "1".to_owned(), "0".to_owned()));
+    assert_eq!(
+        fixed_window_left(&limits, "bob", &window).await,
+        "2",
+        "bob's node ({client_node}) and the team's ({team_node}): both requests counted for bob"
+    );
+}
