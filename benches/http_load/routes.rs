@@ -8,7 +8,9 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use http::HeaderValue;
-use plug_limit::{FailurePolicy, FixedWindow, Gcra, PlugLimit, RateLimited, TokenBucket};
+use plug_limit::{
+    FailurePolicy, FixedWindow, Gcra, KeyExtractor, Limit, Opt, PlugLimit, RateLimited, TokenBucket,
+};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
@@ -21,6 +23,24 @@ use crate::{BoxError, CLIENT_HEADER, LIMIT, WINDOW};
 type FixedWindowLimited = RateLimited<FixedWindow<LIMIT, WINDOW>>;
 type TokenBucketLimited = RateLimited<TokenBucket<LIMIT, WINDOW, LIMIT>>;
 type GcraLimited = RateLimited<Gcra<LIMIT, WINDOW, LIMIT>>;
+/// Every client together, never reached.
+struct Everyone;
+
+impl Limit for Everyone {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)];
+    const SCOPE: Option<&'static str> = Some("everyone");
+    const KEY: Option<&'static dyn KeyExtractor> = Some(&plug_limit::key::global());
+}
+
+/// Three stacked limits, decided in one `EVALSHA`: the fixed window of `fixed_window`, a token
+/// bucket per client, and one fixed window for everyone.
+type Stacked3Limited = RateLimited<(
+    FixedWindow<LIMIT, WINDOW>,
+    TokenBucket<LIMIT, WINDOW, LIMIT>,
+    Everyone,
+)>;
+
 /// One request an hour: after the first, the window's remaining hour is spent denied.
 type FloodLimited = RateLimited<FixedWindow<1, WINDOW>>;
 
@@ -47,6 +67,10 @@ async fn bare_headers(State(served): State<Arc<AtomicU64>>) -> impl IntoResponse
 }
 
 async fn fixed_window(limited: FixedWindowLimited) -> (FixedWindowLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn stacked_3(limited: Stacked3Limited) -> (Stacked3Limited, &'static str) {
     (limited, "ok")
 }
 
@@ -91,6 +115,9 @@ pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, Box
             .with_state(Arc::new(AtomicU64::new(0))),
         Variant::FixedWindow => Router::new()
             .route("/", get(fixed_window))
+            .with_state(limits().build()?),
+        Variant::Stacked3 => Router::new()
+            .route("/", get(stacked_3))
             .with_state(limits().build()?),
         Variant::TokenBucket => Router::new()
             .route("/", get(token_bucket))

@@ -5,6 +5,7 @@ pub(crate) enum Variant {
     Bare,
     BareHeaders,
     FixedWindow,
+    Stacked3,
     TokenBucket,
     Gcra,
     EvalshaMultiplexed,
@@ -21,7 +22,7 @@ impl Variant {
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
     /// variants follow `bare` and `bare_headers`; each Redis limiter follows the hand-written
     /// check of its own script.
-    pub(crate) const ALL: [Self; 12] = [
+    pub(crate) const ALL: [Self; 13] = [
         Self::Bare,
         Self::BareHeaders,
         Self::Memory,
@@ -29,6 +30,7 @@ impl Variant {
         Self::TowerGovernor,
         Self::EvalshaMultiplexed,
         Self::FixedWindow,
+        Self::Stacked3,
         Self::EvalshaTokenBucket,
         Self::TokenBucket,
         Self::EvalshaGcra,
@@ -41,6 +43,7 @@ impl Variant {
             Self::Bare => "bare",
             Self::BareHeaders => "bare_headers",
             Self::FixedWindow => "fixed_window",
+            Self::Stacked3 => "stacked_3",
             Self::TokenBucket => "token_bucket",
             Self::Gcra => "gcra",
             Self::EvalshaMultiplexed => "evalsha_multiplexed",

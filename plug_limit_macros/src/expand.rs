@@ -30,22 +30,34 @@ use syn::{AttrStyle, Attribute, FnArg, ItemFn, ReturnType, Visibility};
 
 use crate::validate::{Config, Limiter, Opt, Rate};
 
-pub(crate) fn handler(config: &Config, item: ItemFn) -> TokenStream {
+/// The handler under `configs`: one limit, or several stacked (checked at once).
+pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
     let ident = &item.sig.ident;
     let name = ident.unraw().to_string();
-    let marker = format_ident!("__rate_limit_{}", name, span = Span::call_site());
     let handler_path = quote!(::core::concat!(::core::module_path!(), "::", #name));
-    // As visible as the handler, whose signature names it.
-    let limit = limit(config, &item.vis, &marker, &handler_path);
-    let registration = registration(&config.limiter, &handler_path);
-    // Spanned on the attribute: a state without `PlugLimit: FromRef<S>` is reported there.
-    let limited_ty = quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<#marker>);
     let cfgs = cfgs(&item.attrs);
-    let items = quote! {
-        #(#cfgs)*
-        #limit
-        #(#cfgs)*
-        #registration
+    let mut markers = Vec::with_capacity(configs.len());
+    let mut items = TokenStream::new();
+    for (i, config) in configs.iter().enumerate() {
+        let marker = match i {
+            0 => format_ident!("__rate_limit_{}", name, span = Span::call_site()),
+            i => format_ident!("__rate_limit_{}_{}", name, i, span = Span::call_site()),
+        };
+        // As visible as the handler, whose signature names it.
+        let limit = limit(config, &item.vis, &marker, &handler_path);
+        let registration = registration(&config.limiter, &handler_path);
+        items.extend(quote! {
+            #(#cfgs)*
+            #limit
+            #(#cfgs)*
+            #registration
+        });
+        markers.push(marker);
+    }
+    // Spanned on the attribute: a state without `PlugLimit: FromRef<S>` is reported there.
+    let limited_ty = match markers.as_slice() {
+        [marker] => quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<#marker>),
+        markers => quote_spanned!(Span::call_site()=> ::plug_limit::RateLimited<(#(#markers,)*)>),
     };
     wrap(item, &limited_ty, &items)
 }

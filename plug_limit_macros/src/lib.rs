@@ -13,6 +13,7 @@ mod errors;
 mod expand;
 mod parse;
 mod resolver;
+mod stack;
 mod validate;
 
 use proc_macro::TokenStream;
@@ -334,6 +335,27 @@ use quote::quote;
 /// `#[tracing::instrument]`, except that they go *above* `#[rate_limit]` to see the arguments
 /// as written.
 ///
+/// # Stacking
+///
+/// Several `#[rate_limit]` attributes on one handler (up to six) are one stack: the limits are
+/// checked at once, in one backend call that consumes from every limit only if every limit
+/// allows (see `plug_limit::Limits`). Each attribute takes the arguments above, except
+/// `resolver`.
+///
+/// ```
+/// use plug_limit::{key, rate_limit};
+///
+/// // Per client, per tenant and for everyone: one round trip to Redis.
+/// #[rate_limit(limiter = "token_bucket", opts = [10, 1, 5])]
+/// #[rate_limit(opts = [1000, 86400], key = key::header("x-tenant"), scope = "tenant")]
+/// #[rate_limit(opts = [5000, 60], key = key::global(), scope = "everyone")]
+/// async fn search() -> &'static str {
+///     "results"
+/// }
+/// ```
+///
+/// The first attribute expands them all, as `RateLimited<(A, B, C)>`.
+///
 /// # Expansion
 ///
 /// The attribute generates a hidden type implementing `Limit` (the limiter, its options, the
@@ -386,14 +408,49 @@ fn try_expand(
     args: proc_macro2::TokenStream,
     item: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
-    let item = syn::parse2(item)?;
+    let mut item: syn::ItemFn = syn::parse2(item)?;
+    let siblings = stack::take_siblings(&mut item)?;
     let (args, mut errors) = parse::args(args);
     if let Some(resolver) = resolver::config(&args, &mut errors, &item) {
+        if let Some((_, span)) = siblings.first() {
+            return Err(syn::Error::new(
+                *span,
+                "a `resolver` limit cannot be stacked: its `RuntimeLimit` is the handler's only limit",
+            ));
+        }
         let limited_ty = resolver::limited_ty(&resolver?);
         return Ok(expand::wrap(item, &limited_ty, &TokenStream2::new()));
     }
-    let config = validate::config((args, errors), &item)?;
-    Ok(expand::handler(&config, item))
+    if let Some((_, span)) = siblings.get(stack::MAX_LIMITS - 1) {
+        return Err(syn::Error::new(
+            *span,
+            format!(
+                "at most {} `#[rate_limit]` attributes stack on one handler, found {}",
+                stack::MAX_LIMITS,
+                siblings.len() + 1
+            ),
+        ));
+    }
+    let mut configs = vec![validate::config((args, errors), &item)];
+    for (args, span) in siblings {
+        let (args, errors) = parse::args(args);
+        if matches!(args.resolver, parse::Arg::Given(_)) {
+            configs.push(Err(syn::Error::new(
+                span,
+                "a `resolver` limit cannot be stacked: its `RuntimeLimit` is the handler's only limit",
+            )));
+            continue;
+        }
+        configs.push(validate::config((args, errors), &item));
+    }
+    // Every attribute's errors at once.
+    let mut errors = errors::Errors::default();
+    let configs: Vec<_> = configs
+        .into_iter()
+        .filter_map(|config| errors.push(config))
+        .collect();
+    let configs = errors.finish(configs)?;
+    Ok(expand::handler(&configs, item))
 }
 
 // The README's examples compile as doctests.

@@ -317,3 +317,40 @@ async fn check_all_stacks_programmatic_checks() {
         );
     }
 }
+
+/// Two attributes, one check: 2 a second and 3 a day per client, stacked by the macro.
+#[plug_limit::rate_limit(opts = [2, 1], key = key::header("x-client"))]
+#[plug_limit::rate_limit(opts = [3, 86_400], key = key::header("x-client"))]
+async fn twice_limited() -> &'static str {
+    "ok"
+}
+
+#[tokio::test]
+async fn stacked_attributes_are_one_stack() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let app = Router::new()
+            .route("/t", get(twice_limited))
+            .with_state(State { limits });
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            replies.push(seen(&request(&app, "/t", "a").await));
+        }
+        clock.advance(Duration::from_secs(1));
+        for _ in 0..2 {
+            replies.push(seen(&request(&app, "/t", "a").await));
+        }
+        assert_eq!(
+            replies,
+            [
+                "200 2,1,1,-",
+                "200 2,1,0,-",
+                "429 2,1,0,1",
+                "200 3,86399,0,-",
+                "429 3,86399,0,86399",
+            ],
+            "{backend}"
+        );
+    }
+}
