@@ -354,3 +354,119 @@ async fn stacked_attributes_are_one_stack() {
         );
     }
 }
+
+/// Two a minute per client, on a limiter registered as `watched`.
+struct Watched;
+
+impl Limit for Watched {
+    const LIMITER: &'static str = "watched";
+    const OPTS: &'static [Opt] = &[Opt::Int(2), Opt::Int(60)];
+}
+
+/// Three a minute per client, on a limiter registered as `strict`.
+struct Strict;
+
+impl Limit for Strict {
+    const LIMITER: &'static str = "strict";
+    const OPTS: &'static [Opt] = &[Opt::Int(3), Opt::Int(60)];
+}
+
+async fn watched_and_strict(
+    limited: RateLimited<(Watched, Strict)>,
+) -> (RateLimited<(Watched, Strict)>, &'static str) {
+    (limited, "ok")
+}
+
+#[tokio::test]
+async fn a_shadow_limit_in_a_stack_denies_nothing_and_the_others_still_count() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let configure = configured(&clock, HeaderStyle::Legacy);
+    for (backend, limits) in backends(&redis, |builder| {
+        configure(builder)
+            .limiter("watched", plug_limit::Limiter::fixed_window().shadow(true))
+            .limiter("strict", plug_limit::Limiter::fixed_window())
+    }) {
+        let app = Router::new()
+            .route("/s", get(watched_and_strict))
+            .with_state(State { limits });
+        let mut replies = Vec::new();
+        for _ in 0..4 {
+            replies.push(seen(&request(&app, "/s", "a").await));
+        }
+        assert_eq!(
+            replies,
+            [
+                "200 2,60,1,-",
+                "200 2,60,0,-",
+                // The shadow limit would deny: the request passes, counted by `strict` (its
+                // third), and the shadow limit's denial is the tightest.
+                "200 2,60,0,60",
+                // `strict` denies.
+                "429 3,60,0,60",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_failing_stack_follows_the_strictest_policy_of_its_limits() {
+    let limits = PlugLimit::builder(plug_limit_tests::pool(&plug_limit_tests::dead_url()))
+        .key(key::header("x-client"))
+        .timeout(Duration::from_millis(200))
+        .limiter(
+            "watched",
+            plug_limit::Limiter::fixed_window().on_failure(plug_limit::FailurePolicy::Open),
+        )
+        .limiter(
+            "strict",
+            plug_limit::Limiter::fixed_window().on_failure(plug_limit::FailurePolicy::Closed),
+        )
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/s", get(watched_and_strict))
+        .with_state(State { limits });
+    let reply = request(&app, "/s", "a").await;
+    assert_eq!(reply.status, 503);
+}
+
+#[tokio::test]
+async fn a_stack_falls_back_to_memory_as_a_whole() {
+    let limits = PlugLimit::builder(plug_limit_tests::pool(&plug_limit_tests::dead_url()))
+        .key(key::header("x-client"))
+        .timeout(Duration::from_millis(200))
+        .on_failure(plug_limit::FailurePolicy::Memory)
+        .limiter("watched", plug_limit::Limiter::fixed_window())
+        .limiter("strict", plug_limit::Limiter::fixed_window())
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/s", get(watched_and_strict))
+        .with_state(State { limits });
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.push(seen(&request(&app, "/s", "a").await));
+    }
+    assert_eq!(replies, ["200 2,60,1,-", "200 2,60,0,-", "429 2,60,0,60"]);
+}
+
+#[tokio::test]
+async fn a_cached_denial_of_any_limit_answers_the_stack_without_redis() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let configure = configured(&clock, HeaderStyle::Legacy);
+    let limits = configure(PlugLimit::builder(redis.pool()))
+        .deny_cache(true)
+        .build()
+        .unwrap();
+    let app = app(limits);
+    request(&app, "/", "a").await;
+    request(&app, "/", "a").await;
+    assert_eq!(seen(&request(&app, "/", "a").await), "429 2,600,0,600");
+    let before = calls(&redis, "evalsha").await;
+    clock.advance(Duration::from_secs(10));
+    assert_eq!(seen(&request(&app, "/", "a").await), "429 2,590,0,590");
+    assert_eq!(calls(&redis, "evalsha").await, before);
+}
