@@ -2,9 +2,10 @@
 -- 10/s and 1000/day) decided in one atomic call, consumed from all only if all
 -- allow.
 --
--- Not a script of its own: the library sends it after the built-ins' scripts,
--- each wrapped as `ALGORITHMS['<name>'] = function(KEYS, ARGV) <script> end`,
--- so every limit runs exactly the code it runs alone.
+-- Not a script of its own: the library sends it after a function
+-- `algorithm(name)` that returns the built-in `name`'s script wrapped as
+-- `function(KEYS, ARGV) <script> end` (nil for another name), so every limit
+-- runs exactly the code it runs alone.
 --
 -- KEYS[i]  the i-th limit's key. On Redis Cluster every key of one call is in
 --          one slot (the caller groups the keys by slot).
@@ -57,7 +58,7 @@ end
 local replies, at = {}, 2
 for i = 1, n do
   local name, soft, cost, count = ARGV[at], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
-  local run = ALGORITHMS[name]
+  local run = algorithm(name)
   if not (run and count) then
     restore(i - 1)
     return redis.error_reply("ERR stack: limit " .. i .. " names no built-in, got '" .. tostring(name) .. "'")

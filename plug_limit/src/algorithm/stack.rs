@@ -20,8 +20,10 @@ pub(crate) struct Part<'a> {
     pub(crate) soft: bool,
 }
 
-/// The stack's script: every built-in's own script as a function of its `KEYS` and `ARGV`,
-/// then the driver. Made once per process; its SHA1 with it.
+/// The stack's script: `algorithm(name)`, which makes the function of the built-in `name` (its
+/// own script, as a function of its `KEYS` and `ARGV`), then the driver. Only the functions a
+/// call uses are made: a closure per built-in on every call would cost more than the driver.
+/// Made once per process; its SHA1 with it.
 pub(crate) fn script() -> &'static Arc<Lua> {
     static SCRIPT: LazyLock<Arc<Lua>> = LazyLock::new(|| {
         let driver = include_str!("../../lua/stack.lua");
@@ -32,16 +34,17 @@ pub(crate) fn script() -> &'static Arc<Lua> {
                     .map(|spec| spec.script.source().len() + 80)
                     .sum::<usize>(),
         );
-        source.push_str("local ALGORITHMS = {}\n");
+        source.push_str("local function algorithm(name)\n");
         for spec in &CATALOGUE {
             // Writing to a `String` cannot fail.
             let _ = write!(
                 source,
-                "ALGORITHMS['{}'] = function(KEYS, ARGV)\n{}\nend\n",
+                "if name == '{}' then return function(KEYS, ARGV)\n{}\nend end\n",
                 spec.name,
                 spec.script.source()
             );
         }
+        source.push_str("end\n");
         source.push_str(driver);
         Arc::new(Lua::new(source))
     });
