@@ -5,7 +5,7 @@
 -- Not a script of its own: the library sends it after a function
 -- `algorithm(name)` that returns the built-in `name`'s script wrapped as
 -- `function(KEYS, ARGV) <script> end` (nil for another name), so every limit
--- runs exactly the code it runs alone.
+-- runs its own script, as it runs alone when given `now`.
 --
 -- KEYS[i]  the i-th limit's key. On Redis Cluster every key of one call is in
 --          one slot (the caller groups the keys by slot).
@@ -23,8 +23,10 @@
 -- after it are not run. A limit's own writes on a denial (fixed_window's
 -- counter past its limit) stay, as they would alone.
 -- Reply    {reply_1, ..., reply_k}: each run limit's own reply, in KEYS order;
---          k < #KEYS when limit k denied. An error reply of any limit is the
---          reply, after the same restore.
+--          k < #KEYS when limit k denied. An error of any limit (its error
+--          reply, or a command's error such as WRONGTYPE) is the reply, after
+--          the same restore of the limits before it.
+-- Needs Redis >= 7: PEXPIRETIME, and `now` given to every limit.
 -- Cost     each limit's own commands, plus DUMP and PEXPIRETIME of every key
 --          but the last (the last has nothing after it that could deny), and
 --          on a denial RESTORE or DEL of every key before the denying one.
@@ -71,7 +73,13 @@ for i = 1, n do
   if i < n then
     saved[i] = {redis.call('DUMP', key), redis.call('PEXPIRETIME', key)}
   end
-  local reply = run({key}, argv)
+  -- A command's error (WRONGTYPE) raises: caught, so that the limits before
+  -- are restored all the same.
+  local ok, reply = pcall(run, {key}, argv)
+  if not ok then
+    restore(i - 1)
+    return redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
+  end
   if reply.err then
     restore(i - 1)
     return reply

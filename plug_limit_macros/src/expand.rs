@@ -41,7 +41,8 @@ pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
     for (i, config) in configs.iter().enumerate() {
         let marker = match i {
             0 => format_ident!("__rate_limit_{}", name, span = Span::call_site()),
-            i => format_ident!("__rate_limit_{}_{}", name, i, span = Span::call_site()),
+            // A digit first: no handler's own marker can be named so.
+            i => format_ident!("__rate_limit_{}_{}", i, name, span = Span::call_site()),
         };
         // As visible as the handler, whose signature names it.
         let limit = limit(config, &item.vis, &marker, &handler_path);

@@ -8,8 +8,8 @@ use syn::{Attribute, ItemFn, Meta};
 pub(crate) const MAX_LIMITS: usize = 6;
 
 /// Takes the other `#[rate_limit]` attributes off `item` and returns their arguments, in order.
-/// An attribute counts when its path ends in `rate_limit` (`rate_limit`,
-/// `plug_limit::rate_limit`).
+/// An attribute counts when its path is `rate_limit` or `plug_limit::rate_limit` (with or
+/// without a leading `::`): another crate's `rate_limit` is left alone.
 pub(crate) fn take_siblings(
     item: &mut ItemFn,
 ) -> syn::Result<Vec<(TokenStream, proc_macro2::Span)>> {
@@ -39,8 +39,17 @@ pub(crate) fn take_siblings(
 }
 
 fn is_rate_limit(attr: &Attribute) -> bool {
-    attr.path()
+    let segments: Vec<String> = attr
+        .path()
         .segments
-        .last()
-        .is_some_and(|segment| segment.ident == "rate_limit")
+        .iter()
+        .map(|segment| segment.ident.to_string())
+        .collect();
+    matches!(
+        segments.as_slice(),
+        [name] if name == "rate_limit"
+    ) || matches!(
+        segments.as_slice(),
+        [krate, name] if krate == "plug_limit" && name == "rate_limit"
+    )
 }

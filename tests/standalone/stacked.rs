@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::FromRef;
+use axum::response::IntoResponse;
 use axum::routing::get;
 use plug_limit::{
     FixedWindow, HeaderStyle, KeyExtractor, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer,
@@ -386,6 +387,13 @@ async fn a_shadow_limit_in_a_stack_denies_nothing_and_the_others_still_count() {
         configure(builder)
             .limiter("watched", plug_limit::Limiter::fixed_window().shadow(true))
             .limiter("strict", plug_limit::Limiter::fixed_window())
+            // A hook answering every denial: a shadow limit's would-be denial is none.
+            .hook(|_: &str, check: plug_limit::Check<'_>| match check {
+                plug_limit::Check::Denied(_) => plug_limit::Action::Respond(
+                    (http::StatusCode::IM_A_TEAPOT, "denied").into_response(),
+                ),
+                _ => plug_limit::Action::Default,
+            })
     }) {
         let app = Router::new()
             .route("/s", get(watched_and_strict))
@@ -400,10 +408,10 @@ async fn a_shadow_limit_in_a_stack_denies_nothing_and_the_others_still_count() {
                 "200 2,60,1,-",
                 "200 2,60,0,-",
                 // The shadow limit would deny: the request passes, counted by `strict` (its
-                // third), and the shadow limit's denial is the tightest.
-                "200 2,60,0,60",
-                // `strict` denies.
-                "429 3,60,0,60",
+                // third), whose headers it gets.
+                "200 3,60,0,-",
+                // `strict` denies, answered by the hook.
+                "418 -,-,-,-",
             ],
             "{backend}"
         );
@@ -469,4 +477,141 @@ async fn a_cached_denial_of_any_limit_answers_the_stack_without_redis() {
     clock.advance(Duration::from_secs(10));
     assert_eq!(seen(&request(&app, "/", "a").await), "429 2,590,0,590");
     assert_eq!(calls(&redis, "evalsha").await, before);
+}
+
+/// A day's quota per tenant, in a scope meant to be shared.
+struct TenantDaily;
+
+impl Limit for TenantDaily {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(3), Opt::Int(86_400)];
+    const SCOPE: Option<&'static str> = Some("tenant");
+}
+
+/// Two a second per tenant, in the same scope.
+struct TenantBurst;
+
+impl Limit for TenantBurst {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &[Opt::Int(2), Opt::Int(1)];
+    const SCOPE: Option<&'static str> = Some("tenant");
+}
+
+#[tokio::test]
+async fn a_limit_sharing_its_scope_in_a_stack_never_counts_in_another_limits_key() {
+    type Both = RateLimited<(TenantBurst, TenantDaily)>;
+    type Swapped = RateLimited<(TenantDaily, TenantBurst)>;
+    async fn daily(limited: RateLimited<TenantDaily>) -> (RateLimited<TenantDaily>, &'static str) {
+        (limited, "a")
+    }
+    async fn both(limited: Both) -> (Both, &'static str) {
+        (limited, "b")
+    }
+    async fn swapped(limited: Swapped) -> (Swapped, &'static str) {
+        (limited, "c")
+    }
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let app = Router::new()
+            .route("/a", get(daily))
+            .route("/b", get(both))
+            .route("/c", get(swapped))
+            .with_state(State { limits });
+        let mut replies = Vec::new();
+        for path in ["/a", "/a", "/a", "/b", "/c", "/b", "/a"] {
+            replies.push(format!("{path} {}", seen(&request(&app, path, "t1").await)));
+        }
+        assert_eq!(
+            replies,
+            [
+                // Alone, the daily limit has the scope's own key.
+                "/a 200 3,86400,2,-",
+                "/a 200 3,86400,1,-",
+                "/a 200 3,86400,0,-",
+                // In a stack with another limit of its scope, each counts under its scope and
+                // options, in whichever order the stack names them: the second's two units.
+                "/b 200 2,1,1,-",
+                "/c 200 2,1,0,-",
+                "/b 429 2,1,0,1",
+                // The daily limit alone still has its day's window.
+                "/a 429 3,86400,0,86400",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn check_all_counts_two_windows_of_one_key_apart() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+        let second = [Opt::Int(2), Opt::Int(1)];
+        let day = [Opt::Int(3), Opt::Int(86_400)];
+        let stack = [
+            ("fixed_window", "ann", &second[..], 1),
+            ("fixed_window", "ann", &day[..], 1),
+        ];
+        let mut seen = Vec::new();
+        for advance in [0, 0, 1, 0] {
+            clock.advance(Duration::from_secs(advance));
+            let outcome = limits.check_all(&stack).await.unwrap();
+            let values: Vec<&str> = outcome
+                .headers()
+                .iter()
+                .map(|(_, value)| value.to_str().unwrap())
+                .collect();
+            seen.push(format!("{} {}", outcome.is_allowed(), values.join(",")));
+        }
+        assert_eq!(
+            seen,
+            [
+                "true 2,1,1",
+                "true 2,1,0",
+                // A new second: the day's window has 0 left after this one.
+                "true 3,86399,0",
+                "false 3,86399,0,86399",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_command_error_mid_stack_restores_the_limits_before_it() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let limits = configured(&clock, HeaderStyle::Legacy)(PlugLimit::builder(redis.pool()))
+        .prefix("wrongtype")
+        .build()
+        .unwrap();
+    // Something else's list where the fixed window's counter goes: its INCRBY fails.
+    let mut conn = redis.connection().await;
+    let stored = plug_limit_tests::stored_key("wrongtype", "fixed_window", "", "ann");
+    let _: () = deadpool_redis::redis::cmd("RPUSH")
+        .arg(&stored)
+        .arg("x")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let bucket = [Opt::Int(3), Opt::Int(60), Opt::Int(3)];
+    let window = [Opt::Int(5), Opt::Int(60)];
+    let stack = [
+        ("token_bucket", "ann", &bucket[..], 1),
+        ("fixed_window", "ann", &window[..], 1),
+    ];
+    for _ in 0..3 {
+        let error = limits.check_all(&stack).await.unwrap_err();
+        assert!(error.to_string().contains("WRONGTYPE"), "{error}");
+    }
+    // The bucket took nothing: a peek answers as its first request would.
+    let peek = limits.peek("token_bucket", "ann", &bucket).await.unwrap();
+    assert_eq!(
+        peek.header("x-ratelimit-remaining")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        "2"
+    );
 }

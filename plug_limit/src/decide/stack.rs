@@ -53,7 +53,12 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        let suffixes = scope_suffixes(limits);
+        let suffixes = scope_suffixes(
+            &limits
+                .iter()
+                .map(|limit| (limit.limiter, limit.scope, limit.opts))
+                .collect::<Vec<_>>(),
+        );
         let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
         for (limit, suffix) in limits.iter().zip(&suffixes) {
             match self.prepare(*limit, suffix.as_deref(), parts, skip) {
@@ -125,10 +130,17 @@ impl Decider {
         if limits.is_empty() {
             return Err(Error::Input("a stack needs at least one limit".to_owned()));
         }
+        let suffixes = scope_suffixes(
+            &limits
+                .iter()
+                .map(|&(limiter, client, opts, _)| (limiter, client, opts))
+                .collect::<Vec<_>>(),
+        );
         let mut checks = Vec::with_capacity(limits.len());
-        for &(limiter, client, opts, cost) in limits {
+        for (&(limiter, client, opts, cost), suffix) in limits.iter().zip(&suffixes) {
             let entry = self.registry.get(limiter)?;
-            let subject = Subject::from(client);
+            let scope = suffix.as_ref().map(|suffix| format!("\0{suffix}"));
+            let subject = Subject::scoped(scope.as_deref().unwrap_or(""), client);
             checks.push((entry, self.subject_keys(entry, subject), opts, cost));
         }
         let backend = self.backend(checks[0].0);
@@ -216,6 +228,12 @@ impl Decider {
                 }
                 request.watch.decided(Verdict::ShadowDenied);
             }
+        }
+        // A shadow limit's would-be denial speaks for nothing: the headers are those of the
+        // limits that allowed (of every limit, when each one is a shadow denial), and the
+        // request is allowed.
+        if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
+            ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
         }
         let tightness: Vec<Tightness> = ran.iter().map(|(_, _, tightness, _)| *tightness).collect();
         let entries: Vec<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
@@ -331,22 +349,20 @@ fn undecided(requests: &[Request<'_>]) {
     }
 }
 
-/// For each limit of a stack, what extends its route scope: its options, when an earlier limit
-/// of the stack has the same limiter and scope with other options. Without it, `10 a second`
-/// and `1,000 a day` of one limiter would count in one key.
-fn scope_suffixes(limits: &[LimitRef<'_>]) -> Vec<Option<String>> {
+/// For each limit of a stack, what extends its scope: its options, when another limit of the
+/// stack has the same limiter and scope with other options. Without it, `10 a second` and
+/// `1,000 a day` of one limiter would count in one key. Every such limit is extended, the
+/// first as much as the others, so a limit's key never depends on where it sits in a stack.
+fn scope_suffixes<T: PartialEq>(limits: &[(&str, T, &[Opt])]) -> Vec<Option<String>> {
     limits
         .iter()
-        .enumerate()
-        .map(|(i, limit)| {
-            let shares = limits[..i].iter().any(|earlier| {
-                earlier.limiter == limit.limiter
-                    && earlier.scope == limit.scope
-                    && earlier.opts != limit.opts
+        .map(|(limiter, scope, opts)| {
+            let shares = limits.iter().any(|(other, other_scope, other_opts)| {
+                other == limiter && other_scope == scope && other_opts != opts
             });
             shares.then(|| {
                 let mut text = String::new();
-                for (n, opt) in limit.opts.iter().enumerate() {
+                for (n, opt) in opts.iter().enumerate() {
                     let comma = if n == 0 { "" } else { "," };
                     // Writing to a `String` cannot fail.
                     let _ = write!(text, "{comma}{opt}");

@@ -7,8 +7,8 @@
 
 use http::{HeaderName, HeaderValue};
 
-use super::Outcome;
 use super::ietf::{POLICY, RATELIMIT};
+use super::{Decision, Outcome};
 
 /// How tight a limit is after a request, by its legacy header values: what remains, and how
 /// long until it resets. Read before a header style replaces them.
@@ -50,7 +50,8 @@ pub(crate) fn tightest(limits: &[Tightness]) -> usize {
 }
 
 /// The outcome of an allowed stack: the `tightest` outcome's headers, with the draft-10 lists
-/// made of every outcome's items, in order.
+/// made of every outcome's items, in order. Allowed, whatever `tightest` said (a shadow
+/// limit's would-be denial).
 pub(crate) fn merge(mut outcomes: Vec<Outcome>, tightest: usize) -> Outcome {
     let lists: Vec<(HeaderName, HeaderValue)> = [POLICY, RATELIMIT]
         .into_iter()
@@ -67,6 +68,7 @@ pub(crate) fn merge(mut outcomes: Vec<Outcome>, tightest: usize) -> Outcome {
         })
         .collect();
     let mut outcome = outcomes.swap_remove(tightest);
+    outcome.decision = Decision::Allow;
     if !lists.is_empty() {
         outcome
             .headers
@@ -79,7 +81,6 @@ pub(crate) fn merge(mut outcomes: Vec<Outcome>, tightest: usize) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Decision;
 
     fn legacy(remaining: &str, reset: &str) -> Outcome {
         Outcome::new(

@@ -113,9 +113,11 @@ impl RedisBackend {
 
     /// Evaluates stacked limits in one `EVALSHA` of the stack script, on the same terms as
     /// [`eval`](Self::eval). On Redis Cluster, the parts whose keys share a slot go in one
-    /// call, the groups one after another in the order of their first part; a group that
-    /// denies ends the stack, and the groups before it keep what they counted.
+    /// call, the groups one after another in the order of their first part, all within one
+    /// timeout; a group that denies or fails ends the stack, and the groups before it keep
+    /// what they counted.
     pub(crate) async fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
+        let started = Instant::now();
         let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
         let mut outcomes = vec![None; parts.len()];
         for group in slot_groups(parts, self.connections.is_cluster()) {
@@ -138,7 +140,8 @@ impl RedisBackend {
                 keys: &keys,
                 args: [&args, &[]],
             };
-            let Value::Array(replies) = self.send(&command).await? else {
+            let left = self.timeout.saturating_sub(started.elapsed());
+            let Value::Array(replies) = self.send_within(&command, left).await? else {
                 return Err(ReplyError::NotAnArray("a stack's reply: not an array").into());
             };
             let mut denied = false;
@@ -196,6 +199,15 @@ impl RedisBackend {
 
     /// Sends one command through the breaker, within the timeout, on the shared connection.
     async fn send(&self, command: &Command<'_>) -> Result<Value, Error> {
+        self.send_within(command, self.timeout).await
+    }
+
+    /// [`send`](Self::send), within what is left of a timeout started earlier (a stack's
+    /// calls on Redis Cluster share one).
+    async fn send_within(&self, command: &Command<'_>, left: Duration) -> Result<Value, Error> {
+        if left.is_zero() {
+            return Err(Error::Timeout(self.timeout));
+        }
         let admit = self.breaker.admit();
         if admit == Admit::Reject {
             return Err(Error::CircuitOpen(self.breaker.open_for()));
@@ -230,13 +242,11 @@ impl RedisBackend {
             }
             Ok::<_, Error>(reply?)
         };
-        let result = tokio::time::timeout(self.timeout, call)
-            .await
-            .unwrap_or_else(|_| {
-                self.connections
-                    .forget_if_silent(used.load(Ordering::Relaxed), replies);
-                Err(Error::Timeout(self.timeout))
-            });
+        let result = tokio::time::timeout(left, call).await.unwrap_or_else(|_| {
+            self.connections
+                .forget_if_silent(used.load(Ordering::Relaxed), replies);
+            Err(Error::Timeout(self.timeout))
+        });
         probe.settled = true;
         match &result {
             Err(error) if is_outage(error) => self.breaker.failed(admit, Instant::now()),
