@@ -1,11 +1,7 @@
 //! Limits per request: the time of deciding one request against 1 to 5 limits (per minute,
-//! ten minutes, hour, day, week), in memory and on Redis.
-//!
-//! Measured today as the limits are checked without stacked limits: one check per limit, one
-//! after another, so `n` round trips to Redis (`sequential, before stacking`). [`decide`] is
-//! the one place that says how a request's limits are checked; once several limits can be
-//! decided in one `EVALSHA`, it is the function to change, and [`HOW`] the label to change
-//! with it.
+//! ten minutes, hour, day, week), in memory and on Redis, two ways: stacked
+//! (`PlugLimit::check_all`, one `EVALSHA` for all), and one check per limit, one after
+//! another (`n` round trips), for comparison.
 
 use std::time::Instant;
 
@@ -18,8 +14,6 @@ use crate::redis_stats::{Evalsha, connect, flushall};
 use crate::settings::Settings;
 use crate::{BoxError, CHECK_TIMEOUT};
 
-/// How [`decide`] checks a request's limits, as the chart and the table name it.
-const HOW: &str = "sequential, before stacking";
 const LIMITER: &str = "fixed_window";
 /// Never reached: every request is a full allow on every limit.
 const LIMIT: i64 = 1_000_000_000;
@@ -35,8 +29,22 @@ const LIMITS: [(&str, i64); 5] = [
 const CLIENTS: usize = 1_000;
 
 /// Decides one request of `client` against the first `n` of [`LIMITS`]; an error when any
-/// denies. Today: one check per limit, one after another.
-async fn decide(limits: &PlugLimit, n: usize, client: &str) -> Result<(), BoxError> {
+/// denies. `stacked`: all at once, in one call; else one check per limit, one after another.
+async fn decide(limits: &PlugLimit, n: usize, client: &str, stacked: bool) -> Result<(), BoxError> {
+    if stacked {
+        let opts: Vec<[Opt; 2]> = LIMITS[..n]
+            .iter()
+            .map(|&(_, window)| [Opt::Int(LIMIT), Opt::Int(window)])
+            .collect();
+        let stack: Vec<(&str, &str, &[Opt], u32)> = opts
+            .iter()
+            .map(|opts| (LIMITER, client, &opts[..], 1))
+            .collect();
+        if !limits.check_all(&stack).await?.is_allowed() {
+            return Err(format!("{client}: denied by a stack of {n}").into());
+        }
+        return Ok(());
+    }
     for &(scope, window) in &LIMITS[..n] {
         let opts = [Opt::Int(LIMIT), Opt::Int(window)];
         let outcome = limits
@@ -68,11 +76,20 @@ pub(crate) fn curve(
     let memory_requests = (settings.memory_checks / 5).max(1);
     let redis_requests = (settings.redis_checks / 2).max(1);
     let max = settings.max_limits.min(LIMITS.len());
-    let mut memory = Vec::new();
-    let mut on_redis = Vec::new();
+    let (mut memory, mut on_redis) = (Vec::new(), Vec::new());
+    let (mut memory_apart, mut on_redis_apart) = (Vec::new(), Vec::new());
     for n in 1..=max {
-        memory.push(runtime.block_on(point(None, n, &clients, memory_requests))?);
-        on_redis.push(runtime.block_on(point(Some(&redis.url()), n, &clients, redis_requests))?);
+        let url = redis.url();
+        memory.push(runtime.block_on(point(None, n, &clients, memory_requests, true))?);
+        memory_apart.push(runtime.block_on(point(None, n, &clients, memory_requests, false))?);
+        on_redis.push(runtime.block_on(point(Some(&url), n, &clients, redis_requests, true))?);
+        on_redis_apart.push(runtime.block_on(point(
+            Some(&url),
+            n,
+            &clients,
+            redis_requests,
+            false,
+        ))?);
     }
     #[allow(clippy::cast_precision_loss)]
     let xy = |points: &[Point], y: fn(&Point) -> f64| -> Vec<(f64, f64)> {
@@ -82,47 +99,79 @@ pub(crate) fn curve(
         Panel {
             caption: "memory backend: time per request",
             y_desc: "ns",
-            series: vec![Series {
-                label: "memory, ns/request".to_owned(),
-                colour: MEMORY,
-                dashed: false,
-                expected: "O(n)",
-                because: "one check per limit",
-                points: xy(&memory, |p| p.request),
-            }],
+            series: vec![
+                Series {
+                    label: "memory, stacked, ns/request".to_owned(),
+                    colour: MEMORY,
+                    dashed: false,
+                    expected: "O(n)",
+                    because: "one twin per limit, under one lock of every key's shard",
+                    points: xy(&memory, |p| p.request),
+                },
+                Series {
+                    label: "memory, one check per limit, ns/request".to_owned(),
+                    colour: MEMORY,
+                    dashed: true,
+                    expected: "O(n)",
+                    because: "one check per limit",
+                    points: xy(&memory_apart, |p| p.request),
+                },
+            ],
         },
         Panel {
             caption: "Redis: time per request",
             y_desc: "µs",
             series: vec![
                 Series {
-                    label: "Redis, round trips, µs/request".to_owned(),
+                    label: "Redis, stacked, µs/request".to_owned(),
                     colour: REDIS,
                     dashed: false,
                     expected: "O(n)",
-                    because: "one EVALSHA round trip per limit",
+                    because: "one round trip; n scripts inside it",
                     points: xy(&on_redis, |p| p.request),
                 },
                 Series {
-                    label: "Redis, EVALSHA inside Redis, µs/request".to_owned(),
+                    label: "Redis, one check per limit, µs/request".to_owned(),
+                    colour: REDIS,
+                    dashed: true,
+                    expected: "O(n)",
+                    because: "one EVALSHA round trip per limit",
+                    points: xy(&on_redis_apart, |p| p.request),
+                },
+                Series {
+                    label: "Redis, stacked, EVALSHA inside Redis, µs/request".to_owned(),
+                    colour: REDIS_CPU,
+                    dashed: false,
+                    expected: "O(n)",
+                    because: "one script run per limit, a DUMP per limit but the last",
+                    points: xy(&on_redis, |p| p.inside),
+                },
+                Series {
+                    label: "Redis, one check per limit, EVALSHA inside Redis, µs/request"
+                        .to_owned(),
                     colour: REDIS_CPU,
                     dashed: true,
                     expected: "O(n)",
                     because: "one script run per limit",
-                    points: xy(&on_redis, |p| p.inside),
+                    points: xy(&on_redis_apart, |p| p.inside),
                 },
             ],
         },
     ];
     let mut notes = Curve::growth_notes(&panels);
-    let calls: Vec<String> = on_redis.iter().map(|p| value(p.calls)).collect();
-    notes.push(format!(
-        "EVALSHA calls per request, 1 to {max} limits: {}",
-        calls.join(", ")
-    ));
+    for (how, points) in [
+        ("stacked", &on_redis),
+        ("one check per limit", &on_redis_apart),
+    ] {
+        let calls: Vec<String> = points.iter().map(|p| value(p.calls)).collect();
+        notes.push(format!(
+            "EVALSHA calls per request, {how}, 1 to {max} limits: {}",
+            calls.join(", ")
+        ));
+    }
     Ok(Curve {
         file: "stacked_limits",
-        title: format!("Limits per request: fixed_window, {HOW}"),
+        title: "Limits per request: fixed_window, stacked and one by one".to_owned(),
         x_desc: "limits per request",
         scale: Scale::Linear,
         panels,
@@ -137,6 +186,7 @@ async fn point(
     n: usize,
     clients: &[String],
     requests: usize,
+    stacked: bool,
 ) -> Result<Point, BoxError> {
     let (limits, mut conn) = match url {
         Some(url) => {
@@ -156,7 +206,7 @@ async fn point(
     };
     // Every key of the run exists before the timed requests: each is a held key's check.
     for client in clients {
-        decide(&limits, n, client).await?;
+        decide(&limits, n, client, stacked).await?;
     }
     let before = match conn.as_mut() {
         Some(conn) => Some(Evalsha::now(conn).await?),
@@ -166,7 +216,7 @@ async fn point(
     for slice in slices(requests) {
         let started = Instant::now();
         for _ in 0..slice {
-            decide(&limits, n, &clients[next % clients.len()]).await?;
+            decide(&limits, n, &clients[next % clients.len()], stacked).await?;
             next += 1;
         }
         times.push(started.elapsed().as_nanos() as f64 / slice as f64);
@@ -186,12 +236,12 @@ async fn point(
         point.inside = before.usec_per_call_until(after) * point.calls;
         flushall(conn).await?;
         eprintln!(
-            "  stacked, Redis:  {n} limits  {:>6.1} µs/request  {:>5.2} µs in Redis  {:.2} EVALSHA/request",
+            "  limits, Redis, stacked {stacked}:  {n} limits  {:>6.1} µs/request  {:>5.2} µs in Redis  {:.2} EVALSHA/request",
             point.request, point.inside, point.calls
         );
     } else {
         eprintln!(
-            "  stacked, memory: {n} limits  {:>6.0} ns/request",
+            "  limits, memory, stacked {stacked}: {n} limits  {:>6.0} ns/request",
             point.request
         );
     }
