@@ -109,26 +109,24 @@ impl MemoryBackend {
             })
             .collect();
         let now_ms = self.clock.now_ms();
-        let mut locked = self.states.lock_all(keys.iter().copied());
+        let mut locked = self.states.lock_all(&keys);
         // Every sweep before any state is taken out: a sweep drops a slot being evaluated.
-        for key in &keys {
-            if let Some(mut shard) = locked.key(key) {
-                shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
-            }
+        for (i, _) in keys.iter().enumerate() {
+            locked
+                .key(i)
+                .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
         let mut slots: Vec<Option<Stored>> = keys
             .iter()
-            .map(|key| {
-                let mut shard = locked.key(key)?;
-                let stored = shard.get_mut(key)?.take()?;
+            .enumerate()
+            .map(|(i, key)| {
+                let stored = locked.key(i).get_mut(key)?.take()?;
                 (stored.expires_at_ms > now_ms).then_some(stored)
             })
             .collect();
         let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
-        for (key, slot) in keys.iter().zip(slots) {
-            let Some(mut shard) = locked.key(key) else {
-                continue;
-            };
+        for (i, (key, slot)) in keys.iter().zip(slots).enumerate() {
+            let mut shard = locked.key(i);
             match slot {
                 Some(stored) => {
                     if shard.get_mut(key).is_none() {

@@ -62,7 +62,9 @@ pub(crate) struct LockedAll<'a, V> {
     /// other in a cycle.
     guards: Vec<(usize, MutexGuard<'a, Shard<V>>)>,
     hasher: &'a RandomState,
-    shards: usize,
+    /// Each key's hash and the position of its shard's guard, in the order given: each key is
+    /// hashed once.
+    keys: Vec<(u64, usize)>,
 }
 
 impl<V> Sharded<V> {
@@ -111,21 +113,31 @@ impl<V> Sharded<V> {
         }
     }
 
-    /// The shards that hold `keys`, each locked once, in ascending order.
-    pub(crate) fn lock_all<'k>(&self, keys: impl IntoIterator<Item = &'k str>) -> LockedAll<'_, V> {
-        let mut indices: Vec<usize> = keys
-            .into_iter()
-            .map(|key| shard_index(self.hasher.hash_one(key), self.shards.len()))
+    /// The shards that hold `keys`, each locked once, in ascending order; the `i`-th key is
+    /// then reached with [`LockedAll::key`]`(i, ..)`.
+    pub(crate) fn lock_all(&self, keys: &[&str]) -> LockedAll<'_, V> {
+        let hashes: Vec<u64> = keys.iter().map(|key| self.hasher.hash_one(key)).collect();
+        let mut indices: Vec<usize> = hashes
+            .iter()
+            .map(|&hash| shard_index(hash, self.shards.len()))
             .collect();
         indices.sort_unstable();
         indices.dedup();
+        let keys = hashes
+            .into_iter()
+            .map(|hash| {
+                let index = shard_index(hash, self.shards.len());
+                // Every key's shard is among `indices`.
+                (hash, indices.binary_search(&index).unwrap_or_default())
+            })
+            .collect();
         LockedAll {
             guards: indices
                 .into_iter()
                 .map(|index| (index, self.lock_shard(index)))
                 .collect(),
             hasher: &self.hasher,
-            shards: self.shards.len(),
+            keys,
         }
     }
 
@@ -175,21 +187,15 @@ fn shard_index(hash: u64, shards: usize) -> usize {
 }
 
 impl<V> LockedAll<'_, V> {
-    /// The locked shard of `key`, ready for operations on `key`; `None` when `key` was not
-    /// among the keys locked for.
-    pub(crate) fn key(&mut self, key: &str) -> Option<Locked<'_, V, &mut Shard<V>>> {
-        let hash = self.hasher.hash_one(key);
-        let index = shard_index(hash, self.shards);
-        let at = self
-            .guards
-            .binary_search_by_key(&index, |(index, _)| *index)
-            .ok()?;
-        Some(Locked {
+    /// The locked shard of the `i`-th key locked for, ready for operations on that key.
+    pub(crate) fn key(&mut self, i: usize) -> Locked<'_, V, &mut Shard<V>> {
+        let (hash, at) = self.keys[i];
+        Locked {
             shard: &mut *self.guards[at].1,
             hasher: self.hasher,
             hash,
             _value: PhantomData,
-        })
+        }
     }
 }
 
