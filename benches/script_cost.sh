@@ -22,7 +22,8 @@
 #   N             requests per throughput run            (default 200000)
 #   RUNS          throughput runs per script             (default 3)
 #   MEM_KEYS      distinct keys for the memory figure    (default 100000)
-#   SCRIPTS       space-separated script files           (default lua/*.lua)
+#   SCRIPTS       space-separated script files           (default lua/*.lua but
+#                 lua/stack.lua)
 #   FLOORS        space-separated floor scripts  (default benches/floors/*.lua;
 #                 empty for none)
 #   OPTS_<name>   ARGV for lua/<name>.lua, e.g. OPTS_fixed_window="10 60"; a
@@ -41,7 +42,9 @@ N=${N:-200000}
 RUNS=${RUNS:-3}
 MEM_KEYS=${MEM_KEYS:-100000}
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
-SCRIPTS=${SCRIPTS:-$(cd "$root" && echo lua/*.lua)}
+# lua/stack.lua is no script of its own (it drives the others; its cost per stacked limit is
+# the `stacked` curve of `cargo bench --bench cost_curves`).
+SCRIPTS=${SCRIPTS:-$(cd "$root" && ls lua/*.lua | grep -v '^lua/stack\.lua$' | tr '\n' ' ')}
 FLOORS=${FLOORS-$(cd "$root" && echo benches/floors/*.lua)}
 OPTS_fixed_window=${OPTS_fixed_window:-10 60}
 OPTS_token_bucket=${OPTS_token_bucket:-20 600 5}

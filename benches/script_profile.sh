@@ -110,6 +110,8 @@ bridge=$(awk -v c="$(unit redis.call)" -v t="${time_us:-0}" 'BEGIN { printf "%.1
 entries=("return_1||" "contract_reply|benches/floors/contract_reply.lua|$OPTS_contract_reply")
 for f in "$root"/lua/*.lua; do
   name=$(basename "$f" .lua)
+  # No script of its own: it drives the others (see script_cost.sh).
+  [[ $name != stack ]] || continue
   ov="OPTS_$name"
   [[ -n ${!ov:-} ]] || die "no opts for $name; set $ov"
   entries+=("$name|lua/$name.lua|${!ov}")
