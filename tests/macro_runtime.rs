@@ -138,6 +138,13 @@ impl plug_limit::ResolveLimit<AppState> for ByTier {
     }
 }
 
+/// A limiter registered under a name of its own, stacked with a built-in.
+#[rate_limit(limiter = "hourly", opts = [2, 3600])]
+#[rate_limit(opts = [5, 60])]
+async fn stacked_custom() -> &'static str {
+    "stacked"
+}
+
 #[rate_limit(resolver = ByTier)]
 async fn tiered(State(greeting): State<Greeting>) -> String {
     format!("{} tiered", greeting.0)
@@ -157,6 +164,7 @@ fn limits(server: &RedisServer, test: &str) -> PlugLimit {
             Limiter::script(ECHO).headers(["x-echo-limit", "x-echo-mode"]),
         )
         .limiter("audit", Limiter::script("return {'allow'}"))
+        .limiter("hourly", Limiter::fixed_window())
         .build()
         .expect("a valid configuration")
 }
@@ -178,6 +186,7 @@ fn app(limits: PlugLimit) -> Router {
         .route("/echo", get(echoed))
         .route("/audit", get(audited))
         .route("/tiered", get(tiered))
+        .route("/stacked", get(stacked_custom))
         .with_state(AppState {
             limits,
             greeting: Greeting("hi"),
@@ -561,4 +570,36 @@ fn redis_panics_at_start_up_when_a_handler_uses_a_custom_limiter() {
         .map(String::as_str)
         .or_else(|| panic.downcast_ref::<&str>().copied());
     assert_eq!(message, Some(UNREGISTERED));
+}
+
+#[tokio::test]
+async fn stacked_attributes_with_a_registered_limiter_decide_as_one() {
+    let server = RedisServer::start();
+    let app = app(limits(&server, "stacked"));
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let response = get_as(&app, "/stacked", "ann").await;
+        seen.push(format!(
+            "{} {} {}",
+            response.status().as_u16(),
+            header(response.headers(), "x-ratelimit-limit").unwrap_or("-"),
+            header(response.headers(), "x-ratelimit-remaining").unwrap_or("-"),
+        ));
+    }
+    assert_eq!(seen, ["200 2 1", "200 2 0", "429 2 0"]);
+}
+
+#[test]
+fn build_refuses_a_stacked_limiter_that_cannot_stack() {
+    let error = PlugLimit::builder(pool(&dead_url()))
+        .limiter("echo", Limiter::script(ECHO))
+        .limiter("audit", Limiter::script("return {'allow'}"))
+        .limiter("hourly", Limiter::script("return {'allow'}"))
+        .build()
+        .expect_err("`hourly` runs a custom script");
+    assert_eq!(
+        error.to_string(),
+        "invalid `limiters.hourly`: handler `macro_runtime::stacked_custom` stacks limiter \
+         `hourly`, which runs a custom script: only built-in limiters stack"
+    );
 }

@@ -46,7 +46,7 @@ pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
         };
         // As visible as the handler, whose signature names it.
         let limit = limit(config, &item.vis, &marker, &handler_path);
-        let registration = registration(&config.limiter, &handler_path);
+        let registration = registration(&config.limiter, &handler_path, configs.len() > 1);
         items.extend(quote! {
             #(#cfgs)*
             #limit
@@ -180,8 +180,12 @@ fn limit(
 }
 
 /// For a limiter that is not built in: the record that lets `Builder::build` refuse a
-/// `PlugLimit` in which it is not registered.
-fn registration(limiter: &Limiter, handler_path: &TokenStream) -> Option<TokenStream> {
+/// `PlugLimit` in which it is not registered, or (`stacked`) in which it cannot stack.
+fn registration(
+    limiter: &Limiter,
+    handler_path: &TokenStream,
+    stacked: bool,
+) -> Option<TokenStream> {
     let Limiter::Custom { name, .. } = limiter else {
         return None;
     };
@@ -190,6 +194,7 @@ fn registration(limiter: &Limiter, handler_path: &TokenStream) -> Option<TokenSt
             ::plug_limit::__private::LimiterUse {
                 limiter: #name,
                 handler: #handler_path,
+                stacked: #stacked,
             }
         }
     })

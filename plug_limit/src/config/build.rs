@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::HeaderName;
 
 use super::builder::Store;
-use super::handler_uses::check_limiters;
+use super::handler_uses::{check_limiters, check_stacked};
 use super::limiter::Source;
 use super::script::{Compiled, compile, lua_file, lua_source};
 use super::{Builder, Enabled, FailurePolicy, Limiter};
@@ -93,6 +93,16 @@ impl Builder {
             }
         }
         check_limiters(|name| registry.contains(name))?;
+        check_stacked(|name| {
+            let entry = registry.get(name).ok()?;
+            if entry.program.algorithm.is_none() {
+                Some("runs a custom script: only built-in limiters stack")
+            } else if entry.backend.is_some() {
+                Some("has a Redis connection of its own: a stack's limits share one backend")
+            } else {
+                None
+            }
+        })?;
         Ok(self.finish(registry))
     }
 

@@ -13,6 +13,8 @@ pub struct LimiterUse {
     pub limiter: &'static str,
     /// The handler's path, e.g. `app::routes::login`.
     pub handler: &'static str,
+    /// The limiter is one of several stacked on the handler: it must be able to stack.
+    pub stacked: bool,
 }
 
 inventory::collect!(LimiterUse);
@@ -30,6 +32,28 @@ pub(crate) fn check_limiters(is_registered: impl Fn(&str) -> bool) -> Result<(),
             format!("limiters.{}", used.limiter),
             format!(
                 "handler `{}` uses limiter `{}`, which is not registered",
+                used.handler, used.limiter
+            ),
+        )),
+    }
+}
+
+/// The first handler in this program (in the same order) that stacks a limiter which
+/// `cannot_stack` says cannot be stacked, and why.
+pub(crate) fn check_stacked(
+    cannot_stack: impl Fn(&str) -> Option<&'static str>,
+) -> Result<(), BuildError> {
+    let refused = inventory::iter::<LimiterUse>
+        .into_iter()
+        .filter(|used| used.stacked)
+        .filter_map(|used| Some((used, cannot_stack(used.limiter)?)))
+        .min_by_key(|(used, _)| (used.limiter, used.handler));
+    match refused {
+        None => Ok(()),
+        Some((used, why)) => Err(BuildError::invalid(
+            format!("limiters.{}", used.limiter),
+            format!(
+                "handler `{}` stacks limiter `{}`, which {why}",
                 used.handler, used.limiter
             ),
         )),
