@@ -16,6 +16,8 @@
 //! | `memory` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on the memory backend, keyed by `x-client` | `2xx` + headers |
 //! | `deny_flood` | `RateLimited<FixedWindow<1, 3600>>` on Redis with `deny_cache(true)`, one client already denied | `429` + headers |
 //! | `tower_governor` | `"ok"` behind the `tower_governor` layer (in-process GCRA), keyed by `x-client` | `2xx` + headers |
+//! | `tower_governor_no_headers` | `tower_governor` without its headers (no `use_headers`) | `2xx` |
+//! | `memory_no_headers` | `memory` whose handler drops its `RateLimited`: checked, no header sent | `2xx` |
 //! | `evalsha_multiplexed` | one `EVALSHA` of `lua/fixed_window.lua` on one shared `MultiplexedConnection` | `2xx` + headers |
 //! | `fixed_window` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on Redis, keyed by `x-client` | `2xx` + headers |
 //! | `evalsha_token_bucket` | the same as `evalsha_multiplexed` with `lua/token_bucket.lua` | `2xx` + headers |
@@ -31,7 +33,9 @@
 //! script; `evalsha_pool_get` is what a naive integration costs. `bare_headers` adds
 //! to `bare` what a limiter's headers cost, whatever decides them: the floor of any limiter
 //! that sends them. `tower_governor` is the usual in-process choice, and `memory` is the
-//! library's answer to it. `deny_flood` is one client hammering a route it is already denied
+//! library's answer to it; `tower_governor` sends two headers and `memory` three, so the pair
+//! `tower_governor_no_headers` and `memory_no_headers` compares the two with none on either
+//! side. `deny_flood` is one client hammering a route it is already denied
 //! on: with the deny cache, every answer is the limiter's `429` made locally, and the Redis
 //! commands it costs are counted from `INFO commandstats` (they should be none).
 //!
@@ -39,8 +43,10 @@
 //! one core whatever the machine. The load generator runs on the main thread, also on a
 //! current-thread runtime, and Redis is a private `redis-server` on a free loopback port. A
 //! request counts when it is sent and answered inside the measured window with the variant's
-//! expected status and, for every variant but `bare`, an `x-ratelimit-remaining` header, so a
-//! check that failed open cannot pass for a fast one. Latencies are those of the counted
+//! expected status and, for every variant but `bare` and the pair without headers, an
+//! `x-ratelimit-remaining` header, so a check that failed open cannot pass for a fast one (the
+//! library's variants fail closed, with a `503` that is not counted, so `memory_no_headers`
+//! cannot either). Latencies are those of the counted
 //! requests.
 //!
 //! Output: the main table (throughput, latency, server CPU per request, ratio to bare, Redis

@@ -70,6 +70,23 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
         }
     }
 
+    // The in-process pair with no header on either side: the issue's fair comparison.
+    let (quiet, peer) = (Variant::MemoryNoHeaders, Variant::TowerGovernorNoHeaders);
+    if results.get(quiet).is_some() && results.get(peer).is_some() {
+        let added = results
+            .server_added(quiet, peer)
+            .map_or_else(|| "n/a".to_owned(), |us| format!("{us:+.1}"));
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "Without headers on either side: `{}` against `{}`: {} req/s, {added} µs server \
+             CPU per request.",
+            quiet.name(),
+            peer.name(),
+            ratio(results.rps_ratio(quiet, peer)),
+        );
+    }
+
     // Each line needs one of its partners: its own script's check or `evalsha_multiplexed`.
     let against_handwritten: Vec<String> = results
         .0

@@ -82,6 +82,14 @@ impl Results {
                 ));
             }
         }
+        let (quiet, peer) = (Variant::MemoryNoHeaders, Variant::TowerGovernorNoHeaders);
+        if self.get(quiet).is_some() && self.get(peer).is_some() {
+            checks.push((
+                format!("{} req/s / {}", quiet.name(), peer.name()),
+                1.0,
+                self.rps_ratio(quiet, peer),
+            ));
+        }
         for (variant, threshold) in [(Variant::Memory, 0.95), (Variant::DenyFlood, 0.9)] {
             if self.get(variant).is_some() {
                 checks.push((

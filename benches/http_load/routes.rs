@@ -82,6 +82,12 @@ async fn gcra(limited: GcraLimited) -> (GcraLimited, &'static str) {
     (limited, "ok")
 }
 
+/// Checked, its headers made and left out of the response: the side of the pair without
+/// headers that `tower_governor_no_headers` is compared with.
+async fn fixed_window_no_headers(_limited: FixedWindowLimited) -> &'static str {
+    "ok"
+}
+
 async fn deny_flood(limited: FloodLimited) -> (FloodLimited, &'static str) {
     (limited, "ok")
 }
@@ -99,6 +105,34 @@ impl tower_governor::key_extractor::KeyExtractor for ClientHeader {
             .map(str::to_owned)
             .ok_or(tower_governor::GovernorError::UnableToExtractKey)
     }
+}
+
+/// The `tower_governor` layer keyed by `x-client` around `bare`, with its headers or without
+/// (the two are layers of different types).
+fn governor(headers: bool) -> Result<Router, BoxError> {
+    // One cell a nanosecond with a burst of LIMIT: never reached, like the others.
+    let mut config = GovernorConfigBuilder::default();
+    let mut config = config
+        .per_nanosecond(1)
+        .burst_size(LIMIT)
+        .key_extractor(ClientHeader);
+    let route = Router::new().route("/", get(bare));
+    let invalid = "tower_governor: invalid quota";
+    Ok(if headers {
+        route.layer(GovernorLayer::new(
+            config.use_headers().finish().ok_or(invalid)?,
+        ))
+    } else {
+        route.layer(GovernorLayer::new(config.finish().ok_or(invalid)?))
+    })
+}
+
+/// The memory backend keyed by `x-client`; a failed check answers 503, which is not counted.
+fn memory() -> Result<PlugLimit, BoxError> {
+    Ok(PlugLimit::memory_builder()
+        .key(plug_limit::key::header(CLIENT_HEADER))
+        .on_failure(FailurePolicy::Closed)
+        .build()?)
 }
 
 pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, BoxError> {
@@ -131,28 +165,14 @@ pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, Box
         Variant::EvalshaPoolGet => Router::new()
             .route("/", get(evalsha_pool_get))
             .with_state(plug_limit_tests::pool(redis_url)),
-        Variant::TowerGovernor => {
-            // One cell a nanosecond with a burst of LIMIT: never reached, like the others.
-            let config = GovernorConfigBuilder::default()
-                .per_nanosecond(1)
-                .burst_size(LIMIT)
-                .key_extractor(ClientHeader)
-                .use_headers()
-                .finish()
-                .ok_or("tower_governor: invalid quota")?;
-            Router::new()
-                .route("/", get(bare))
-                .layer(GovernorLayer::new(config))
-        }
-        Variant::Memory => {
-            let limits = PlugLimit::memory_builder()
-                .key(plug_limit::key::header(CLIENT_HEADER))
-                .on_failure(FailurePolicy::Closed)
-                .build()?;
-            Router::new()
-                .route("/", get(fixed_window))
-                .with_state(limits)
-        }
+        Variant::TowerGovernor => governor(true)?,
+        Variant::TowerGovernorNoHeaders => governor(false)?,
+        Variant::Memory => Router::new()
+            .route("/", get(fixed_window))
+            .with_state(memory()?),
+        Variant::MemoryNoHeaders => Router::new()
+            .route("/", get(fixed_window_no_headers))
+            .with_state(memory()?),
         Variant::DenyFlood => Router::new()
             .route("/", get(deny_flood))
             .with_state(limits().deny_cache(true).build()?),

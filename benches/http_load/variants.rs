@@ -15,19 +15,23 @@ pub(crate) enum Variant {
     TowerGovernor,
     Memory,
     DenyFlood,
+    TowerGovernorNoHeaders,
+    MemoryNoHeaders,
 }
 
 impl Variant {
     /// In the order of a round: each variant runs next to what it is compared with, so a
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
-    /// variants follow `bare` and `bare_headers`; each Redis limiter follows the hand-written
-    /// check of its own script.
-    pub(crate) const ALL: [Self; 13] = [
+    /// variants follow `bare` and `bare_headers`, the pair without headers last of them; each
+    /// Redis limiter follows the hand-written check of its own script.
+    pub(crate) const ALL: [Self; 15] = [
         Self::Bare,
         Self::BareHeaders,
         Self::Memory,
         Self::DenyFlood,
         Self::TowerGovernor,
+        Self::TowerGovernorNoHeaders,
+        Self::MemoryNoHeaders,
         Self::EvalshaMultiplexed,
         Self::FixedWindow,
         Self::Stacked3,
@@ -53,6 +57,8 @@ impl Variant {
             Self::TowerGovernor => "tower_governor",
             Self::Memory => "memory",
             Self::DenyFlood => "deny_flood",
+            Self::TowerGovernorNoHeaders => "tower_governor_no_headers",
+            Self::MemoryNoHeaders => "memory_no_headers",
         }
     }
 
@@ -74,7 +80,10 @@ impl Variant {
     }
 
     pub(crate) fn sends_rate_headers(self) -> bool {
-        self != Self::Bare
+        !matches!(
+            self,
+            Self::Bare | Self::TowerGovernorNoHeaders | Self::MemoryNoHeaders
+        )
     }
 
     /// For the library deciding on Redis, the hand-written check of the same script: what

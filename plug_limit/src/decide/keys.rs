@@ -67,7 +67,8 @@ impl Keys {
 type Digest = [u8; 20];
 
 fn sha1(text: &str) -> Digest {
-    sha1_smol::Sha1::from(text).digest().bytes()
+    use sha1::Digest as _;
+    sha1::Sha1::digest(text.as_bytes()).into()
 }
 
 /// The hash tag of a request's keys: 16 bits of the client's digest, enough to reach every one
