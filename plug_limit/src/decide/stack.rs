@@ -13,13 +13,13 @@ use std::sync::Arc;
 use http::request::Parts;
 use tracing::Instrument;
 
-use super::{Decided, Decider, Request, Step, refuse_or_pass};
-use crate::backend::{StackPart, Stacked, StartedStack};
+use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass};
+use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
-use crate::outcome::stack::{Tightness, merge, tightest};
+use crate::outcome::stack::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
 use crate::telemetry::{self, Verdict};
 
@@ -90,17 +90,10 @@ impl Decider {
             }
             return Step::Done(decided);
         }
-        let backend = self.backend(requests[0].entry);
-        if let Some(apart) = requests
-            .iter()
-            .find(|request| !self.backend(request.entry).is(backend))
-        {
-            let error = Error::Input(format!(
-                "stacked limits run on one backend: `{}` runs on its own Redis pool",
-                apart.entry.name()
-            ));
-            return Step::Done(self.fail_stack(&requests, error));
-        }
+        let backend = match self.stack_backend(requests.iter().map(|request| request.entry)) {
+            Ok(backend) => backend,
+            Err(error) => return Step::Done(self.fail_stack(&requests, error)),
+        };
         for request in &requests {
             request.watch.dispatched(backend);
         }
@@ -127,9 +120,6 @@ impl Decider {
         &self,
         limits: &[(&str, &str, &[Opt], u32)],
     ) -> Result<Outcome, Error> {
-        if limits.is_empty() {
-            return Err(Error::Input("a stack needs at least one limit".to_owned()));
-        }
         let suffixes = scope_suffixes(
             &limits
                 .iter()
@@ -143,16 +133,7 @@ impl Decider {
             let subject = Subject::scoped(scope.as_deref().unwrap_or(""), client);
             checks.push((entry, self.subject_keys(entry, subject), opts, cost));
         }
-        let backend = self.backend(checks[0].0);
-        if let Some((apart, ..)) = checks
-            .iter()
-            .find(|(entry, ..)| !self.backend(entry).is(backend))
-        {
-            return Err(Error::Input(format!(
-                "stacked limits run on one backend: `{}` runs on its own Redis pool",
-                apart.name()
-            )));
-        }
+        let backend = self.stack_backend(checks.iter().map(|(entry, ..)| *entry))?;
         let parts: Vec<StackPart<'_>> = checks
             .iter()
             .map(|(entry, keys, opts, cost)| StackPart {
@@ -167,19 +148,36 @@ impl Decider {
             StartedStack::Done(result) => result?,
             StartedStack::Redis(redis) => redis.eval_stack(&parts).await?,
         };
-        let mut tightness = Vec::with_capacity(outcomes.len());
         let mut styled = Vec::with_capacity(outcomes.len());
         for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
             let Some(outcome) = outcome else { continue };
-            let denied = !outcome.is_allowed();
-            tightness.push(Tightness::of(&outcome));
+            let tightness = Tightness::of(&outcome);
             let outcome = entry.style.finish(keys.first(), opts, outcome);
-            if denied {
+            if !outcome.is_allowed() {
                 return Ok(outcome);
             }
-            styled.push(outcome);
+            styled.push((tightness, outcome));
         }
-        Ok(merge(styled, tightest(&tightness)))
+        Ok(merge(styled))
+    }
+
+    /// The one backend every limit of a stack runs on, or the error naming a limit that runs
+    /// on another (its own Redis pool).
+    fn stack_backend<'e>(
+        &'e self,
+        mut entries: impl Iterator<Item = &'e Entry>,
+    ) -> Result<&'e Backend, Error> {
+        let first = entries
+            .next()
+            .ok_or_else(|| Error::Input("a stack needs at least one limit".to_owned()))?;
+        let backend = self.backend(first);
+        match entries.find(|entry| !self.backend(entry).is(backend)) {
+            None => Ok(backend),
+            Some(apart) => Err(Error::Input(format!(
+                "stacked limits run on one backend: `{}` runs on its own Redis pool",
+                apart.name()
+            ))),
+        }
     }
 
     fn settle_stack(&self, requests: &[Request<'_>], result: Stacked) -> Decided {
@@ -235,11 +233,11 @@ impl Decider {
         if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
             ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
         }
-        let tightness: Vec<Tightness> = ran.iter().map(|(_, _, tightness, _)| *tightness).collect();
         let entries: Vec<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
         let merged = merge(
-            ran.into_iter().map(|(_, _, _, outcome)| outcome).collect(),
-            tightest(&tightness),
+            ran.into_iter()
+                .map(|(_, _, tightness, outcome)| (tightness, outcome))
+                .collect(),
         );
         // The first hook with an answer speaks; a shadow limiter's cannot refuse.
         let hooked = entries.iter().find_map(|entry| {

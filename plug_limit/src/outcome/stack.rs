@@ -36,7 +36,7 @@ impl Tightness {
 
 /// The position of the tightest of `limits`: the least remaining, then the longest reset,
 /// then the first.
-pub(crate) fn tightest(limits: &[Tightness]) -> usize {
+fn tightest(limits: &[Tightness]) -> usize {
     let mut best = 0;
     for (i, limit) in limits.iter().enumerate().skip(1) {
         let current = limits[best];
@@ -49,10 +49,17 @@ pub(crate) fn tightest(limits: &[Tightness]) -> usize {
     best
 }
 
-/// The outcome of an allowed stack: the `tightest` outcome's headers, with the draft-10 lists
-/// made of every outcome's items, in order. Allowed, whatever `tightest` said (a shadow
-/// limit's would-be denial).
-pub(crate) fn merge(mut outcomes: Vec<Outcome>, tightest: usize) -> Outcome {
+/// The outcome of an allowed stack, from each limit's tightness and outcome: the tightest
+/// outcome's headers, with the draft-10 lists made of every outcome's items, in order.
+/// Allowed, whatever the tightest said (a shadow limit's would-be denial).
+pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
+    let tightest = tightest(
+        &limits
+            .iter()
+            .map(|(tightness, _)| *tightness)
+            .collect::<Vec<_>>(),
+    );
+    let mut outcomes: Vec<Outcome> = limits.into_iter().map(|(_, outcome)| outcome).collect();
     let lists: Vec<(HeaderName, HeaderValue)> = [POLICY, RATELIMIT]
         .into_iter()
         .filter_map(|name| {
@@ -117,7 +124,12 @@ mod tests {
 
     #[test]
     fn legacy_outcomes_merge_to_the_tightest() {
-        let merged = merge(vec![legacy("5", "1"), legacy("2", "60")], 1);
+        let limits = [legacy("5", "1"), legacy("2", "60")];
+        let merged = merge(
+            limits
+                .map(|outcome| (Tightness::of(&outcome), outcome))
+                .into(),
+        );
         assert_eq!(merged.header("x-ratelimit-remaining").unwrap(), "2");
         assert_eq!(merged.header("x-ratelimit-reset").unwrap(), "60");
         assert_eq!(merged.headers().len(), 3);
@@ -140,7 +152,12 @@ mod tests {
                 ],
             )
         };
-        let merged = merge(vec![draft("a", 4), draft("b", 1)], 1);
+        let limits = [draft("a", 4), draft("b", 1)];
+        let merged = merge(
+            limits
+                .map(|outcome| (Tightness::of(&outcome), outcome))
+                .into(),
+        );
         assert_eq!(
             merged.header("ratelimit-policy").unwrap(),
             r#""a";q=10;w=1, "b";q=10;w=1"#
