@@ -77,31 +77,37 @@ fn seen(reply: &plug_limit_tests::Reply) -> String {
     format!("{} {}", reply.status.as_u16(), values.join(","))
 }
 
+/// What `PerClient` and `Global` stacked answer to requests from a, a, a, b and c.
+const PER_CLIENT_THEN_GLOBAL: [&str; 5] = [
+    // a, a: the client's own limit is the tightest.
+    "200 2,600,1,-",
+    "200 2,600,0,-",
+    // a again: its own limit denies; the global limit is not charged.
+    "429 2,600,0,600",
+    // b: the global limit's last unit, and now the tightest.
+    "200 3,60,0,-",
+    // c: its own limit allows, the global one denies: c is not charged.
+    "429 3,60,0,60",
+];
+
+/// Requests from a, a, a, b and c to `path` of `app`, as [`seen`].
+async fn per_client_then_global(app: &Router, path: &str) -> Vec<String> {
+    let mut replies = Vec::new();
+    for client in ["a", "a", "a", "b", "c"] {
+        replies.push(seen(&request(app, path, client).await));
+    }
+    replies
+}
+
 #[tokio::test]
 async fn a_denial_by_one_limit_costs_the_others_nothing() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
     for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
         let app = app(limits);
-        let mut replies = Vec::new();
-        // a, a: the client's own limit is the tightest.
-        replies.push(seen(&request(&app, "/", "a").await));
-        replies.push(seen(&request(&app, "/", "a").await));
-        // a again: its own limit denies; the global limit is not charged.
-        replies.push(seen(&request(&app, "/", "a").await));
-        // b: the global limit's last unit, and now the tightest.
-        replies.push(seen(&request(&app, "/", "b").await));
-        // c: its own limit allows, the global one denies: c is not charged.
-        replies.push(seen(&request(&app, "/", "c").await));
         assert_eq!(
-            replies,
-            [
-                "200 2,600,1,-",
-                "200 2,600,0,-",
-                "429 2,600,0,600",
-                "200 3,60,0,-",
-                "429 3,60,0,60",
-            ],
+            per_client_then_global(&app, "/").await,
+            PER_CLIENT_THEN_GLOBAL,
             "{backend}"
         );
         // The global window ends. c's denied request left nothing behind: its window starts
@@ -130,6 +136,31 @@ async fn a_denial_by_one_limit_costs_the_others_nothing() {
     }
 }
 
+/// What 2 a second and 3 a day, stacked, answer to three requests, then two a second later.
+const SECOND_THEN_DAY: [&str; 5] = [
+    // The second's window is the tightest (1 left against 2, then 0 against 1).
+    "200 2,1,1,-",
+    "200 2,1,0,-",
+    "429 2,1,0,1",
+    // A new second: the day's window is now the tightest, then it denies.
+    "200 3,86399,0,-",
+    "429 3,86399,0,86399",
+];
+
+/// Three requests of client a to `path`, then two more once `clock` moved a second, as
+/// [`seen`].
+async fn second_then_day(app: &Router, path: &str, clock: &ManualClock) -> Vec<String> {
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.push(seen(&request(app, path, "a").await));
+    }
+    clock.advance(Duration::from_secs(1));
+    for _ in 0..2 {
+        replies.push(seen(&request(app, path, "a").await));
+    }
+    replies
+}
+
 /// Ten a second and a hundred a day of one limiter, on one route and one key.
 struct PerSecond;
 
@@ -150,25 +181,9 @@ async fn two_windows_of_one_limiter_count_apart() {
         let app = Router::new().route("/w", get(windows)).with_state(State {
             limits: limits.clone(),
         });
-        let mut replies = Vec::new();
-        for _ in 0..3 {
-            replies.push(seen(&request(&app, "/w", "a").await));
-        }
-        clock.advance(Duration::from_secs(1));
-        for _ in 0..2 {
-            replies.push(seen(&request(&app, "/w", "a").await));
-        }
         assert_eq!(
-            replies,
-            [
-                // The second's window is the tightest (1 left against 2, then 0 against 1).
-                "200 2,1,1,-",
-                "200 2,1,0,-",
-                "429 2,1,0,1",
-                // A new second: the day's window is now the tightest, then it denies.
-                "200 3,86399,0,-",
-                "429 3,86399,0,86399",
-            ],
+            second_then_day(&app, "/w", &clock).await,
+            SECOND_THEN_DAY,
             "{backend}"
         );
     }
@@ -261,21 +276,14 @@ async fn a_layer_stacks_too_and_its_skip_exempts_the_whole_stack() {
                 RateLimitLayer::<(PerClient, Global)>::new(limits)
                     .skip(|parts| parts.uri.path() == "/api/health"),
             );
-        let mut replies = Vec::new();
-        for client in ["a", "a", "a", "b", "c"] {
-            replies.push(seen(&request(&app, "/api", client).await));
-        }
-        replies.push(seen(&request(&app, "/api/health", "c").await));
         assert_eq!(
-            replies,
-            [
-                "200 2,600,1,-",
-                "200 2,600,0,-",
-                "429 2,600,0,600",
-                "200 3,60,0,-",
-                "429 3,60,0,60",
-                "200 -,-,-,-",
-            ],
+            per_client_then_global(&app, "/api").await,
+            PER_CLIENT_THEN_GLOBAL,
+            "{backend}"
+        );
+        assert_eq!(
+            seen(&request(&app, "/api/health", "c").await),
+            "200 -,-,-,-",
             "{backend}"
         );
     }
@@ -334,23 +342,9 @@ async fn stacked_attributes_are_one_stack() {
         let app = Router::new()
             .route("/t", get(twice_limited))
             .with_state(State { limits });
-        let mut replies = Vec::new();
-        for _ in 0..3 {
-            replies.push(seen(&request(&app, "/t", "a").await));
-        }
-        clock.advance(Duration::from_secs(1));
-        for _ in 0..2 {
-            replies.push(seen(&request(&app, "/t", "a").await));
-        }
         assert_eq!(
-            replies,
-            [
-                "200 2,1,1,-",
-                "200 2,1,0,-",
-                "429 2,1,0,1",
-                "200 3,86399,0,-",
-                "429 3,86399,0,86399",
-            ],
+            second_then_day(&app, "/t", &clock).await,
+            SECOND_THEN_DAY,
             "{backend}"
         );
     }
