@@ -2,6 +2,7 @@
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
 use super::state::Verdict;
+use crate::backend::LeaseArg;
 use crate::limit::Opt;
 
 /// The largest opt or cost: every value stays exact in a double.
@@ -9,11 +10,12 @@ pub(super) const MAX: f64 = 2_147_483_647.0;
 /// The largest `now`: microseconds (gcra) stay exact in a double.
 const NOW_MAX: f64 = 9_007_199_254_740.0;
 
-/// The script's ARGV: the opts, then cost and now.
+/// The script's ARGV: the opts, then cost and now, and a concurrency lease's id.
 pub(super) struct Argv<'a> {
     opts: &'a [Opt],
     cost: u32,
     now_ms: i64,
+    lease: Option<LeaseArg<'a>>,
 }
 
 /// One ARGV entry.
@@ -25,8 +27,18 @@ pub(super) enum Arg<'a> {
 }
 
 impl<'a> Argv<'a> {
-    pub(super) fn new(opts: &'a [Opt], cost: u32, now_ms: i64) -> Self {
-        Self { opts, cost, now_ms }
+    pub(super) fn new(
+        opts: &'a [Opt],
+        cost: u32,
+        now_ms: i64,
+        lease: Option<LeaseArg<'a>>,
+    ) -> Self {
+        Self {
+            opts,
+            cost,
+            now_ms,
+            lease,
+        }
     }
 
     /// `ARGV[index + 1]`.
@@ -36,14 +48,24 @@ impl<'a> Argv<'a> {
             (Some(Opt::Int(n)), _) => Arg::Int(*n),
             (Some(Opt::Str(s)), _) => Arg::Str(s),
             (Some(Opt::Text(s)), _) => Arg::Str(s),
-            (None, Some(0)) => Arg::Int(i64::from(self.cost)),
+            // A release gives the lease's units back: `-cost`, as the script reads it.
+            (None, Some(0)) => match self.lease {
+                Some(lease) if lease.release => Arg::Int(-i64::from(self.cost)),
+                _ => Arg::Int(i64::from(self.cost)),
+            },
             (None, Some(1)) => Arg::Int(self.now_ms),
+            (None, Some(2)) => self.lease.map_or(Arg::Missing, |lease| Arg::Str(lease.id)),
             _ => Arg::Missing,
         }
     }
 
+    /// The caller's time, which stands in for Redis TIME.
+    pub(super) fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
     pub(super) fn len(&self) -> usize {
-        self.opts.len() + 2
+        self.opts.len() + 2 + usize::from(self.lease.is_some())
     }
 
     /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the

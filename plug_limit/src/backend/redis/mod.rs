@@ -87,14 +87,22 @@ impl RedisBackend {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
             _ => None,
         };
+        let (cost, lease) = match call.lease {
+            Some(lease) if lease.release => (-i64::from(call.cost), Some(lease.id)),
+            Some(lease) => (i64::from(call.cost), Some(lease.id)),
+            None => (i64::from(call.cost), None),
+        };
         let extra = [
-            Opt::Int(i64::from(call.cost)),
-            Opt::Int(now_ms.unwrap_or_default()),
+            Opt::Int(cost),
+            // '' stands for Redis TIME where a lease id follows.
+            now_ms.map_or(Opt::Str(""), Opt::Int),
+            lease.map_or(Opt::Str(""), |id| Opt::Text(id.into())),
         ];
-        let extra = match (call.cost, now_ms) {
-            (1, None) => &extra[..0],
-            (_, None) => &extra[..1],
-            (_, Some(_)) => &extra[..],
+        let extra = match (cost, now_ms, lease) {
+            (_, _, Some(_)) => &extra[..],
+            (1, None, None) => &extra[..0],
+            (_, None, None) => &extra[..1],
+            (_, Some(_), None) => &extra[..2],
         };
         if !extra.is_empty() {
             call.program.builtin_only()?;
