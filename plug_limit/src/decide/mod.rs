@@ -188,7 +188,7 @@ impl Decider {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
-            lease: leases(entry).then(lease::new_id),
+            lease: (leases(entry) && limit.cost > 0).then(lease::new_id),
             watch,
         })
     }
@@ -337,7 +337,8 @@ impl Decider {
         let result = async {
             let entry = self.registry.get(limiter)?;
             let keys = self.subject_keys(entry, subject);
-            let lease = leases(entry).then(lease::new_id);
+            // A peek takes nothing, so it has nothing to give back.
+            let lease = (leases(entry) && cost > 0).then(lease::new_id);
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
