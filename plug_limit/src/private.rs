@@ -4,6 +4,7 @@
 use axum::response::IntoResponse;
 
 pub use axum::response::Response;
+pub use http::StatusCode;
 pub use http::request::Parts;
 pub use inventory;
 

@@ -161,6 +161,18 @@ fn limit(
                 ::core::option::Option::Some(#path);
         }
     });
+    let count_if = config.count_if.as_ref().map(|path| {
+        // Spanned on the path: a function of another signature is reported there.
+        quote_spanned! {path.span()=>
+            const COUNT_IF: ::core::option::Option<fn(::plug_limit::__private::StatusCode) -> bool> =
+                ::core::option::Option::Some(#path);
+        }
+    });
+    let settle = config.settle.then(|| {
+        quote!(
+            const SETTLE: bool = true;
+        )
+    });
     quote! {
         #[doc(hidden)]
         #[allow(non_camel_case_types, unreachable_pub)]
@@ -175,6 +187,8 @@ fn limit(
                 ::core::option::Option::Some(#scope);
             #key
             #skip
+            #count_if
+            #settle
         }
     }
 }

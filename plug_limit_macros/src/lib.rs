@@ -68,6 +68,8 @@ use quote::quote;
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
 /// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
 /// | `skip = <path>` | none | a `fn(&Parts) -> bool`: the requests it accepts pass uncounted, without headers (the deny-list of the limiter's `Rules` still applies) |
+/// | `settle` | off | the `cost` is an estimate, reserved at admission; once the response ends, the request is charged what the handler reported through `Usage` instead; built-in limiters but `concurrency` only |
+/// | `count_if = <path>` | every response counts | a `fn(StatusCode) -> bool`: a response for which it is `false` gets its request's cost back once it is sent (count failed logins only, or no 5xx); built-in limiters but `concurrency` only |
 /// | `resolver = <path>` | none | a type implementing `ResolveLimit<S>` for the router state `S`: the handler's limit is the `RuntimeLimit` it resolves per request (`None`: unlimited); excludes every argument above |
 ///
 /// ## `limiter` and `opts`
@@ -454,10 +456,11 @@ fn try_expand(
         .filter_map(|config| errors.push(config))
         .collect();
     let configs = errors.finish(configs)?;
-    if configs.len() > 1 && configs.iter().any(validate::Config::leases) {
+    if configs.len() > 1 && configs.iter().any(validate::Config::settles_after) {
         return Err(syn::Error::new(
             proc_macro2::Span::call_site(),
-            "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call",
+            "a `concurrency` limit, or one with `count_if` or `settle`, cannot be stacked: a \
+             stack is one call, and these settle after the response",
         ));
     }
     Ok(expand::handler(&configs, item))

@@ -17,6 +17,9 @@ pub(crate) struct Args {
     pub(crate) key: Arg<Expr>,
     pub(crate) scope: Arg<LitStr>,
     pub(crate) skip: Arg<Path>,
+    pub(crate) count_if: Arg<Path>,
+    /// `settle`, a bare flag: the path, for errors about it.
+    pub(crate) settle: Arg<Path>,
     pub(crate) resolver: Arg<Path>,
 }
 
@@ -40,7 +43,7 @@ pub(crate) enum Arg<T> {
 }
 
 /// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..,
-/// resolver = ..`, reporting every unknown,
+/// count_if = .., settle, resolver = ..`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
@@ -53,6 +56,8 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
             key: Arg::Malformed,
             scope: Arg::Malformed,
             skip: Arg::Malformed,
+            count_if: Arg::Malformed,
+            settle: Arg::Malformed,
             resolver: Arg::Malformed,
         };
         return (unreadable, errors);
@@ -101,6 +106,31 @@ impl Args {
                     "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`",
                 )),
             }),
+            "count_if" => set(&mut self.count_if, meta, |value| match value {
+                Expr::Path(path) if path.qself.is_none() => Ok(path.path),
+                other => Err(syn::Error::new_spanned(
+                    other,
+                    "expected the path of a `fn(StatusCode) -> bool`, as in \
+                     `count_if = failed_login`",
+                )),
+            }),
+            "settle" => match meta {
+                Meta::Path(path) if matches!(self.settle, Arg::Absent) => {
+                    self.settle = Arg::Given(path);
+                    Ok(())
+                }
+                Meta::Path(path) => Err(syn::Error::new_spanned(
+                    path,
+                    "`settle` specified more than once",
+                )),
+                other => {
+                    self.settle = Arg::Malformed;
+                    Err(syn::Error::new_spanned(
+                        other,
+                        "`settle` is a flag: write `settle`, with no value",
+                    ))
+                }
+            },
             "resolver" => set(&mut self.resolver, meta, |value| match value {
                 Expr::Path(path) if path.qself.is_none() => Ok(path.path),
                 other => Err(syn::Error::new_spanned(
@@ -113,7 +143,7 @@ impl Args {
                 meta.path(),
                 format!(
                     "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
-                     `scope`, `skip` or `resolver`"
+                     `scope`, `skip`, `count_if`, `settle` or `resolver`"
                 ),
             )),
         }
@@ -249,7 +279,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip` or `resolver`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if`, `settle` or `resolver`"
         );
     }
 
@@ -324,7 +354,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip` or `resolver`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if`, `settle` or `resolver`\n\
              `opts` specified more than once"
         );
     }

@@ -25,6 +25,8 @@ pub(crate) fn config(args: &Args, errors: &mut Errors, item: &ItemFn) -> Option<
         ("key", args.key.given(|key| key.span())),
         ("scope", args.scope.given(|scope| scope.span())),
         ("skip", args.skip.given(|skip| skip.span())),
+        ("count_if", args.count_if.given(|count_if| count_if.span())),
+        ("settle", args.settle.given(|settle| settle.span())),
     ];
     for (name, span) in excluded {
         if let Some(span) = span {
@@ -32,8 +34,8 @@ pub(crate) fn config(args: &Args, errors: &mut Errors, item: &ItemFn) -> Option<
                 span,
                 format!(
                     "`{name}` cannot be used with `resolver`: the `RuntimeLimit` the resolver \
-                     returns sets the limiter, options, cost, key and scope, and `None` leaves a \
-                     request unlimited"
+                     returns sets the limiter, options, cost, key, scope and what counts, and `None` \
+                     leaves a request unlimited"
                 ),
             ));
         }

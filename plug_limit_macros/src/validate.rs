@@ -28,12 +28,18 @@ pub(crate) struct Config {
     pub(crate) key: Option<Expr>,
     pub(crate) scope: Option<String>,
     pub(crate) skip: Option<syn::Path>,
+    pub(crate) count_if: Option<syn::Path>,
+    /// `settle`: the cost is an estimate, settled to what the handler reports.
+    pub(crate) settle: bool,
 }
 
 impl Config {
-    /// Whether its limiter leases its units (`concurrency`), which a stack cannot hold.
-    pub(crate) fn leases(&self) -> bool {
-        matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
+    /// Whether it holds or owes its limit something after the response (a `concurrency`
+    /// lease, a `count_if` refund, a `settle`ment), which a stack's one call cannot.
+    pub(crate) fn settles_after(&self) -> bool {
+        self.count_if.is_some()
+            || self.settle
+            || matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
     }
 }
 
@@ -113,6 +119,16 @@ pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::
         Arg::Given(skip) => Some(skip),
         Arg::Absent | Arg::Malformed => None,
     };
+    let count_if = match args.count_if {
+        Arg::Given(count_if) => errors.push(settles_after("count_if", count_if, &args.limiter)),
+        Arg::Absent | Arg::Malformed => None,
+    };
+    let settle = match args.settle {
+        Arg::Given(settle) => errors
+            .push(settles_after("settle", settle, &args.limiter))
+            .is_some(),
+        Arg::Absent | Arg::Malformed => false,
+    };
     errors.push(handler(item));
     errors.finish_with(limiter.map(|limiter| Config {
         limiter,
@@ -120,6 +136,8 @@ pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::
         key,
         scope,
         skip,
+        count_if,
+        settle,
     }))
 }
 
@@ -345,6 +363,32 @@ fn rate(opt: &Expr) -> syn::Result<Rate> {
 }
 
 /// `cost` is an `ARGV` entry after the options, which only the built-in scripts read.
+/// `count_if` and `settle` charge after the response what the admission reserved: built-ins
+/// only (a custom script takes no refund), and not `concurrency`, whose units come back anyway.
+fn settles_after(argument: &str, path: syn::Path, limiter: &Arg<LitStr>) -> syn::Result<syn::Path> {
+    let name = match limiter {
+        Arg::Given(name) => name.value(),
+        Arg::Absent => FIXED_WINDOW.to_owned(),
+        Arg::Malformed => return Ok(path),
+    };
+    if name == CONCURRENCY {
+        return Err(syn::Error::new_spanned(
+            path,
+            format!(
+                "`{argument}` does not apply to `concurrency`: its units come back when each \
+                 response ends"
+            ),
+        ));
+    }
+    if built_in_opts(&name).is_none() {
+        return Err(syn::Error::new_spanned(
+            path,
+            format!("`{argument}` needs a built-in limiter: a custom script takes no refund"),
+        ));
+    }
+    Ok(path)
+}
+
 fn cost_for(cost: &Cost, limiter: &Arg<LitStr>) -> syn::Result<u32> {
     if let Arg::Given(name) = limiter
         && built_in_opts(&name.value()).is_none()

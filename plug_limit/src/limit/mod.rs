@@ -1,5 +1,6 @@
 //! Limits: what a handler is subject to, as a type ([`Limit`]) and as values ([`LimitRef`]).
 
+use http::StatusCode;
 use http::request::Parts;
 
 use crate::key::KeyExtractor;
@@ -69,6 +70,20 @@ pub trait Limit: Send + Sync + 'static {
     /// headers (default: none), as those the [`Rules`](crate::Rules) skip: the deny-list
     /// still refuses them. `#[rate_limit(skip = path)]` sets it.
     const SKIP: Option<fn(&Parts) -> bool> = None;
+
+    /// Which responses count (default: all). A request is charged its [`COST`](Self::COST)
+    /// when it is admitted, as always, so a burst is limited while it runs; once its response
+    /// is sent, a response for which this is `false` gets the cost back. Count failed logins
+    /// only (`|status| status == StatusCode::UNAUTHORIZED`), or not the 5xx of an outage
+    /// (`|status| !status.is_server_error()`). `#[rate_limit(count_if = path)]` sets it.
+    ///
+    /// The status must reach the limit: it does under
+    /// [`RateLimitLayer`](crate::RateLimitLayer), `#[rate_limit]`,
+    /// [`SendHeadersLayer`](crate::SendHeadersLayer) and
+    /// [`RateLimited::respond`](crate::RateLimited::respond); an extractor returned in a
+    /// response tuple never sees it, and its request counts. Built-in limiters only, and not
+    /// [`Concurrency`](crate::Concurrency) nor a [stack](Limits).
+    const COUNT_IF: Option<fn(StatusCode) -> bool> = None;
 }
 
 /// What [`RateLimited`](crate::RateLimited) and [`RateLimitLayer`](crate::RateLimitLayer)
@@ -123,6 +138,10 @@ macro_rules! stacked {
                 $(assert!(
                     !leases($limit::LIMITER),
                     "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call"
+                );
+                assert!(
+                    $limit::COUNT_IF.is_none(),
+                    "a limit with `COUNT_IF` cannot be stacked: it settles after the stack's one call"
                 );)+
                 &[$(LimitRef::of::<$limit>()),+]
             };
@@ -164,6 +183,7 @@ pub struct LimitRef<'a> {
     pub(crate) scope: Option<&'a str>,
     pub(crate) key: Option<&'a dyn KeyExtractor>,
     pub(crate) skip: Option<fn(&Parts) -> bool>,
+    pub(crate) count_if: Option<fn(StatusCode) -> bool>,
 }
 
 impl std::fmt::Debug for LimitRef<'_> {
@@ -186,6 +206,7 @@ impl LimitRef<'static> {
             scope: L::SCOPE,
             key: L::KEY,
             skip: L::SKIP,
+            count_if: L::COUNT_IF,
         }
     }
 }

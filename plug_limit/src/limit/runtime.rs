@@ -3,10 +3,12 @@
 use std::fmt;
 use std::sync::Arc;
 
+use http::StatusCode;
 use serde::Deserialize;
 
 use super::{LimitRef, Opt};
 use crate::algorithm::Algorithm;
+use crate::backend::LeaseArg;
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -54,6 +56,7 @@ struct Inner {
     cost: u32,
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
+    count_if: Option<fn(StatusCode) -> bool>,
 }
 
 impl RuntimeLimit {
@@ -74,6 +77,7 @@ impl RuntimeLimit {
             cost: 1,
             scope: None,
             key: None,
+            count_if: None,
         };
         check_opts(&inner.limiter, &inner.opts, 1)?;
         Ok(Self {
@@ -111,6 +115,33 @@ impl RuntimeLimit {
         self
     }
 
+    /// Which responses count (default: all), as [`Limit::COUNT_IF`](crate::Limit::COUNT_IF):
+    /// a response for which `count_if` is `false` gets its request's cost back once it is sent.
+    ///
+    /// # Errors
+    ///
+    /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
+    /// anyway (field `count_if`).
+    pub fn count_if(mut self, count_if: fn(StatusCode) -> bool) -> Result<Self, BuildError> {
+        match Algorithm::from_name(&self.inner.limiter) {
+            None => {
+                return Err(BuildError::invalid(
+                    "count_if",
+                    "needs a built-in limiter: a custom script takes no refund",
+                ));
+            }
+            Some(algorithm) if algorithm.leases() => {
+                return Err(BuildError::invalid(
+                    "count_if",
+                    "does not apply to concurrency: its units come back when each response ends",
+                ));
+            }
+            Some(_) => {}
+        }
+        Arc::make_mut(&mut self.inner).count_if = Some(count_if);
+        Ok(self)
+    }
+
     /// The limiter's name.
     #[must_use]
     pub fn limiter(&self) -> &str {
@@ -132,6 +163,7 @@ impl RuntimeLimit {
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
             skip: None,
+            count_if: inner.count_if,
         }
     }
 }
@@ -142,9 +174,18 @@ fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> 
     let Some(algorithm) = Algorithm::from_name(limiter) else {
         return Ok(());
     };
+    // A leasing limiter takes its units under a lease id; any valid one will do here.
+    let lease = algorithm.leases().then_some(LeaseArg {
+        id: "check",
+        release: false,
+    });
     algorithm
         .check_arity(opts)
-        .and_then(|()| algorithm.evaluate(opts, cost, 0, &mut None).map(drop))
+        .and_then(|()| {
+            algorithm
+                .evaluate_leased(opts, cost, lease, 0, &mut None)
+                .map(drop)
+        })
         .map_err(|rule| BuildError::invalid("opts", rule))
 }
 
@@ -157,6 +198,7 @@ impl fmt::Debug for RuntimeLimit {
             .field("cost", &inner.cost)
             .field("scope", &inner.scope)
             .field("key", &inner.key.as_ref().map(|_| "custom"))
+            .field("count_if", &inner.count_if.is_some())
             .finish()
     }
 }
@@ -218,6 +260,32 @@ mod tests {
             limit.cost(MAX_COST + 1).unwrap_err().to_string(),
             "invalid `cost`: must be at most 2147483647"
         );
+    }
+
+    #[test]
+    fn concurrency_is_checked_and_what_counts_is_for_built_ins_that_spend() {
+        let limit = RuntimeLimit::new("concurrency", [3, 600]).unwrap();
+        assert_eq!(
+            limit.count_if(|_| true).unwrap_err().to_string(),
+            "invalid `count_if`: does not apply to concurrency: its units come back when each response ends"
+        );
+        assert_eq!(
+            RuntimeLimit::new("concurrency", [3, 0])
+                .unwrap_err()
+                .to_string(),
+            "invalid `opts`: concurrency: lease must be a positive integer, got '0'"
+        );
+        let custom = RuntimeLimit::new("quota", [5]).unwrap();
+        assert_eq!(
+            custom.count_if(|_| true).unwrap_err().to_string(),
+            "invalid `count_if`: needs a built-in limiter: a custom script takes no refund"
+        );
+        let logins = RuntimeLimit::new("fixed_window", [5, 900])
+            .unwrap()
+            .count_if(|status| status == StatusCode::UNAUTHORIZED)
+            .unwrap();
+        let count_if = logins.as_ref().count_if.unwrap();
+        assert!(count_if(StatusCode::UNAUTHORIZED) && !count_if(StatusCode::OK));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Unit tests of `validate`: every rule, with its exact message.
 
 use proc_macro2::TokenStream;
-use quote::quote;
+use quote::{ToTokens, quote};
 
 use super::*;
 use crate::parse;
@@ -580,7 +580,7 @@ fn every_independent_mistake_is_reported() {
     assert_eq!(
         errors.err().as_deref(),
         Some(
-            "unknown argument `bogus`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip` or `resolver`\n\
+            "unknown argument `bogus`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if`, `settle` or `resolver`\n\
              expected a positive integer for `limit`\n\
              `cost` must be at least 1; a zero-cost request would never be limited\n\
              expected a non-empty `scope`\n\
@@ -644,6 +644,50 @@ fn the_built_in_table_matches_the_runtime_catalogue() {
     ];
     let names: Vec<&str> = catalogue.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, ours);
+}
+
+#[test]
+fn count_if_is_for_built_ins_that_spend_their_units() {
+    let counted = check(
+        quote!(opts = [5, 900], count_if = auth::failed),
+        quote! { async fn handler() {} },
+    )
+    .map(|config| {
+        config
+            .count_if
+            .map(|path| path.to_token_stream().to_string())
+    });
+    assert_eq!(counted, Ok(Some("auth :: failed".to_owned())));
+    assert_eq!(
+        error(quote!(
+            limiter = "concurrency",
+            opts = [3, 60],
+            count_if = failed
+        )),
+        "`count_if` does not apply to `concurrency`: its units come back when each response ends"
+    );
+    assert_eq!(
+        error(quote!(limiter = "quota", opts = [3], count_if = failed)),
+        "`count_if` needs a built-in limiter: a custom script takes no refund"
+    );
+    let settles = check(
+        quote!(opts = [5, 900], cost = 50, settle),
+        quote! { async fn handler() {} },
+    )
+    .map(|config| (config.cost, config.settle));
+    assert_eq!(settles, Ok((Some(50), true)));
+    assert_eq!(
+        error(quote!(limiter = "quota", opts = [3], settle)),
+        "`settle` needs a built-in limiter: a custom script takes no refund"
+    );
+    assert_eq!(
+        error(quote!(opts = [3, 60], settle = true)),
+        "`settle` is a flag: write `settle`, with no value"
+    );
+    assert_eq!(
+        error(quote!(opts = [3, 60], count_if = |s| true)),
+        "expected the path of a `fn(StatusCode) -> bool`, as in `count_if = failed_login`"
+    );
 }
 
 #[test]
