@@ -8,7 +8,7 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 
 use super::sharded::Sharded;
-use super::{Call, StackPart, Stacked};
+use super::{Call, Charge, StackPart, Stacked};
 use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -55,7 +55,7 @@ impl MemoryBackend {
         algorithm: Algorithm,
         key: &str,
         opts: &[Opt],
-        cost: u32,
+        cost: Charge,
     ) -> Result<Verdict, String> {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock(key);

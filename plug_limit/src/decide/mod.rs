@@ -17,7 +17,7 @@ use tracing::Instrument;
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
-use crate::backend::{Backend, Call, MemoryBackend, Started};
+use crate::backend::{Backend, Call, Charge, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -323,12 +323,16 @@ impl Decider {
         limiter: &str,
         subject: Subject<'_>,
         opts: &[Opt],
-        cost: u32,
+        cost: Charge,
     ) -> Result<Outcome, Error> {
         let watch = Watch::call(&self.telemetry, limiter, subject.scope, cost);
         let result = async {
             let entry = self.registry.get(limiter)?;
             let keys = self.subject_keys(entry, subject);
+            if matches!(cost, Charge::Refund(_)) {
+                // Units given back may lift a denial this instance has cached.
+                self.denials.remove(keys.first());
+            }
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
@@ -426,7 +430,7 @@ impl Request<'_> {
             program: &self.entry.program,
             keys: self.keys.as_slice(),
             opts: self.opts,
-            cost: self.cost,
+            cost: Charge::Take(self.cost),
         }
     }
 }

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::{LimitRef, Opt};
 use crate::algorithm::Algorithm;
+use crate::backend::Charge;
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -144,7 +145,11 @@ fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> 
     };
     algorithm
         .check_arity(opts)
-        .and_then(|()| algorithm.evaluate(opts, cost, 0, &mut None).map(drop))
+        .and_then(|()| {
+            algorithm
+                .evaluate(opts, Charge::Take(cost), 0, &mut None)
+                .map(drop)
+        })
         .map_err(|rule| BuildError::invalid("opts", rule))
 }
 

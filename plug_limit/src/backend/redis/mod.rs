@@ -32,7 +32,7 @@ use self::command::{Command, del, evalsha};
 use self::connection::Connections;
 pub(crate) use self::connection::Pools;
 use super::breaker::{Admit, Breaker};
-use super::{Call, StackPart, Stacked};
+use super::{Call, Charge, StackPart, Stacked};
 use crate::algorithm::stack;
 use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
@@ -87,12 +87,9 @@ impl RedisBackend {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
             _ => None,
         };
-        let extra = [
-            Opt::Int(i64::from(call.cost)),
-            Opt::Int(now_ms.unwrap_or_default()),
-        ];
+        let extra = [cost_arg(call.cost), Opt::Int(now_ms.unwrap_or_default())];
         let extra = match (call.cost, now_ms) {
-            (1, None) => &extra[..0],
+            (Charge::Take(1), None) => &extra[..0],
             (_, None) => &extra[..1],
             (_, Some(_)) => &extra[..],
         };
@@ -387,4 +384,14 @@ fn prefix_pattern(prefix: &str) -> String {
     pattern.push_str(&"[0-9a-f]".repeat(4));
     pattern.push_str("\\}:*");
     pattern
+}
+
+/// The script's `cost` argument: `n`, `-n` or `+n`. A take is sent as an integer, as before:
+/// the hot path formats no text of its own.
+fn cost_arg(cost: Charge) -> Opt {
+    match cost {
+        Charge::Take(n) => Opt::Int(i64::from(n)),
+        Charge::Refund(n) => Opt::Text(format!("-{n}").into()),
+        Charge::Force(n) => Opt::Text(format!("+{n}").into()),
+    }
 }
