@@ -54,6 +54,9 @@ OPTS_leaky_bucket=${OPTS_leaky_bucket:-10 60}
 OPTS_gcra=${OPTS_gcra:-20 600 5}
 OPTS_multi_window=${OPTS_multi_window:-10/60 100/3600}
 OPTS_calendar_quota=${OPTS_calendar_quota:-10000 month -300}
+# cost 1, a fixed `now` (an empty ARGV would not survive word splitting) and one lease id:
+# each key holds one lease, renewed by every call after its first.
+OPTS_concurrency=${OPTS_concurrency:-100 60 1 3602725194000 bench}
 OPTS_contract_reply=${OPTS_contract_reply:-10 60}
 for v in N RUNS MEM_KEYS STEP_TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"

@@ -4,10 +4,11 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use axum::extract::{FromRef, FromRequestParts};
-use axum::response::{IntoResponseParts, ResponseParts};
+use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
 
 use crate::handle::PlugLimit;
+use crate::lease;
 use crate::limit::Limits;
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -65,6 +66,32 @@ impl<L> RateLimited<L> {
     #[must_use]
     pub fn into_outcome(self) -> Option<Outcome> {
         self.outcome
+    }
+
+    /// `response` with the rate-limit headers added; a [`Concurrency`](crate::Concurrency)
+    /// limit's lease is held until its body ends (or is dropped unfinished), so a streamed
+    /// download stays in flight while it streams.
+    ///
+    /// Returning the extractor in a tuple (`(limited, body)`) adds the same headers, but the
+    /// tuple gives the lease back as soon as the response is built, before its body is sent.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use axum::response::Response;
+    /// use plug_limit::{Concurrency, RateLimited};
+    ///
+    /// // At most 3 exports in flight per client, each for at most 10 minutes.
+    /// async fn export(limited: RateLimited<Concurrency<3, 600>>) -> Response {
+    ///     limited.respond("a large export")
+    /// }
+    /// ```
+    pub fn respond(self, response: impl IntoResponse) -> Response {
+        let Some(mut outcome) = self.outcome else {
+            return response.into_response();
+        };
+        let lease = outcome.take_lease();
+        lease::hold((outcome, response).into_response(), lease)
     }
 }
 

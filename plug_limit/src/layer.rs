@@ -15,7 +15,9 @@ use tower_service::Service;
 
 use crate::config::Skip;
 use crate::handle::PlugLimit;
+use crate::lease;
 use crate::limit::{LimitRef, Limits};
+use crate::outcome::Outcome;
 
 /// Applies the limit `L` to every request of the services it wraps: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).
@@ -203,13 +205,15 @@ where
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
     let decided = decider.decide_all(limits_of, &parts, skip).await;
-    let outcome = match decided {
+    let mut outcome = match decided {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),
     };
+    let lease = outcome.as_mut().and_then(Outcome::take_lease);
     let response = inner.call(Request::from_parts(parts, body)).await?;
-    Ok(match outcome {
+    let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),
         None => response,
-    })
+    };
+    Ok(lease::hold(response, lease))
 }

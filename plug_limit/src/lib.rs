@@ -146,6 +146,7 @@ pub mod test;
 mod algorithm;
 mod backend;
 mod decide;
+mod lease;
 mod telemetry;
 
 #[cfg(feature = "metrics")]
@@ -174,8 +175,8 @@ pub use self::hook::{Action, Check, Hook};
 pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
-    DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt, RuntimeLimit,
-    SlidingLog, SlidingWindow, Subject, TokenBucket, WeeklyQuota,
+    Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
+    RuntimeLimit, SlidingLog, SlidingWindow, Subject, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};

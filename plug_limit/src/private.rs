@@ -20,7 +20,8 @@ pub fn built_in_limiters() -> Vec<(&'static str, Option<usize>)> {
         .collect()
 }
 
-/// Sends the handler's response with the rate-limit headers added, whatever its type.
+/// Sends the handler's response with the rate-limit headers added, whatever its type, holding
+/// a concurrency lease until its body ends.
 pub fn respond<L, R: IntoResponse>(limited: RateLimited<L>, response: R) -> Response {
-    (limited, response).into_response()
+    limited.respond(response)
 }

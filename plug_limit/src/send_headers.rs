@@ -12,6 +12,7 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::lease;
 use crate::outcome::Outcome;
 
 /// Adds the rate-limit headers of the requests it wraps to their responses.
@@ -23,7 +24,8 @@ use crate::outcome::Outcome;
 /// [`RateLimitLayer`](crate::RateLimitLayer) add theirs by themselves and need no help.
 ///
 /// Add it once, around the whole router. When several limits check one request, the headers
-/// are the last one's.
+/// are the last one's. A [`Concurrency`](crate::Concurrency) limit's lease is held until the
+/// response body ends.
 ///
 /// # Example
 ///
@@ -116,15 +118,16 @@ where
         let response = self.inner.call(request);
         Box::pin(async move {
             let mut response = response.await?;
-            if let Some(outcome) = slot.take() {
-                let headers = response.headers_mut();
-                for (name, value) in outcome.headers() {
-                    if !headers.contains_key(name) {
-                        headers.insert(name.clone(), value.clone());
-                    }
+            let Some(mut outcome) = slot.take() else {
+                return Ok(response);
+            };
+            let headers = response.headers_mut();
+            for (name, value) in outcome.headers() {
+                if !headers.contains_key(name) {
+                    headers.insert(name.clone(), value.clone());
                 }
             }
-            Ok(response)
+            Ok(lease::hold(response, outcome.take_lease()))
         })
     }
 }

@@ -62,7 +62,7 @@ use quote::quote;
 ///
 /// | argument | default | what it sets |
 /// |---|---|---|
-/// | `limiter = "<name>"` | `"fixed_window"` | the limiter: a built-in (`fixed_window`, `token_bucket`, `sliding_window`, `sliding_log`, `leaky_bucket`, `gcra`, `multi_window`; see below), or one registered with `Builder::limiter` |
+/// | `limiter = "<name>"` | `"fixed_window"` | the limiter: a built-in (`fixed_window`, `token_bucket`, `sliding_window`, `sliding_log`, `leaky_bucket`, `gcra`, `multi_window`, `calendar_quota`, `concurrency`; see below), or one registered with `Builder::limiter` |
 /// | `opts = [..]` | required | the limiter's options, in the order of its script's `ARGV` |
 /// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only |
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
@@ -91,6 +91,10 @@ use quote::quote;
 ///   `x-ratelimit-limit` is the burst.
 /// - `multi_window`: `["<limit>/<window>", ...]`, several fixed windows at once: one or more
 ///   strings, each window different. A request must fit in every window and counts in each.
+/// - `calendar_quota`: `[limit, period, utc_offset_minutes]`, at most `limit` units per
+///   calendar `"day"`, `"week"` or `"month"` at an offset from UTC from -1439 to 1439 minutes.
+/// - `concurrency`: `[limit, lease]`, at most `limit` requests in flight; each holds a lease
+///   until its response body ends, or for `lease` seconds at most. It cannot be stacked.
 ///
 /// ```
 /// use plug_limit::rate_limit;
@@ -450,6 +454,12 @@ fn try_expand(
         .filter_map(|config| errors.push(config))
         .collect();
     let configs = errors.finish(configs)?;
+    if configs.len() > 1 && configs.iter().any(validate::Config::leases) {
+        return Err(syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call",
+        ));
+    }
     Ok(expand::handler(&configs, item))
 }
 

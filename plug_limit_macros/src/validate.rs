@@ -30,6 +30,13 @@ pub(crate) struct Config {
     pub(crate) skip: Option<syn::Path>,
 }
 
+impl Config {
+    /// Whether its limiter leases its units (`concurrency`), which a stack cannot hold.
+    pub(crate) fn leases(&self) -> bool {
+        matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
+    }
+}
+
 /// The limiter and its options, in the order of the script's `ARGV`.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Limiter {
@@ -65,6 +72,7 @@ const LEAKY_BUCKET: &str = "leaky_bucket";
 const GCRA: &str = "gcra";
 const MULTI_WINDOW: &str = "multi_window";
 const CALENDAR_QUOTA: &str = "calendar_quota";
+const CONCURRENCY: &str = "concurrency";
 
 /// The periods `lua/calendar_quota.lua` takes.
 const PERIODS: [&str; 3] = ["day", "week", "month"];
@@ -80,6 +88,7 @@ fn built_in_opts(name: &str) -> Option<&'static str> {
         TOKEN_BUCKET | GCRA => Some("[limit, window, burst]"),
         MULTI_WINDOW => Some("[\"<limit>/<window>\", ...]"),
         CALENDAR_QUOTA => Some("[limit, period, utc_offset_minutes]"),
+        CONCURRENCY => Some("[limit, lease]"),
         _ => None,
     }
 }
@@ -152,6 +161,13 @@ fn limiter(name: &Arg<LitStr>, opts: &Arg<ExprArray>, errors: &mut Errors) -> Op
             }),
             MULTI_WINDOW => multi_window(opts),
             CALENDAR_QUOTA => calendar_quota(opts),
+            // Travels as the options it is written with, like `calendar_quota`.
+            CONCURRENCY => positive(CONCURRENCY, opts, ["limit", "lease"]).map(|[limit, lease]| {
+                Limiter::Custom {
+                    name: CONCURRENCY.to_owned(),
+                    opts: vec![Opt::Int(i64::from(limit)), Opt::Int(i64::from(lease))],
+                }
+            }),
             _ => custom(name, opts),
         }),
     }

@@ -21,6 +21,7 @@ mod fault_proxy;
 mod fixed_window;
 mod hooks;
 mod ietf_headers;
+mod in_flight;
 mod keys_and_replies;
 mod layer;
 mod memory;

@@ -2,7 +2,7 @@
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
 use super::state::Verdict;
-use crate::backend::Charge;
+use crate::backend::{Charge, LeaseArg};
 use crate::limit::Opt;
 
 /// The largest opt or cost: every value stays exact in a double.
@@ -14,11 +14,12 @@ const NOW_MAX: f64 = 9_007_199_254_740.0;
 /// calendar_quota): far past any limit, and still exact.
 pub(super) const CAP: i64 = 2 * 2_147_483_647;
 
-/// The script's ARGV: the opts, then cost and now.
+/// The script's ARGV: the opts, then cost and now, and a concurrency lease's id.
 pub(super) struct Argv<'a> {
     opts: &'a [Opt],
     cost: Charge,
     now_ms: i64,
+    lease: Option<LeaseArg<'a>>,
 }
 
 /// One ARGV entry.
@@ -41,8 +42,18 @@ pub(super) enum Units {
 }
 
 impl<'a> Argv<'a> {
-    pub(super) fn new(opts: &'a [Opt], cost: Charge, now_ms: i64) -> Self {
-        Self { opts, cost, now_ms }
+    pub(super) fn new(
+        opts: &'a [Opt],
+        cost: Charge,
+        now_ms: i64,
+        lease: Option<LeaseArg<'a>>,
+    ) -> Self {
+        Self {
+            opts,
+            cost,
+            now_ms,
+            lease,
+        }
     }
 
     /// `ARGV[index + 1]`.
@@ -52,18 +63,26 @@ impl<'a> Argv<'a> {
             (Some(Opt::Int(n)), _) => Arg::Int(*n),
             (Some(Opt::Str(s)), _) => Arg::Str(s),
             (Some(Opt::Text(s)), _) => Arg::Str(s),
-            (None, Some(0)) => match self.cost {
-                Charge::Take(n) => Arg::Int(i64::from(n)),
-                Charge::Refund(n) => Arg::Signed('-', n),
-                Charge::Force(n) => Arg::Signed('+', n),
+            // A release gives the lease's units back: `-cost`, as the script reads it.
+            (None, Some(0)) => match (self.cost, self.lease) {
+                (Charge::Take(n), Some(lease)) if lease.release => Arg::Int(-i64::from(n)),
+                (Charge::Take(n), _) => Arg::Int(i64::from(n)),
+                (Charge::Refund(n), _) => Arg::Signed('-', n),
+                (Charge::Force(n), _) => Arg::Signed('+', n),
             },
             (None, Some(1)) => Arg::Int(self.now_ms),
+            (None, Some(2)) => self.lease.map_or(Arg::Missing, |lease| Arg::Str(lease.id)),
             _ => Arg::Missing,
         }
     }
 
+    /// The caller's time, which stands in for Redis TIME.
+    pub(super) fn now_ms(&self) -> i64 {
+        self.now_ms
+    }
+
     pub(super) fn len(&self) -> usize {
-        self.opts.len() + 2
+        self.opts.len() + 2 + usize::from(self.lease.is_some())
     }
 
     /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the

@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
-use crate::backend::Charge;
+use crate::backend::{Charge, LeaseArg};
 use crate::limit::Opt;
 use crate::lua::Lua;
 
@@ -27,6 +27,7 @@ pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
 mod calendar_quota;
+mod concurrency;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;
@@ -54,6 +55,7 @@ pub(crate) enum Algorithm {
     Gcra,
     MultiWindow,
     CalendarQuota,
+    Concurrency,
 }
 
 /// What the catalogue knows of one algorithm.
@@ -86,7 +88,7 @@ static SEED_HEADERS: [HeaderName; 3] = [LIMIT, RESET, REMAINING];
 static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
 
 /// Every built-in, in the order they are documented.
-static CATALOGUE: [Spec; 8] = [
+static CATALOGUE: [Spec; 9] = [
     Spec {
         algorithm: Algorithm::FixedWindow,
         name: "fixed_window",
@@ -150,6 +152,14 @@ static CATALOGUE: [Spec; 8] = [
         script: script!("calendar_quota.lua"),
         headers: &HEADERS,
         twin: calendar_quota::evaluate,
+    },
+    Spec {
+        algorithm: Algorithm::Concurrency,
+        name: "concurrency",
+        arity: Some(2),
+        script: script!("concurrency.lua"),
+        headers: &HEADERS,
+        twin: concurrency::evaluate,
     },
 ];
 
@@ -222,6 +232,25 @@ impl Algorithm {
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {
-        (self.spec().twin)(&Argv::new(opts, cost, now_ms), slot)
+        self.evaluate_leased(opts, cost, None, now_ms, slot)
+    }
+
+    /// [`evaluate`](Self::evaluate) with a concurrency lease's id after `now` in the ARGV,
+    /// and its cost sent as `-cost` for a release.
+    pub(crate) fn evaluate_leased(
+        self,
+        opts: &[Opt],
+        cost: Charge,
+        lease: Option<LeaseArg<'_>>,
+        now_ms: i64,
+        slot: &mut Option<Stored>,
+    ) -> Result<Verdict, String> {
+        (self.spec().twin)(&Argv::new(opts, cost, now_ms, lease), slot)
+    }
+
+    /// Whether each admitted request holds its units until released (a lease), rather than
+    /// spending them.
+    pub(crate) fn leases(self) -> bool {
+        self == Self::Concurrency
     }
 }

@@ -39,6 +39,9 @@ pub(crate) enum State {
     MultiWindow { windows: Vec<Window> },
     /// The string `"<period end> <count>"`: the end says which period the count is of.
     CalendarQuota { ends_ms: i64, count: i64 },
+    /// The sorted set's `(score, member)` pairs in its order: each unit held, by its lease's
+    /// expiry.
+    Concurrency { leases: Vec<(i64, Box<str>)> },
 }
 
 /// What a built-in answered, as its script's reply.

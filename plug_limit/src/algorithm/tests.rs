@@ -107,7 +107,8 @@ fn the_catalogue_is_in_declaration_order_and_names_round_trip() {
             "leaky_bucket",
             "gcra",
             "multi_window",
-            "calendar_quota"
+            "calendar_quota",
+            "concurrency"
         ]
     );
     for (index, algorithm) in Algorithm::all().enumerate() {

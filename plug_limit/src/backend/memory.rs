@@ -8,11 +8,10 @@ use std::sync::Arc;
 use http::{HeaderName, HeaderValue};
 
 use super::sharded::Sharded;
-use super::{Call, Charge, StackPart, Stacked};
+use super::{Call, StackPart, Stacked};
 use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::limit::Opt;
 use crate::outcome::{Decision, Outcome, ReplyError};
 
 const SHARDS: usize = 64;
@@ -44,19 +43,12 @@ impl MemoryBackend {
     pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
         let algorithm = call.program.builtin_only()?;
         let key = call.keys.first().map_or("", String::as_str);
-        let verdict = self
-            .evaluate(algorithm, key, call.opts, call.cost)
-            .map_err(Error::Input)?;
+        let verdict = self.evaluate(algorithm, key, call).map_err(Error::Input)?;
         outcome(verdict, &call.program.headers)
     }
 
-    fn evaluate(
-        &self,
-        algorithm: Algorithm,
-        key: &str,
-        opts: &[Opt],
-        cost: Charge,
-    ) -> Result<Verdict, String> {
+    fn evaluate(&self, algorithm: Algorithm, key: &str, call: Call<'_>) -> Result<Verdict, String> {
+        let (opts, cost, lease) = (call.opts, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
@@ -65,14 +57,14 @@ impl MemoryBackend {
             if expires_at(slot.as_ref()) <= now_ms {
                 *slot = None;
             }
-            let verdict = algorithm.evaluate(opts, cost, now_ms, slot);
+            let verdict = algorithm.evaluate_leased(opts, cost, lease, now_ms, slot);
             if slot.is_none() {
                 shard.remove(key);
             }
             return verdict;
         }
         let mut slot = None;
-        let verdict = algorithm.evaluate(opts, cost, now_ms, &mut slot);
+        let verdict = algorithm.evaluate_leased(opts, cost, lease, now_ms, &mut slot);
         if slot.is_some() {
             // Only a new key can fill a shard: a known one was evaluated in place above.
             shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));

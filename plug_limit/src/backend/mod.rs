@@ -70,13 +70,23 @@ pub(crate) enum Charge {
     Force(u32),
 }
 
-/// One evaluation: a program, the request's namespaced keys, the limit's options, the cost.
+/// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,
+/// and for a limiter that leases its units, the lease.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call<'a> {
     pub(crate) program: &'a Program,
     pub(crate) keys: &'a [String],
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: Charge,
+    pub(crate) lease: Option<LeaseArg<'a>>,
+}
+
+/// The lease a call takes (`cost` units) or gives back (`release`): the ARGV entry after
+/// `now`, and `-cost` in place of the cost for a release.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseArg<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) release: bool,
 }
 
 /// One limit of stacked limits: its program (a built-in), its key, options and cost, and
@@ -128,10 +138,14 @@ impl Backend {
     /// built-in with its number of options.
     pub(crate) fn start_stack(&self, parts: &[StackPart<'_>]) -> Result<StartedStack<'_>, Error> {
         for part in parts {
-            part.program
-                .builtin_only()?
-                .check_arity(part.opts)
-                .map_err(Error::Input)?;
+            let algorithm = part.program.builtin_only()?;
+            algorithm.check_arity(part.opts).map_err(Error::Input)?;
+            if algorithm.leases() {
+                return Err(Error::Input(format!(
+                    "{}: cannot be stacked: its lease outlives the call",
+                    algorithm.name()
+                )));
+            }
         }
         Ok(match self {
             Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts)),

@@ -17,11 +17,13 @@ use tracing::Instrument;
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
-use crate::backend::{Backend, Call, Charge, MemoryBackend, Started};
+use crate::algorithm::Algorithm;
+use crate::backend::{Backend, Call, Charge, LeaseArg, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::{self, Key, KeyExtractor};
+use crate::lease::{self, Lease};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -186,6 +188,7 @@ impl Decider {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
+            lease: (leases(entry) && limit.cost > 0).then(lease::new_id),
             watch,
         })
     }
@@ -217,13 +220,18 @@ impl Decider {
         }
         let entry = request.entry;
         request.watch.dispatched(self.backend(entry));
-        match self.backend(entry).start(request.call()) {
-            Started::Done(result) => Step::Done(self.settle(&request, result)),
+        let backend = self.backend(entry);
+        match backend.start(request.call()) {
+            Started::Done(result) => {
+                let result = request.leased(backend, result);
+                Step::Done(self.settle(&request, result))
+            }
             Started::Redis(redis) => {
                 let span = request.watch.span().clone();
                 Step::Waiting(Box::pin(
                     async move {
                         let result = redis.eval(request.call()).await;
+                        let result = request.leased(backend, result);
                         self.settle(&request, result)
                     }
                     .instrument(span),
@@ -300,7 +308,7 @@ impl Decider {
         if entry.on_failure == FailurePolicy::Memory
             && let Started::Done(result) = self.fallback().start(request.call())
         {
-            return match result {
+            return match request.leased(self.fallback(), result) {
                 Ok(outcome) => {
                     request.watch.fell_back();
                     self.verdict(request, outcome)
@@ -333,14 +341,19 @@ impl Decider {
                 // Units given back may lift a denial this instance has cached.
                 self.denials.remove(keys.first());
             }
+            // A peek takes nothing, so it has nothing to give back.
+            let lease = (leases(entry) && matches!(cost, Charge::Take(1..))).then(lease::new_id);
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
                 opts,
                 cost,
+                lease: lease.as_deref().map(|id| LeaseArg { id, release: false }),
             };
-            watch.dispatched(self.backend(entry));
-            let outcome = self.backend(entry).eval(call).await?;
+            let backend = self.backend(entry);
+            watch.dispatched(backend);
+            let result = backend.eval(call).await;
+            let outcome = leased(backend, call, result)?;
             Ok(entry.style.finish(keys.first(), opts, outcome))
         }
         .instrument(watch.span().clone())
@@ -420,6 +433,8 @@ struct Request<'a> {
     /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
     /// apart, and the time (by the limiter's clock) it was consulted.
     cached: Option<(u64, i64)>,
+    /// The id of the lease it takes, for a limiter that leases its units.
+    lease: Option<String>,
     /// Its span and metrics.
     watch: Watch,
 }
@@ -431,6 +446,42 @@ impl Request<'_> {
             keys: self.keys.as_slice(),
             opts: self.opts,
             cost: Charge::Take(self.cost),
+            lease: self
+                .lease
+                .as_deref()
+                .map(|id| LeaseArg { id, release: false }),
+        }
+    }
+
+    /// `result` of its call on `backend`, holding the lease it took, if any.
+    fn leased(&self, backend: &Backend, result: Result<Outcome, Error>) -> Result<Outcome, Error> {
+        leased(backend, self.call(), result)
+    }
+}
+
+/// Whether `entry`'s limiter leases its units (a request holds them until its response ends).
+fn leases(entry: &Entry) -> bool {
+    entry.program.algorithm.is_some_and(Algorithm::leases)
+}
+
+/// `result` of `call` on `backend`, holding the lease `call` took, if any. A call that failed
+/// may still have taken it (a reply lost on the way back): it is given back at once.
+fn leased(
+    backend: &Backend,
+    call: Call<'_>,
+    result: Result<Outcome, Error>,
+) -> Result<Outcome, Error> {
+    let Some(lease) = call.lease else {
+        return result;
+    };
+    match result {
+        Ok(outcome) if outcome.is_allowed() => {
+            Ok(outcome.leasing(Lease::new(backend, call, lease.id)))
+        }
+        Ok(outcome) => Ok(outcome),
+        Err(error) => {
+            drop(Lease::new(backend, call, lease.id));
+            Err(error)
         }
     }
 }

@@ -296,6 +296,53 @@ impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
     const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "month", UTC_OFFSET_MINUTES);
 }
 
+/// The concurrency limiter: at most `LIMIT` requests in flight per key, across every
+/// instance sharing the Redis.
+///
+/// Each admitted request holds a lease (a member of the key's sorted set in
+/// `lua/concurrency.lua`) until its response body ends; a lease not given back (its instance
+/// crashed, or Redis was unreachable when the response ended) expires after `LEASE` seconds, so
+/// no instance can leak a slot for longer. Pick `LEASE` above the longest response: a request
+/// still running when its lease expires no longer counts.
+///
+/// The lease is held until the body ends under [`RateLimitLayer`](crate::RateLimitLayer),
+/// [`SendHeadersLayer`](crate::SendHeadersLayer), `#[rate_limit]`, and with
+/// [`RateLimited::respond`](crate::RateLimited::respond); an extractor returned in a response
+/// tuple gives it back when the response is built. Headers: `x-ratelimit-limit`,
+/// `x-ratelimit-reset` (seconds until the oldest lease expires: when a slot comes back at the
+/// latest), `x-ratelimit-remaining` (slots free after this request), and `retry-after: 1` on a
+/// deny (a slot comes back as soon as any request in flight ends).
+///
+/// `LIMIT` and `LEASE` must be at least 1; anything else is refused at compile time. A
+/// concurrency limit cannot be [stacked](crate::Limits).
+///
+/// # Example
+///
+/// ```
+/// use axum::response::Response;
+/// use plug_limit::{Concurrency, RateLimited};
+///
+/// // At most 3 exports in flight per client; a lease lives 10 minutes at most.
+/// async fn export(limited: RateLimited<Concurrency<3, 600>>) -> Response {
+///     limited.respond("a large export")
+/// }
+/// ```
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Concurrency<const LIMIT: u32, const LEASE: u32>;
+
+impl<const LIMIT: u32, const LEASE: u32> Limit for Concurrency<LIMIT, LEASE> {
+    const LIMITER: &'static str = "concurrency";
+    const OPTS: &'static [Opt] = {
+        assert!(LIMIT >= 1, "concurrency: `limit` must be >= 1");
+        assert!(LEASE >= 1, "concurrency: `lease` must be >= 1");
+        assert!(
+            LIMIT <= MAX && LEASE <= MAX,
+            "concurrency: options must be <= 2147483647"
+        );
+        &[Opt::Int(LIMIT as i64), Opt::Int(LEASE as i64)]
+    };
+}
+
 /// The largest option the scripts take: every value stays exact in Lua's doubles.
 const MAX: u32 = 2_147_483_647;
 
@@ -334,6 +381,7 @@ mod tests {
             <LeakyBucket<1, 1> as Limit>::LIMITER,
             <Gcra<1, 1, 1> as Limit>::LIMITER,
             <MonthlyQuota<1> as Limit>::LIMITER,
+            <Concurrency<1, 1> as Limit>::LIMITER,
         ];
         assert_eq!(
             names,
@@ -344,7 +392,8 @@ mod tests {
                 "sliding_log",
                 "leaky_bucket",
                 "gcra",
-                "calendar_quota"
+                "calendar_quota",
+                "concurrency"
             ]
         );
     }

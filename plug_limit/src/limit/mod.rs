@@ -5,8 +5,8 @@ use http::request::Parts;
 use crate::key::KeyExtractor;
 
 pub use self::builtin::{
-    DailyQuota, FixedWindow, Gcra, LeakyBucket, MonthlyQuota, SlidingLog, SlidingWindow,
-    TokenBucket, WeeklyQuota,
+    Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, MonthlyQuota, SlidingLog,
+    SlidingWindow, TokenBucket, WeeklyQuota,
 };
 pub use self::opt::Opt;
 pub use self::runtime::RuntimeLimit;
@@ -119,9 +119,32 @@ impl<L: Limit> Limits for L {
 macro_rules! stacked {
     ($($limit:ident),+) => {
         impl<$($limit: Limit),+> Limits for ($($limit,)+) {
-            const STACK: &'static [LimitRef<'static>] = &[$(LimitRef::of::<$limit>()),+];
+            const STACK: &'static [LimitRef<'static>] = {
+                $(assert!(
+                    !leases($limit::LIMITER),
+                    "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call"
+                );)+
+                &[$(LimitRef::of::<$limit>()),+]
+            };
         }
     };
+}
+
+/// Whether `limiter` is the built-in that leases its units (`concurrency`): a stack's one
+/// call cannot hold a lease until each response ends.
+const fn leases(limiter: &str) -> bool {
+    let (name, leasing) = (limiter.as_bytes(), b"concurrency");
+    if name.len() != leasing.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < name.len() {
+        if name[i] != leasing[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
 
 stacked!(A, B);

@@ -16,6 +16,9 @@
 //! unit (`qu`) is left out: every built-in counts requests (weighted by their cost), the
 //! draft's default.
 //!
+//! `concurrency` counts requests in flight: its policy has the draft's `qu="concurrent-requests"`
+//! and no window (`w`); its `t` is when the oldest lease expires.
+//!
 //! `calendar_quota`'s window is its period's nominal length: a day (86400), an ISO week
 //! (604800), or the mean Gregorian month (2629746, a 400-year cycle's 146097 days over its
 //! 4800 months). A policy is the same for every request, while a month's own length depends
@@ -167,11 +170,23 @@ impl Draft10 {
             .iter()
             .map(|window| Member {
                 name: name(window),
-                params: vec![
-                    ("q".to_owned(), Param::Int(window.limit)),
-                    ("w".to_owned(), Param::Int(window.seconds)),
-                    pk_param(),
-                ],
+                params: if algorithm.leases() {
+                    // A quota of requests in flight has no window: the draft's unit for it.
+                    vec![
+                        ("q".to_owned(), Param::Int(window.limit)),
+                        (
+                            "qu".to_owned(),
+                            Param::Str("concurrent-requests".to_owned()),
+                        ),
+                        pk_param(),
+                    ]
+                } else {
+                    vec![
+                        ("q".to_owned(), Param::Int(window.limit)),
+                        ("w".to_owned(), Param::Int(window.seconds)),
+                        pk_param(),
+                    ]
+                },
             })
             .collect();
         let current = Member {
@@ -567,6 +582,30 @@ mod tests {
                 .render(Algorithm::CalendarQuota, "k", &unknown, &values, false)
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_concurrency_policy_counts_requests_in_flight_without_a_window() {
+        let draft = Draft10::new("concurrency", keys());
+        let opts = [Opt::Int(3), Opt::Int(600)];
+        let fields = draft
+            .render(
+                Algorithm::Concurrency,
+                "k",
+                &opts,
+                &values(&["3", "42", "1"]),
+                false,
+            )
+            .unwrap();
+        let policy = &parse(&fields[0].1).unwrap()[0];
+        assert_eq!(policy.int("q"), Some(3));
+        assert_eq!(policy.int("w"), None);
+        assert_eq!(
+            fields[0].1.to_str().unwrap().split(";pk=").next(),
+            Some("\"concurrency\";q=3;qu=\"concurrent-requests\"")
+        );
+        let current = &parse(&fields[1].1).unwrap()[0];
+        assert_eq!((current.int("r"), current.int("t")), (Some(1), Some(42)));
     }
 
     #[test]

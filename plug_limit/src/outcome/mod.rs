@@ -1,8 +1,12 @@
 //! The result of one limiter evaluation: [`Outcome`] and its [`Decision`].
 
+use std::sync::Arc;
+
 use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
+
+use crate::lease::Lease;
 
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{is_framing, parse_reply};
@@ -29,11 +33,25 @@ pub enum Decision {
 ///
 /// Header values come ready-made from the script; Rust only maps each reply position to its
 /// declared header name.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// An allowed outcome of a [`Concurrency`](crate::Concurrency) limit holds the request's
+/// lease: its units come back when the outcome and every clone of it are dropped (see
+/// [`RateLimited::respond`](crate::RateLimited::respond)). Outcomes compare by decision,
+/// headers and extra values, whatever lease they hold.
+#[derive(Debug, Clone)]
 pub struct Outcome {
     decision: Decision,
     headers: Vec<(HeaderName, HeaderValue)>,
     extra: Vec<Value>,
+    lease: Option<Arc<Lease>>,
+}
+
+impl PartialEq for Outcome {
+    fn eq(&self, other: &Self) -> bool {
+        self.decision == other.decision
+            && self.headers == other.headers
+            && self.extra == other.extra
+    }
 }
 
 impl Outcome {
@@ -44,6 +62,7 @@ impl Outcome {
             decision,
             headers,
             extra: Vec::new(),
+            lease: None,
         }
     }
 
@@ -57,7 +76,19 @@ impl Outcome {
             decision,
             headers,
             extra,
+            lease: None,
         }
+    }
+
+    /// The outcome holding `lease` until it drops.
+    pub(crate) fn leasing(mut self, lease: Lease) -> Self {
+        self.lease = Some(Arc::new(lease));
+        self
+    }
+
+    /// Takes the lease out, to hold it elsewhere (a response body).
+    pub(crate) fn take_lease(&mut self) -> Option<Arc<Lease>> {
+        self.lease.take()
     }
 
     /// The decision.
@@ -106,6 +137,8 @@ impl IntoResponseParts for Outcome {
 
     fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
         let headers = res.headers_mut();
+        // A lease still held here ends with this outcome: a response body can hold it only
+        // where the body is reachable (`RateLimited::respond`, the layers).
         for (name, value) in self.headers {
             headers.insert(name, value);
         }

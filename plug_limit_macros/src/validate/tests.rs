@@ -640,9 +640,29 @@ fn the_built_in_table_matches_the_runtime_catalogue() {
         GCRA,
         MULTI_WINDOW,
         CALENDAR_QUOTA,
+        CONCURRENCY,
     ];
     let names: Vec<&str> = catalogue.iter().map(|(name, _)| *name).collect();
     assert_eq!(names, ours);
+}
+
+#[test]
+fn concurrency_takes_a_limit_and_a_lease() {
+    assert_eq!(
+        limiter(quote!(limiter = "concurrency", opts = [3, 600])),
+        Ok(Limiter::Custom {
+            name: "concurrency".to_owned(),
+            opts: vec![Opt::Int(3), Opt::Int(600)],
+        })
+    );
+    assert_eq!(
+        error(quote!(limiter = "concurrency", opts = [3])),
+        "`concurrency` takes 2 options `[limit, lease]`, found 1"
+    );
+    assert_eq!(
+        error(quote!(limiter = "concurrency", opts = [3, 0])),
+        "expected a positive integer for `lease`"
+    );
 }
 
 #[test]

@@ -87,11 +87,23 @@ impl RedisBackend {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
             _ => None,
         };
-        let extra = [cost_arg(call.cost), Opt::Int(now_ms.unwrap_or_default())];
-        let extra = match (call.cost, now_ms) {
-            (Charge::Take(1), None) => &extra[..0],
-            (_, None) => &extra[..1],
-            (_, Some(_)) => &extra[..],
+        let lease = call.lease.map(|lease| lease.id);
+        let cost = match (call.cost, call.lease) {
+            // A release gives the lease's units back: `-cost`.
+            (Charge::Take(n), Some(lease)) if lease.release => Opt::Int(-i64::from(n)),
+            (cost, _) => cost_arg(cost),
+        };
+        let extra = [
+            cost,
+            // '' stands for Redis TIME where a lease id follows.
+            now_ms.map_or(Opt::Str(""), Opt::Int),
+            lease.map_or(Opt::Str(""), |id| Opt::Text(id.into())),
+        ];
+        let extra = match (call.cost, now_ms, lease) {
+            (_, _, Some(_)) => &extra[..],
+            (Charge::Take(1), None, None) => &extra[..0],
+            (_, None, None) => &extra[..1],
+            (_, Some(_), None) => &extra[..2],
         };
         if !extra.is_empty() {
             call.program.builtin_only()?;

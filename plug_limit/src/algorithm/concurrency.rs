@@ -1,0 +1,303 @@
+//! `lua/concurrency.lua`: the leases of the requests in flight, each until released or
+//! expired.
+
+use super::argv::{Arg, Argv, MAX, fail, int, positive, verdict};
+use super::state::{State, Stored, Verdict};
+
+const NAME: &str = "concurrency";
+/// The longest lease id the script takes.
+const ID_MAX: usize = 64;
+
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+    let limit = positive(NAME, "limit", argv.get(0))?;
+    let lease = positive(NAME, "lease", argv.get(1))?;
+    let (cost, release) = cost(argv.get(2))?;
+    let now = match argv.get(3) {
+        Arg::Missing | Arg::Str("") => None,
+        arg => match arg.digits() {
+            Some(n) if n <= 9_007_199_254_740.0 => Some(n as i64),
+            Some(_) => return Err(fail(NAME, "now", "must be <= 9007199254740", arg)),
+            None => {
+                return Err(fail(
+                    NAME,
+                    "now",
+                    "must be a non-negative integer or ''",
+                    arg,
+                ));
+            }
+        },
+    };
+    // Where the script would read Redis TIME, the caller's clock stands in.
+    let now = now.unwrap_or(argv.now_ms());
+    let id = match argv.get(4) {
+        Arg::Str(id) if valid_id(id) => id,
+        arg if cost > 0 => {
+            return Err(format!(
+                "{NAME}: lease must be 1 to 64 letters, digits, '_' or '-', got '{}'",
+                arg.text()
+            ));
+        }
+        _ => "",
+    };
+    let limit_s = int(limit);
+
+    let (mut leases, mut expires_at_ms) = match slot.take() {
+        Some(Stored {
+            state: State::Concurrency { leases },
+            expires_at_ms,
+        }) => (leases, expires_at_ms),
+        other => {
+            *slot = other;
+            (Vec::new(), 0)
+        }
+    };
+    // ZREMRANGEBYSCORE -inf now
+    leases.retain(|(expiry, _)| *expiry > now);
+
+    let reply = if release {
+        let gone = members(id, cost);
+        leases.retain(|(_, member)| !gone.contains(member));
+        answer(true, &limit_s, limit, &leases, 0.0, now)
+    } else {
+        let held = leases.len() as f64;
+        let need = if cost > 0 { cost as f64 } else { 1.0 };
+        if held + need > limit {
+            answer(false, &limit_s, limit, &leases, 0.0, now)
+        } else if cost == 0 {
+            answer(true, &limit_s, limit, &leases, need, now)
+        } else {
+            let expiry = now + (lease * 1000.0) as i64;
+            // ZADD: a member already held takes the new score.
+            for member in members(id, cost) {
+                leases.retain(|(_, held)| *held != member);
+                let at =
+                    leases.partition_point(|(score, held)| (*score, &**held) < (expiry, &*member));
+                leases.insert(at, (expiry, member));
+            }
+            // PEXPIREAT, with GT unless the set was new.
+            expires_at_ms = if held == 0.0 {
+                expiry
+            } else {
+                expires_at_ms.max(expiry)
+            };
+            answer(true, &limit_s, limit, &leases, 0.0, now)
+        }
+    };
+    // Redis deletes a sorted set that loses its last member.
+    if !leases.is_empty() {
+        *slot = Some(Stored {
+            state: State::Concurrency { leases },
+            expires_at_ms,
+        });
+    }
+    reply
+}
+
+/// The cost slot: units to take (0 peeks), or `-n` to release a lease's `n` units.
+fn cost(arg: Arg<'_>) -> Result<(u32, bool), String> {
+    let (digits, release) = match arg {
+        Arg::Missing => return Ok((1, false)),
+        Arg::Int(n) if n < 0 => (Arg::Int(n.saturating_neg()), true),
+        Arg::Str(s) if s.starts_with('-') => (Arg::Str(&s[1..]), true),
+        arg => (arg, false),
+    };
+    match digits.digits() {
+        Some(n) if n <= MAX && !(release && n < 1.0) => {
+            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX
+            Ok((n as u32, release))
+        }
+        _ => Err(format!(
+            "{NAME}: cost must be an integer 0..2147483647, or '-n' (n >= 1) to release a lease, got '{}'",
+            arg.text()
+        )),
+    }
+}
+
+/// `#id <= 64 and find(id, '^[%w_%-]+$')`.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= ID_MAX
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// The members of lease `id` holding `units`: `<id>` for one, `<id>:1` .. `<id>:n` for more.
+fn members(id: &str, units: u32) -> Vec<Box<str>> {
+    if units == 1 {
+        return vec![id.into()];
+    }
+    (1..=units).map(|i| format!("{id}:{i}").into()).collect()
+}
+
+/// The script's `answer`: the reset from the oldest lease, remaining after `taken` more.
+#[allow(clippy::cast_precision_loss)] // values stay below 2^53
+fn answer(
+    allow: bool,
+    limit_s: &str,
+    limit: f64,
+    leases: &[(i64, Box<str>)],
+    taken: f64,
+    now: i64,
+) -> Result<Verdict, String> {
+    let held = leases.len() as f64;
+    let reset = leases
+        .first()
+        .map_or(0.0, |(oldest, _)| ((*oldest - now) as f64 / 1000.0).ceil());
+    let remaining = (limit - held - taken).max(0.0);
+    if allow {
+        verdict(true, [limit_s.to_owned(), int(reset), int(remaining)])
+    } else {
+        verdict(
+            false,
+            [
+                limit_s.to_owned(),
+                int(reset),
+                int(remaining),
+                "1".to_owned(),
+            ],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Algorithm;
+    use super::super::state::{State, Stored, Verdict};
+    use crate::backend::LeaseArg;
+    use crate::limit::Opt;
+
+    const OPTS: [Opt; 2] = [Opt::Int(2), Opt::Int(30)];
+
+    fn call(
+        cost: u32,
+        lease: Option<(&str, bool)>,
+        now_ms: i64,
+        slot: &mut Option<Stored>,
+    ) -> Result<Verdict, String> {
+        if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
+            *slot = None;
+        }
+        let lease = lease.map(|(id, release)| LeaseArg { id, release });
+        Algorithm::Concurrency.evaluate_leased(
+            &OPTS,
+            crate::backend::Charge::Take(cost),
+            lease,
+            now_ms,
+            slot,
+        )
+    }
+
+    fn said(verdict: Result<Verdict, String>) -> String {
+        match verdict {
+            Ok(v) => format!(
+                "{} {}",
+                if v.allow { "allow" } else { "deny" },
+                v.headers.join(" ")
+            ),
+            Err(e) => format!("error {e}"),
+        }
+    }
+
+    #[test]
+    fn holds_releases_and_expires() {
+        let mut slot = None;
+        assert_eq!(
+            said(call(1, Some(("a", false)), 1_000, &mut slot)),
+            "allow 2 30 1"
+        );
+        assert_eq!(
+            said(call(1, Some(("b", false)), 6_000, &mut slot)),
+            "allow 2 25 0"
+        );
+        assert_eq!(
+            said(call(1, Some(("c", false)), 7_000, &mut slot)),
+            "deny 2 24 0 1"
+        );
+        assert_eq!(said(call(0, None, 7_000, &mut slot)), "deny 2 24 0 1");
+        assert_eq!(
+            said(call(1, Some(("a", true)), 8_000, &mut slot)),
+            "allow 2 28 1"
+        );
+        assert_eq!(
+            said(call(1, Some(("c", false)), 9_000, &mut slot)),
+            "allow 2 27 0"
+        );
+        // b's lease ends at 36 000: its unit comes back without a release.
+        assert_eq!(
+            said(call(1, Some(("d", false)), 36_000, &mut slot)),
+            "allow 2 3 0"
+        );
+        assert_eq!(
+            slot,
+            Some(Stored {
+                state: State::Concurrency {
+                    leases: vec![(39_000, "c".into()), (66_000, "d".into())],
+                },
+                expires_at_ms: 66_000,
+            })
+        );
+        // Releasing the last lease deletes the key; releasing again changes nothing.
+        call(1, Some(("c", true)), 37_000, &mut slot).unwrap();
+        call(1, Some(("d", true)), 37_000, &mut slot).unwrap();
+        assert_eq!(slot, None);
+        assert_eq!(
+            said(call(1, Some(("d", true)), 37_000, &mut slot)),
+            "allow 2 0 2"
+        );
+        assert_eq!(slot, None);
+    }
+
+    #[test]
+    fn a_lease_of_several_units_is_released_whole_and_counts_once_when_repeated() {
+        let mut slot = None;
+        assert_eq!(
+            said(call(2, Some(("x", false)), 0, &mut slot)),
+            "allow 2 30 0"
+        );
+        // The same lease again renews it: still two units.
+        assert_eq!(
+            said(call(2, Some(("x", false)), 0, &mut slot)),
+            "deny 2 30 0 1"
+        );
+        assert_eq!(
+            said(call(3, Some(("y", false)), 0, &mut slot)),
+            "deny 2 30 0 1"
+        );
+        assert_eq!(
+            said(call(2, Some(("x", true)), 1_000, &mut slot)),
+            "allow 2 0 2"
+        );
+        assert_eq!(slot, None);
+        assert_eq!(
+            said(call(1, Some(("z", false)), 1_000, &mut slot)),
+            "allow 2 30 1"
+        );
+        assert_eq!(
+            said(call(1, Some(("z", false)), 2_000, &mut slot)),
+            "allow 2 30 1"
+        );
+    }
+
+    #[test]
+    fn refuses_what_the_script_refuses() {
+        let mut slot = None;
+        assert_eq!(
+            said(call(1, None, 0, &mut slot)),
+            "error concurrency: lease must be 1 to 64 letters, digits, '_' or '-', got ''"
+        );
+        assert_eq!(
+            said(call(1, Some(("a b", false)), 0, &mut slot)),
+            "error concurrency: lease must be 1 to 64 letters, digits, '_' or '-', got 'a b'"
+        );
+        let long = "x".repeat(65);
+        assert_eq!(
+            said(call(1, Some((&long, false)), 0, &mut slot)),
+            format!(
+                "error concurrency: lease must be 1 to 64 letters, digits, '_' or '-', got '{long}'"
+            )
+        );
+        assert_eq!(slot, None);
+    }
+}

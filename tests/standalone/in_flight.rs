@@ -1,0 +1,478 @@
+//! Concurrency limits on real Redis and in memory: a request holds its slot until its response
+//! body ends, across instances, and a lease its instance never gave back expires.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Extension, FromRef};
+use axum::response::Response;
+use axum::routing::get;
+use axum::{Router, http};
+use plug_limit::{
+    Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, key, rate_limit,
+};
+use plug_limit_tests::{Fault, FaultProxy, RedisServer, backends, pool, stored_key, unique_prefix};
+use tokio::sync::oneshot;
+use tower::ServiceExt;
+
+/// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
+const START: i64 = 3_602_725_194_000;
+/// How long a test waits for a release sent after a response; only a broken release makes it
+/// wait that long.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// The gates of the bodies still streaming: each response body sends one chunk when its gate
+/// opens, then ends.
+#[derive(Clone, Default)]
+struct Gates(Arc<Mutex<VecDeque<oneshot::Receiver<()>>>>);
+
+impl Gates {
+    /// The gate of the next response's body.
+    fn next(&self) -> oneshot::Sender<()> {
+        let (open, gate) = oneshot::channel();
+        self.0.lock().unwrap().push_back(gate);
+        open
+    }
+
+    /// A body that waits for the next gate.
+    fn body(&self) -> Body {
+        let gate = self
+            .0
+            .lock()
+            .unwrap()
+            .pop_front()
+            .expect("a gate per request");
+        let stream = futures_util::stream::unfold(Some(gate), |gate| async move {
+            gate?.await.ok()?;
+            Some((Ok::<_, std::io::Error>(Bytes::from_static(b"done")), None))
+        });
+        Body::from_stream(stream)
+    }
+}
+
+#[derive(Clone, FromRef)]
+struct State {
+    limits: PlugLimit,
+}
+
+type Exports = RateLimited<Concurrency<2, 60>>;
+
+async fn by_extractor(limited: Exports, Extension(gates): Extension<Gates>) -> Response {
+    limited.respond(gates.body())
+}
+
+async fn by_layer(Extension(gates): Extension<Gates>) -> Response {
+    Response::new(gates.body())
+}
+
+#[rate_limit(limiter = "concurrency", opts = [2, 60])]
+async fn by_macro(Extension(gates): Extension<Gates>) -> Response {
+    Response::new(gates.body())
+}
+
+/// `/extractor`, `/layer` and `/macro`, each under 2 requests in flight per client.
+fn app(limits: PlugLimit, gates: &Gates) -> Router {
+    let layered = Router::new()
+        .route("/layer", get(by_layer))
+        .route_layer(RateLimitLayer::<Concurrency<2, 60>>::new(limits.clone()));
+    Router::new()
+        .route("/extractor", get(by_extractor))
+        .route("/macro", get(by_macro))
+        .with_state(State { limits })
+        .merge(layered)
+        .layer(Extension(gates.clone()))
+}
+
+fn configured(clock: &ManualClock) -> impl Fn(plug_limit::Builder) -> plug_limit::Builder {
+    let clock = clock.clone();
+    move |builder| {
+        builder
+            .prefix(unique_prefix("in-flight"))
+            .key(key::header("x-client"))
+            .clock(clock.clone())
+    }
+}
+
+/// Starts `GET path` for `client`: the response, its body not yet read.
+async fn start(app: &Router, path: &str, client: &str) -> Response {
+    let request = http::Request::get(path)
+        .header("x-client", client)
+        .body(Body::empty())
+        .unwrap();
+    app.clone().oneshot(request).await.unwrap()
+}
+
+/// `status limit,reset,remaining,retry-after` of a response.
+fn seen(response: &Response) -> String {
+    let value = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .map_or("-", |value| value.to_str().unwrap())
+    };
+    format!(
+        "{} {},{},{},{}",
+        response.status().as_u16(),
+        value("x-ratelimit-limit"),
+        value("x-ratelimit-reset"),
+        value("x-ratelimit-remaining"),
+        value("retry-after"),
+    )
+}
+
+/// Opens `gate` and reads `response`'s body to its end.
+async fn finish(response: Response, gate: oneshot::Sender<()>) {
+    gate.send(()).unwrap();
+    let body = axum::body::to_bytes(response.into_body(), 1024)
+        .await
+        .unwrap();
+    assert_eq!(body, "done");
+}
+
+/// Waits until `check` holds; fails the test after [`PATIENCE`].
+async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_request_holds_its_slot_until_its_body_ends() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock)) {
+        let gates = Gates::default();
+        let app = app(limits, &gates);
+        for path in ["/extractor", "/layer", "/macro"] {
+            let first_gate = gates.next();
+            let first = start(&app, path, "a").await;
+            assert_eq!(seen(&first), "200 2,60,1,-", "{backend} {path}");
+            clock.advance(Duration::from_secs(10));
+            let second_gate = gates.next();
+            let second = start(&app, path, "a").await;
+            assert_eq!(seen(&second), "200 2,50,0,-", "{backend} {path}");
+            // Both bodies still stream: a third request waits for one of them.
+            let _unused = gates.next();
+            let denied = start(&app, path, "a").await;
+            assert_eq!(seen(&denied), "429 2,50,0,1", "{backend} {path}");
+            gates.0.lock().unwrap().clear();
+            // Another client has slots of its own.
+            let other_gate = gates.next();
+            let other = start(&app, path, "b").await;
+            assert_eq!(seen(&other), "200 2,60,1,-", "{backend} {path}");
+
+            finish(first, first_gate).await;
+            let third_gate = gates.next();
+            let mut third = None;
+            eventually("the first slot comes back", async || {
+                // A denied request runs no handler: the gate waits for the next attempt.
+                let response = start(&app, path, "a").await;
+                let allowed = response.status() == http::StatusCode::OK;
+                third = allowed.then_some(response);
+                allowed
+            })
+            .await;
+            // The second lease, taken at the same time, is now the oldest: 60 s to go.
+            let third = third.unwrap();
+            assert_eq!(seen(&third), "200 2,60,0,-", "{backend} {path}");
+            finish(second, second_gate).await;
+            finish(third, third_gate).await;
+            finish(other, other_gate).await;
+            clock.advance(Duration::from_secs(60));
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_response_tuple_gives_the_slot_back_when_the_response_is_built() {
+    async fn tupled(
+        limited: RateLimited<Concurrency<1, 60>>,
+    ) -> (RateLimited<Concurrency<1, 60>>, &'static str) {
+        (limited, "done")
+    }
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock)) {
+        let app = Router::new()
+            .route("/", get(tupled))
+            .with_state(State { limits });
+        let first = start(&app, "/", "a").await;
+        assert_eq!(seen(&first), "200 1,60,0,-", "{backend}");
+        // Its body is unread, but the tuple gave the lease back already.
+        let mut second = None;
+        eventually("the slot comes back", async || {
+            let response = start(&app, "/", "a").await;
+            let allowed = response.status() == http::StatusCode::OK;
+            second = Some(response);
+            allowed
+        })
+        .await;
+        assert_eq!(seen(&second.unwrap()), "200 1,60,0,-", "{backend}");
+    }
+}
+
+/// Limits on `url` under `prefix`, timed by `clock`.
+fn instance(url: &str, prefix: &str, clock: &ManualClock) -> PlugLimit {
+    PlugLimit::builder(pool(url))
+        .prefix(prefix)
+        .clock(clock.clone())
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap()
+}
+
+const OPTS: [Opt; 2] = [Opt::Int(2), Opt::Int(30)];
+
+/// Units held under the programmatic key `client`, read from Redis directly.
+async fn held(redis: &RedisServer, prefix: &str, client: &str) -> i64 {
+    let mut conn = redis.connection().await;
+    plug_limit::redis::cmd("ZCARD")
+        .arg(stored_key(prefix, "concurrency", "", client))
+        .query_async::<i64>(&mut conn)
+        .await
+        .unwrap()
+}
+
+fn remaining(outcome: &plug_limit::Outcome) -> (bool, String) {
+    let value = outcome.header("x-ratelimit-remaining").unwrap();
+    (outcome.is_allowed(), value.to_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn instances_share_the_slots_and_each_gives_back_its_own() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let prefix = unique_prefix("in-flight");
+    let (a, b) = (
+        instance(&redis.url(), &prefix, &clock),
+        instance(&redis.url(), &prefix, &clock),
+    );
+    let on_a = a.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&on_a), (true, "1".to_owned()));
+    let on_b = b.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&on_b), (true, "0".to_owned()));
+    for limits in [&a, &b] {
+        let full = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        assert_eq!(remaining(&full), (false, "0".to_owned()));
+    }
+    assert_eq!(held(&redis, &prefix, "k").await, 2);
+    // a's outcome drops: its lease goes, b's stays.
+    drop(on_a);
+    eventually("a's lease is released", async || {
+        held(&redis, &prefix, "k").await == 1
+    })
+    .await;
+    let again = b.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&again), (true, "0".to_owned()));
+    drop((on_b, again));
+    eventually("every lease is released", async || {
+        held(&redis, &prefix, "k").await == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_lease_its_instance_never_gave_back_expires() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let clock = ManualClock::new(START);
+    let prefix = unique_prefix("in-flight");
+    let doomed = instance(&proxy.url(), &prefix, &clock);
+    let survivor = instance(&redis.url(), &prefix, &clock);
+    let first = doomed.check("concurrency", "k", &OPTS).await.unwrap();
+    let second = doomed.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&second), (true, "0".to_owned()));
+    // The instance loses Redis before its requests end: its releases never arrive.
+    proxy.set(Fault::Blackhole);
+    drop((first, second));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(held(&redis, &prefix, "k").await, 2);
+    let full = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&full), (false, "0".to_owned()));
+    assert_eq!(full.header("x-ratelimit-reset").unwrap(), "30");
+    // A lease lives 30 s: one second before, the slots are still held; at 30 s, free.
+    clock.advance(Duration::from_secs(29));
+    let full = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&full), (false, "0".to_owned()));
+    assert_eq!(full.header("x-ratelimit-reset").unwrap(), "1");
+    clock.advance(Duration::from_secs(1));
+    let free = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&free), (true, "1".to_owned()));
+    assert_eq!(held(&redis, &prefix, "k").await, 1);
+}
+
+#[tokio::test]
+async fn a_lease_whose_reply_was_lost_is_given_back_at_once() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let clock = ManualClock::new(START);
+    let prefix = unique_prefix("in-flight");
+    let limits = instance(&proxy.url(), &prefix, &clock);
+    let warm = limits.check("concurrency", "warm", &OPTS).await.unwrap();
+    assert!(warm.is_allowed());
+    // Redis takes the lease, but its reply is lost: the check fails, and the lease it may have
+    // taken is given back by a release sent once the network is back.
+    proxy.set(Fault::DropReplies);
+    let lost = limits.check("concurrency", "k", &OPTS).await;
+    assert!(matches!(lost, Err(plug_limit::Error::Redis(_))), "{lost:?}");
+    proxy.set(Fault::Forward);
+    eventually("the lost lease is released", async || {
+        held(&redis, &prefix, "k").await == 0
+    })
+    .await;
+    let first = limits.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&first), (true, "1".to_owned()));
+}
+
+#[tokio::test]
+async fn a_concurrency_limit_cannot_be_stacked_at_run_time() {
+    let limits = PlugLimit::memory();
+    let stacked = limits
+        .check_all(&[
+            ("fixed_window", "k", &[Opt::Int(5), Opt::Int(60)], 1),
+            ("concurrency", "k", &OPTS, 1),
+        ])
+        .await;
+    assert_eq!(
+        stacked.unwrap_err().to_string(),
+        "invalid limiter input: concurrency: cannot be stacked: its lease outlives the call"
+    );
+    // Alone, it leases.
+    let alone = limits.check("concurrency", "k", &OPTS).await.unwrap();
+    assert_eq!(remaining(&alone), (true, "1".to_owned()));
+}
+
+/// One step of a lease sequence: take a lease (cost 0 peeks), give one back, or let time pass.
+#[derive(Debug, Clone)]
+enum Step {
+    Take { key: u8, cost: u32 },
+    Release { index: usize },
+    Wait { ms: u64 },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (0u8..2, prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4])
+            .prop_map(|(key, cost)| Step::Take { key, cost }),
+        2 => (0usize..8).prop_map(|index| Step::Release { index }),
+        // Whole seconds too, so that leases end exactly at a call's time.
+        1 => prop_oneof![1..2_000u64, (1..4u64).prop_map(|s| s * 1_000), (27..32u64).prop_map(|s| s * 1_000)]
+            .prop_map(|ms| Step::Wait { ms }),
+    ]
+}
+
+/// Random sequences of takes, releases and waits must get the same answers from the script on
+/// Redis and its native twin, call for call; a release's effect is awaited on Redis (it is sent
+/// after the response, off the request's path) against a count kept by the test itself.
+#[test]
+fn memory_backend_agrees_with_redis_lease_for_lease() {
+    use plug_limit::Clock;
+    use proptest::prop_assert_eq;
+    use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+    const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
+    let render = |outcome: &plug_limit::Outcome| {
+        let headers: Vec<String> = outcome
+            .headers()
+            .iter()
+            .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+            .collect();
+        (outcome.is_allowed(), headers)
+    };
+    let redis = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cases = std::env::var("DIFFERENTIAL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(step(), 1..40);
+    runner
+        .run(&strategy, |steps| {
+            runtime.block_on(async {
+                let clock = ManualClock::new(START);
+                let prefix = unique_prefix("lease-diff");
+                let on_redis = instance(&redis.url(), &prefix, &clock);
+                let in_memory = PlugLimit::memory_builder()
+                    .prefix(prefix.clone())
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                // The leases held: both backends' outcomes, the key, the cost, when taken.
+                let mut held_leases = Vec::new();
+                for (i, step) in steps.iter().enumerate() {
+                    match *step {
+                        Step::Take { key, cost } => {
+                            let key = format!("k{key}");
+                            let fail = |at: &str, e: plug_limit::Error| {
+                                TestCaseError::fail(format!("step {i} on {at}: {e}"))
+                            };
+                            let redis_says = on_redis
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("redis", e))?;
+                            let memory_says = in_memory
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("memory", e))?;
+                            prop_assert_eq!(
+                                render(&redis_says),
+                                render(&memory_says),
+                                "step {} ({:?})",
+                                i,
+                                step
+                            );
+                            if redis_says.is_allowed() && cost > 0 {
+                                held_leases.push((
+                                    redis_says,
+                                    memory_says,
+                                    key,
+                                    cost,
+                                    clock.now_ms(),
+                                ));
+                            }
+                        }
+                        Step::Release { index } if !held_leases.is_empty() => {
+                            let (on_redis, in_memory, key, _, _) =
+                                held_leases.remove(index % held_leases.len());
+                            drop((on_redis, in_memory));
+                            let now = clock.now_ms();
+                            let live: i64 = held_leases
+                                .iter()
+                                .filter(|lease| lease.2 == key && lease.4 + 30_000 > now)
+                                .map(|lease| i64::from(lease.3))
+                                .sum();
+                            let stored = stored_key(&prefix, "concurrency", "", &key);
+                            eventually("the release lands in Redis", async || {
+                                let mut conn = redis.connection().await;
+                                let count: i64 = plug_limit::redis::cmd("ZCOUNT")
+                                    .arg(&stored)
+                                    .arg(format!("({now}"))
+                                    .arg("+inf")
+                                    .query_async(&mut conn)
+                                    .await
+                                    .unwrap();
+                                count == live
+                            })
+                            .await;
+                        }
+                        Step::Release { .. } => {}
+                        Step::Wait { ms } => clock.advance(Duration::from_millis(ms)),
+                    }
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
