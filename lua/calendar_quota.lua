@@ -21,6 +21,19 @@
 -- The period is found with integer day arithmetic (days since 1970-01-01 to
 -- a civil date and back, proleptic Gregorian), so month lengths and leap
 -- years are exact; Redis Lua has no os.date.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR
+--          calendar_quota: cost must be an integer 0..2147483647, '-n' or '+n'
+--          with n 1..2147483647, got '<value>'".
+--          Refund: SET of the lower count with the same expiry, DEL at 0.
+--          Force: the count goes past the limit up to 4294967294; the key
+--          expires a minute after the period ends, as always.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings:
 --          reset        seconds (ceil) until the period ends;
 --          remaining    what the period has left after this request;
@@ -33,6 +46,7 @@
 --          minute after the period ends.
 
 local MAX = 2147483647 -- keeps every value exact in a double
+local CAP = 2 * MAX -- the most a forced charge leaves counted
 local DAY = 86400000
 local MARGIN = 60000 -- a key outlives its period by this much
 local find, match, fmt, floor, ceil = string.find, string.match, string.format, math.floor, math.ceil
@@ -59,12 +73,18 @@ if not offset or offset < -1439 or offset > 1439 then
     .. (offset_s or '') .. "'")
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR calendar_quota: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR calendar_quota: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -119,6 +139,28 @@ if stored then
   local e, c = match(stored, '^(%d+) (%d+)$')
   -- A count of another period (or of another offset) is over.
   if tonumber(e) == ends then count = tonumber(c) end
+end
+
+if sign == '-' then
+  if count > 0 then
+    count = count > cost and count - cost or 0
+    if count > 0 then
+      redis.call('SET', key, fmt('%d %d', ends, count), 'PXAT', ends + MARGIN)
+    else
+      redis.call('DEL', key)
+    end
+  end
+  return {'allow', {limit_s, reset_s, fmt('%d', count < limit and limit - count or 0)}}
+end
+
+if sign == '+' then
+  count = count + cost
+  if count > CAP then count = CAP end
+  redis.call('SET', key, fmt('%d %d', ends, count), 'PXAT', ends + MARGIN)
+  if count <= limit then
+    return {'allow', {limit_s, reset_s, fmt('%d', limit - count)}}
+  end
+  return {'deny', {limit_s, reset_s, '0', reset_s}}
 end
 
 if count + need <= limit then

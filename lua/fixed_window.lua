@@ -11,6 +11,20 @@
 --                  run ahead of the server's, so with it every expiry decision
 --                  comes from PEXPIRETIME (Redis >= 7), never from Redis having
 --                  deleted the key.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0). Any other cost is refused: "ERR fixed_window: cost must be
+--          an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got
+--          '<value>'".
+--          Refund: DECRBY, or DEL once the count reaches 0 (GET and TTL or
+--          PEXPIRETIME first); the TTL stays. Force: INCRBY, the count going
+--          past the limit up to 4294967294 (2 * 2147483647, one SET KEEPTTL to
+--          cap it), the window's TTL set as a take sets it.
 -- Reply    {"allow"|"deny", {limit, reset, remaining}}: the x-ratelimit-limit,
 --          x-ratelimit-reset and x-ratelimit-remaining values as strings.
 --          reset is the key's TTL rounded as Redis TTL rounds it, so the window
@@ -30,6 +44,7 @@
 -- remaining is clamped at 0, so the overshoot is invisible to callers.
 
 local MAX = 2147483647 -- keeps every value exact in a double and valid for EXPIRE
+local CAP = 2 * MAX -- the most a forced charge leaves counted
 local find, fmt, floor = string.find, string.format, math.floor
 local limit_s, window_s, cost_s, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, window = tonumber(limit_s), tonumber(window_s)
@@ -52,12 +67,18 @@ if not (limit and window and limit <= MAX and window <= MAX
   limit_s, window_s = fmt('%d', limit), fmt('%d', window) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR fixed_window: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -69,6 +90,56 @@ if now_s then
 end
 
 local key = KEYS[1]
+
+if sign == '-' then
+  local count, ttl_s = tonumber(redis.call('GET', key)), window_s
+  if count and now then
+    local expiry = redis.call('PEXPIRETIME', key)
+    if expiry > now then ttl_s = fmt('%d', floor((expiry - now + 500) / 1000)) else count = nil end
+  elseif count then
+    local ttl = redis.call('TTL', key)
+    if ttl >= 0 then ttl_s = fmt('%d', ttl) else count = nil end
+  end
+  if not count then
+    -- No window to give back to: nothing is written.
+    return {'allow', {limit_s, window_s, limit_s}}
+  end
+  if count <= cost then
+    -- Back to an empty counter, which is no counter at all.
+    redis.call('DEL', key)
+    return {'allow', {limit_s, window_s, limit_s}}
+  end
+  count = redis.call('DECRBY', key, cost)
+  return {'allow', {limit_s, ttl_s, fmt('%d', count < limit and limit - count or 0)}}
+end
+
+if sign == '+' then
+  local count, ttl_s = redis.call('INCRBY', key, cost), window_s
+  if count ~= cost and now then
+    local expiry = redis.call('PEXPIRETIME', key)
+    if expiry > now then
+      ttl_s = fmt('%d', floor((expiry - now + 500) / 1000))
+    else
+      count = cost -- past its stored expiry: a new window
+      redis.call('SET', key, cost, 'PXAT', now + window * 1000)
+    end
+  elseif count ~= cost then
+    local ttl = redis.call('TTL', key)
+    if ttl >= 0 then ttl_s = fmt('%d', ttl) else redis.call('EXPIRE', key, window) end
+  elseif now then
+    redis.call('PEXPIREAT', key, now + window * 1000)
+  else
+    redis.call('EXPIRE', key, window)
+  end
+  if count > CAP then
+    count = CAP
+    redis.call('SET', key, fmt('%d', CAP), 'KEEPTTL')
+  end
+  if count <= limit then
+    return {'allow', {limit_s, ttl_s, fmt('%d', limit - count)}}
+  end
+  return {'deny', {limit_s, ttl_s, '0'}}
+end
 
 if cost == 0 then
   local count, ttl_s = tonumber(redis.call('GET', key)), window_s

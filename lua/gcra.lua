@@ -20,6 +20,19 @@
 -- tau = T * burst. With tat = max(stored TAT, now), new_tat = tat + T * cost
 -- and allow_at = new_tat - tau, a request is admitted when allow_at <= now;
 -- new_tat is then stored.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR gcra:
+--          cost must be an integer 0..2147483647, '-n' or '+n' with n
+--          1..2147483647, got '<value>'".
+--          Refund: the TAT moves back by T * n, never before now (DEL then).
+--          Force: the TAT moves forward by T * n, to at most now + 2 * tau
+--          (one burst of debt); the key expires at the TAT.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings,
 --          as redis_rate defines them:
 --          limit       burst: remaining counts down from it;
@@ -56,12 +69,18 @@ if not (limit and window and burst and limit <= MAX and window <= MAX and burst 
   burst_s = fmt('%d', burst) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR gcra: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR gcra: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -81,6 +100,32 @@ local key = KEYS[1]
 local interval = ceil(window * 1000000 / limit)
 local tat = tonumber(redis.call('GET', key))
 if not tat or tat < now then tat = now end
+if sign == '-' then
+  if tat > now then
+    tat = tat - interval * cost
+    if tat > now then
+      redis.call('SET', key, fmt('%d', tat), 'PXAT', ceil(tat / 1000))
+    else
+      tat = now -- never before now: an empty state, which is no key
+      redis.call('DEL', key)
+    end
+  end
+  return {'allow', {burst_s, fmt('%d', ceil((tat - now) / 1000000)),
+    fmt('%d', floor((now - (tat - interval * burst)) / interval))}}
+end
+
+if sign == '+' then
+  -- Ahead of now by at most two burst tolerances: one burst of debt.
+  local forced, top = tat + interval * cost, now + 2 * interval * burst
+  if forced > top then forced = top end
+  redis.call('SET', key, fmt('%d', forced), 'PXAT', ceil(forced / 1000))
+  local reset_s, allow_at = fmt('%d', ceil((forced - now) / 1000000)), forced - interval * burst
+  if allow_at <= now then
+    return {'allow', {burst_s, reset_s, fmt('%d', floor((now - allow_at) / interval))}}
+  end
+  return {'deny', {burst_s, reset_s, '0', fmt('%d', ceil((allow_at + interval - now) / 1000000))}}
+end
+
 local new_tat = tat + interval * need
 local allow_at = new_tat - interval * burst
 

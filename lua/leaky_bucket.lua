@@ -17,6 +17,20 @@
 -- unit-milliseconds (a unit is window_ms of them and limit of them leak each
 -- ms), so filling and leaking are exact integer steps: no rounding error
 -- accumulates however often the bucket is touched.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR
+--          leaky_bucket: cost must be an integer 0..2147483647, '-n' or '+n'
+--          with n 1..2147483647, got '<value>'".
+--          Refund: the level drops by n units, never below 0 (DEL when empty);
+--          the expiry moves closer. Force: the level goes past capacity, up to
+--          twice the capacity (and 2^53 unit-ms); the key expires when that
+--          has leaked.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings:
 --          remaining   floor(limit - level) after this request, >= 0;
 --          reset       seconds (ceil) until the bucket is empty;
@@ -51,12 +65,18 @@ if not (limit and window and limit <= MAX and window <= MAX and limit * window <
   limit_s = fmt('%d', limit) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR leaky_bucket: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR leaky_bucket: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -84,6 +104,35 @@ if stored then
     level = q - elapsed * limit
     if level < 0 then level = 0 end
   end
+end
+
+if sign == '-' then
+  if level > 0 then
+    level = level - cost * span
+    if level > 0 then
+      -- Empties sooner: the expiry moves closer, never later.
+      redis.call('SET', key, fmt('%d %d', level, now), 'PXAT', now + ceil(level / limit))
+    else
+      level = 0
+      redis.call('DEL', key)
+    end
+  end
+  local remaining = floor((capacity - level) / span)
+  if remaining < 0 then remaining = 0 end
+  return {'allow', {limit_s, fmt('%d', ceil(level / per_s)), fmt('%d', remaining)}}
+end
+
+if sign == '+' then
+  -- Past capacity by at most one more capacity (and 2^53, to stay exact).
+  local after, top = level + cost * span, 2 * capacity
+  if top > 9007199254740992 then top = 9007199254740992 end
+  if after > top then after = top end
+  redis.call('SET', key, fmt('%d %d', after, now), 'PXAT', now + ceil(after / limit))
+  if after <= capacity then
+    return {'allow', {limit_s, fmt('%d', ceil(after / per_s)), fmt('%d', floor((capacity - after) / span))}}
+  end
+  return {'deny', {limit_s, fmt('%d', ceil(after / per_s)), '0',
+    fmt('%d', ceil((after + span - capacity) / per_s))}}
 end
 
 local after = level + need * span

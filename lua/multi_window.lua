@@ -17,6 +17,19 @@
 -- fixed_window. A request is admitted when every limit has room for cost, and
 -- then it is counted in every window; a request denied by any limit is
 -- counted in none.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR
+--          multi_window: cost must be an integer 0..2147483647, '-n' or '+n'
+--          with n 1..2147483647, got '<value>'".
+--          Refund: every window counting something gives back up to n (one
+--          HSET); the expiry stays. Force: every window counts n more, up to
+--          4294967294, written as an admitted request is.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as
 --          strings, for the most restrictive limit: the smallest remaining
 --          after this request (ties: the longest reset, then the first given).
@@ -33,6 +46,7 @@
 --          ends.
 
 local MAX = 2147483647 -- keeps every value exact in a double
+local CAP = 2 * MAX -- the most a forced charge leaves counted
 local find, match, fmt, ceil = string.find, string.match, string.format, math.ceil
 
 local n = 0 -- the limits are ARGV[1..n]
@@ -64,12 +78,18 @@ for i = 1, n do
 end
 
 local cost_s, now_s = ARGV[n + 1], ARGV[n + 2]
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR multi_window: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR multi_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -97,11 +117,27 @@ for i = 1, n do
   if c + need > limits[i] then denied = true end
 end
 
-if not denied and cost > 0 then
+if sign == '-' then
+  -- Only windows that count something give back; the key's expiry stays.
+  local writes = {}
+  for i = 1, n do
+    if counts[i] > 0 then
+      counts[i] = counts[i] > cost and counts[i] - cost or 0
+      writes[#writes + 1] = fields[2 * i - 1]
+      writes[#writes + 1] = fmt('%d', counts[i])
+    end
+  end
+  if #writes > 0 then redis.call('HSET', key, unpack(writes)) end
+elseif sign or (not denied and cost > 0) then
   local writes, last = {}, 0
   for i = 1, n do
+    local c = counts[i] + cost
+    if sign then
+      if c > CAP then c = CAP end
+      counts[i] = c
+    end
     writes[#writes + 1] = fields[2 * i - 1]
-    writes[#writes + 1] = fmt('%d', counts[i] + cost)
+    writes[#writes + 1] = fmt('%d', c)
     writes[#writes + 1] = fields[2 * i]
     writes[#writes + 1] = fmt('%d', ends[i])
     if ends[i] > last then last = ends[i] end
@@ -109,16 +145,21 @@ if not denied and cost > 0 then
   redis.call('HSET', key, unpack(writes))
   if started then redis.call('PEXPIREAT', key, last) end
 end
+if sign then
+  -- The reply describes the state after; a forced charge denies past any limit.
+  denied = false
+  for i = 1, n do
+    if sign == '+' and counts[i] > limits[i] then denied = true end
+  end
+  need = 1 -- retry_after is when a cost-1 request passes
+end
 
 -- The most restrictive limit, and on deny the longest wait among those that deny.
 local pick, pick_left, pick_reset, retry = 0, 0, 0, 0
 for i = 1, n do
   local left = limits[i] - counts[i]
-  if not denied then
-    left = left - need
-  elseif left < 0 then
-    left = 0
-  end
+  if not (denied or sign) then left = left - need end
+  if left < 0 then left = 0 end
   local reset = ceil((ends[i] - now) / 1000)
   if pick == 0 or left < pick_left or (left == pick_left and reset > pick_reset) then
     pick, pick_left, pick_reset = i, left, reset

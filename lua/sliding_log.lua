@@ -13,6 +13,20 @@
 --                  server's is fine.
 -- An entry logged at t counts while now < t + window_ms; a request is admitted
 -- when the entries in the window plus cost are <= limit.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR
+--          sliding_log: cost must be an integer 0..2147483647, '-n' or '+n'
+--          with n 1..2147483647, got '<value>'".
+--          Refund: ZREMRANGEBYRANK of the n newest entries; the expiry stays.
+--          Force: logs min(n, limit) entries, then trims the log to its newest
+--          limit entries (only those ever decide anything), so the set never
+--          holds more than limit entries; the decision counts all n.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings:
 --          remaining   limit - entries in the window after this request, >= 0;
 --          reset       seconds (ceil) until the newest entry leaves: the
@@ -58,12 +72,18 @@ if not (limit and window and limit <= MAX and window <= MAX
   limit_s, window_s = fmt('%d', limit), fmt('%d', window) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR sliding_log: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR sliding_log: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -82,22 +102,48 @@ local key, span = KEYS[1], window * 1000
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
 local count = redis.call('ZCARD', key)
 
-if count + need <= limit then
+if sign == '-' then
+  -- The newest entries go first; an empty set is no key.
+  if count > 0 then
+    redis.call('ZREMRANGEBYRANK', key, -cost, -1)
+    count = count > cost and count - cost or 0
+  end
+  local reset = 0
+  if count > 0 then
+    reset = ceil((redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2] + span - now) / 1000)
+  end
+  return {'allow', {limit_s, fmt('%d', reset), fmt('%d', count < limit and limit - count or 0)}}
+end
+
+local forced = sign == '+'
+if forced or count + need <= limit then
   if cost > 0 then
+    -- Only the newest limit entries ever decide anything: a forced charge logs no more.
+    local logged = forced and min(cost, limit) or cost
     local at = fmt('%d', now)
     local added, seq = 0, count
-    while added < cost do
+    while added < logged do
       local batch = {}
-      for i = 1, min(cost - added, 1000) do
+      for i = 1, min(logged - added, 1000) do
         batch[2 * i - 1] = at
         batch[2 * i] = at .. '-' .. seq
         seq = seq + 1
       end
       added = added + redis.call('ZADD', key, unpack(batch))
     end
+    if forced then redis.call('ZREMRANGEBYRANK', key, 0, -limit - 1) end
     redis.call('PEXPIREAT', key, now + span)
   end
-  return {'allow', {limit_s, window_s, fmt('%d', limit - count - need)}}
+  if not forced then
+    return {'allow', {limit_s, window_s, fmt('%d', limit - count - need)}}
+  end
+  count = count + cost -- every unit counts toward the decision
+  if count <= limit then
+    return {'allow', {limit_s, window_s, fmt('%d', limit - count)}}
+  end
+  -- The log now holds limit entries: a cost-1 request waits for the oldest.
+  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2]
+  return {'deny', {limit_s, window_s, '0', fmt('%d', ceil((oldest + span - now) / 1000))}}
 end
 
 local remaining = limit - count

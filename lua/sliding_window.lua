@@ -18,6 +18,20 @@
 -- and a request is admitted when estimate + cost <= limit. Counts are
 -- integers; the estimate is recomputed on every call and never stored, so no
 -- rounding error accumulates.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), retry-after on a deny. Any other cost is refused: "ERR
+--          sliding_window: cost must be an integer 0..2147483647, '-n' or '+n'
+--          with n 1..2147483647, got '<value>'".
+--          Refund: from the current window's count first, then the previous
+--          one's; SET with the key's own expiry, or DEL once both are 0.
+--          Force: the current count goes past the limit up to 4294967294; the
+--          key expires two windows after the current one started.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings:
 --          remaining   floor(limit - estimate) after this request, >= 0;
 --          reset       seconds (ceil) until the estimate decays to 0 with no
@@ -34,6 +48,7 @@
 --          counts have aged out.
 
 local MAX = 2147483647 -- keeps every value exact in a double
+local CAP = 2 * MAX -- the most a forced charge leaves counted
 local find, match, fmt, floor, ceil = string.find, string.match, string.format, math.floor, math.ceil
 local limit_s, window_s, cost_s, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local limit, window = tonumber(limit_s), tonumber(window_s)
@@ -54,12 +69,18 @@ if not (limit and window and limit <= MAX and window <= MAX
   limit_s = fmt('%d', limit) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR sliding_window: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR sliding_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -76,21 +97,51 @@ local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
 
 local key, span = KEYS[1], window * 1000
 local start = now - now % span
-local current, previous = 0, 0
+local current, previous, ends = 0, 0, nil
 local stored = redis.call('GET', key)
 if stored then
   local s, c, p = match(stored, '^(%d+) (%d+) (%d+)$')
   s = tonumber(s)
   if s == start then
-    current, previous = tonumber(c), tonumber(p)
+    current, previous, ends = tonumber(c), tonumber(p), start + 2 * span
   elseif s == start - span then
-    previous = tonumber(c)
+    previous, ends = tonumber(c), start + span
   end
 end
 
 local elapsed = now - start
 local left = limit - (previous * (span - elapsed) / span + current)
-if need <= left then
+if sign then
+  if sign == '-' then
+    -- From the current window's count first, then the previous one's.
+    if current + previous > 0 then
+      local back = current < cost and current or cost
+      current, cost = current - back, cost - back
+      previous = previous > cost and previous - cost or 0
+      if current + previous > 0 then
+        -- The key's own expiry: a refund never extends it.
+        redis.call('SET', key, fmt('%d %d %d', start, current, previous), 'PXAT', ends)
+      else
+        redis.call('DEL', key)
+      end
+    end
+  else
+    current = current + cost
+    if current > CAP then current = CAP end
+    redis.call('SET', key, fmt('%d %d %d', start, current, previous), 'PXAT', start + 2 * span)
+  end
+  left = limit - (previous * (span - elapsed) / span + current)
+  if sign == '-' or left >= 0 then
+    local reset = 0
+    if current > 0 then
+      reset = ceil((start + 2 * span - now) / 1000)
+    elseif previous > 0 then
+      reset = ceil((start + span - now) / 1000)
+    end
+    return {'allow', {limit_s, fmt('%d', reset), fmt('%d', left > 0 and floor(left) or 0)}}
+  end
+  need = 1 -- denied: retry_after is when a cost-1 request passes
+elseif need <= left then
   if cost > 0 then
     redis.call('SET', key, fmt('%d %d %d', start, current + cost, previous), 'PXAT', start + 2 * span)
   end

@@ -13,6 +13,22 @@
 --                  0..9007199254740, default Redis TIME. Expiry is decided by
 --                  the stored expiry either way, so a caller's clock running
 --                  ahead of the server's is fine.
+-- Settle   the cost may also be "-n" or "+n", n 1..2147483647, for a request
+--          already served whose actual cost is known. "-n" refunds: gives back
+--          up to n units the key holds, never making it better than an
+--          untouched key; always "allow"; a key that holds nothing (missing,
+--          or its window over) is not written. "+n" forces: takes n whatever
+--          the limit; "allow" when the state after is within the limit, else
+--          "deny". Either way the headers describe the state after (remaining
+--          >= 0), and retry-after whenever a cost-1 request would be denied.
+--          Any other cost is refused: "ERR token_bucket: cost must be an
+--          integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got
+--          '<value>'".
+--          Refund: tokens back up to burst (never lowering tokens refilled
+--          above it), remaining up to limit; the expiry stays. Force: tokens
+--          and remaining go negative, at most one burst of token debt and one
+--          limit of remaining; everything resets with the window as usual. One
+--          HSET (and PEXPIREAT on a new window).
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}}: the
 --          x-ratelimit-limit ("<limit> <limit>;w=<window>;burst=<burst>;
 --          policy=token_bucket"), x-ratelimit-reset (seconds left of the
@@ -56,12 +72,18 @@ if not (limit and window and burst and limit <= MAX and window <= MAX and burst 
   limit_s, window_s, burst_s = fmt('%d', limit), fmt('%d', window), fmt('%d', burst) -- leading zeros
 end
 
-local cost, now = 1, nil
+local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
+  if not cost then
+    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    local digits
+    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    cost = tonumber(digits)
+    if cost == 0 then cost = nil end
+  end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR token_bucket: cost " .. (cost and 'must be <= 2147483647'
-      or 'must be a non-negative integer') .. ", got '" .. cost_s .. "'")
+    return redis.error_reply("ERR token_bucket: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -84,6 +106,55 @@ end
 local state = redis.call('HMGET', key, 'b', 'r', 't', 'e')
 local tokens, remaining = tonumber(state[1]), tonumber(state[2])
 local last, expiry = tonumber(state[3]), tonumber(state[4])
+
+if sign then
+  local live = tokens and remaining and last and expiry and expiry > now
+  if sign == '-' and not live then
+    -- No window to give back to: nothing is written.
+    return {'allow', {policy, window_s, limit_s}}
+  end
+  local ttl = window
+  if live then
+    ttl = floor((expiry - now + 500) / 1000)
+    local elapsed = now - last
+    if elapsed < 0 then elapsed = 0 end -- TIME can step back
+    if refill > 0 then
+      tokens = tokens + refill * elapsed / window / 1000
+    end
+  else
+    tokens, remaining, expiry = burst, limit, now + window * 1000
+  end
+  if sign == '-' then
+    -- Never above a full bucket (refill since may already have filled it) or a full window.
+    if tokens < burst then tokens = min(tokens + cost, burst) end
+    remaining = min(remaining + cost, limit)
+  else
+    -- Debt of at most one bucket, and one window.
+    tokens, remaining = tokens - cost, remaining - cost
+    if tokens < -burst then tokens = -burst end
+    if remaining < -limit then remaining = -limit end
+  end
+  local remaining_s = fmt('%d', remaining)
+  if live then
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+  else
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
+    redis.call('PEXPIREAT', key, expiry)
+  end
+  local headers = {policy, fmt('%d', ttl), remaining > 0 and remaining_s or '0'}
+  if tokens < 1 or remaining < 1 then
+    -- When a cost-1 request passes again.
+    local retry = ttl
+    if refill > 0 and remaining >= 1 then
+      retry = min(ceil((1 - tokens) * window / refill), ttl)
+    end
+    headers[4] = fmt('%d', retry)
+  end
+  if sign == '-' or (tokens >= 0 and remaining >= 0) then
+    return {'allow', headers}
+  end
+  return {'deny', headers}
+end
 
 if not (tokens and remaining and last and expiry and expiry > now) then
   -- A missing or partial hash starts a new window, and so does one that
@@ -135,4 +206,5 @@ local retry = ttl
 if refill > 0 and remaining >= need then
   retry = min(math.abs(ceil((need - floor(taken)) * window / refill - elapsed / 1000)), ttl)
 end
-return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining), fmt('%d', retry)}}
+-- remaining is below 0 only after a forced charge.
+return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining > 0 and remaining or 0), fmt('%d', retry)}}

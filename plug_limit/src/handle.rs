@@ -1,10 +1,12 @@
 //! [`PlugLimit`], the handle to the limiters that router state holds.
 
+use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
+use crate::backend::Charge;
 use crate::config::{Builder, RedisConnection, assert_builtin_limiters};
 use crate::decide::Decider;
 use crate::error::Error;
@@ -232,7 +234,60 @@ impl PlugLimit {
         opts: &[Opt],
         cost: u32,
     ) -> Result<Outcome, Error> {
-        self.decider.check(limiter, key.into(), opts, cost).await
+        self.decider
+            .check(limiter, key.into(), opts, Charge::Take(cost))
+            .await
+    }
+
+    /// Settles a request admitted on an estimate (built-in limiters only): gives back
+    /// `reserved - actual` units when it used fewer, takes `actual - reserved` more (without
+    /// denying: the request was served) when it used more; a peek when equal. One backend call,
+    /// as [`check_cost`](Self::check_cost) makes.
+    ///
+    /// A refund never gives back more than the key holds, writes nothing for a key that holds
+    /// nothing, and always allows. A forced charge is always counted, and denies when it leaves
+    /// the key past its limit, so that the outcome's headers say what the next request will
+    /// meet. What each algorithm does is in the algorithm guide (`docs/algorithms.md`).
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let tokens = [Opt::Int(1000), Opt::Int(60)];
+    /// // Admitted on an estimate of 300 tokens; the response used 120.
+    /// assert!(limits.check_cost("fixed_window", "ann", &tokens, 300).await?.is_allowed());
+    /// let settled = limits.settle("fixed_window", "ann", &tokens, 300, 120).await?;
+    /// assert_eq!(settled.header("x-ratelimit-remaining").unwrap(), "880");
+    /// // The next one used 1000: counted all the same, and the limit is spent.
+    /// assert!(limits.check_cost("fixed_window", "ann", &tokens, 300).await?.is_allowed());
+    /// let settled = limits.settle("fixed_window", "ann", &tokens, 300, 1000).await?;
+    /// assert!(!settled.is_allowed());
+    /// assert!(!limits.check("fixed_window", "ann", &tokens).await?.is_allowed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn settle<'a>(
+        &self,
+        limiter: &str,
+        key: impl Into<Subject<'a>>,
+        opts: &[Opt],
+        reserved: u32,
+        actual: u32,
+    ) -> Result<Outcome, Error> {
+        let charge = match reserved.cmp(&actual) {
+            Ordering::Greater => Charge::Refund(reserved - actual),
+            Ordering::Less => Charge::Force(actual - reserved),
+            Ordering::Equal => Charge::Take(0),
+        };
+        self.decider.check(limiter, key.into(), opts, charge).await
     }
 
     /// Checks several limits at once, stacked: each `(limiter, key, opts, cost)` is counted

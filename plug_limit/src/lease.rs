@@ -19,7 +19,7 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 
-use crate::backend::{Backend, Call, LeaseArg, Program, Started};
+use crate::backend::{Backend, Call, Charge, LeaseArg, Program, Started};
 use crate::limit::Opt;
 
 /// This process's part of every lease id: random, so two instances' ids never meet.
@@ -48,7 +48,7 @@ struct Release {
     program: Program,
     keys: [String; 1],
     opts: Box<[Opt]>,
-    cost: u32,
+    cost: Charge,
     id: String,
 }
 

@@ -141,7 +141,7 @@ fn config_deserializes_and_is_validated() {
     assert!(debug.contains("timeout: 100ms"), "{debug}");
     assert!(debug.contains("on_failure: Closed"), "{debug}");
     assert!(
-        debug.contains(r#"limiters: ["calendar_quota", "fixed_window", "gcra", "leaky_bucket", "multi_window", "quota", "sliding_log", "sliding_window", "token_bucket"]"#),
+        debug.contains(r#"limiters: ["calendar_quota", "concurrency", "fixed_window", "gcra", "leaky_bucket", "multi_window", "quota", "sliding_log", "sliding_window", "token_bucket"]"#),
         "{debug}"
     );
 

@@ -42,21 +42,55 @@ const CALENDAR: [(&str, &[Opt]); 2] = [
 /// 2084-03-01T04:59:54Z, in a year whose expiries are never in a real Redis' past.
 const CALENDAR_START: i64 = 3_602_725_194_000;
 
-/// One call: which limiter, which of three keys, what cost (0 is a peek), and how far the
-/// clock moves first.
+/// One call: which limiter, which of three keys, what cost, and how far the clock moves
+/// first.
 #[derive(Debug, Clone)]
 struct Call {
     limiter: usize,
     key: u8,
-    cost: u32,
+    cost: Cost,
     advance_ms: u64,
+}
+
+/// A check's cost (0 is a peek), or a settlement: units given back or forced.
+#[derive(Debug, Clone, Copy)]
+enum Cost {
+    Take(u32),
+    Refund(u32),
+    Force(u32),
+}
+
+fn cost() -> impl Strategy<Value = Cost> {
+    prop_oneof![
+        3 => Just(Cost::Take(1)),
+        1 => Just(Cost::Take(0)),
+        1 => (2u32..4).prop_map(Cost::Take),
+        1 => (1u32..4).prop_map(Cost::Refund),
+        1 => (1u32..5).prop_map(Cost::Force),
+        // Past every bound: a count's cap, a bucket's debt, a log's length.
+        1 => prop_oneof![Just(i32::MAX as u32), 5u32..40].prop_map(Cost::Force),
+        1 => prop_oneof![Just(i32::MAX as u32), 5u32..40].prop_map(Cost::Refund),
+    ]
+}
+
+/// `cost` on `limits`: a check, or a settlement of a request reserved at 0 or at `n`.
+async fn charge(
+    limits: &PlugLimit,
+    (limiter, key, opts): (&str, &str, &[Opt]),
+    cost: Cost,
+) -> Result<Outcome, plug_limit::Error> {
+    match cost {
+        Cost::Take(n) => limits.check_cost(limiter, key, opts, n).await,
+        Cost::Refund(n) => limits.settle(limiter, key, opts, n, 0).await,
+        Cost::Force(n) => limits.settle(limiter, key, opts, 0, n).await,
+    }
 }
 
 fn call(limiters: usize) -> impl Strategy<Value = Call> {
     (
         0..limiters,
         0u8..3,
-        prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4],
+        cost(),
         prop_oneof![2 => Just(0u64), 3 => 1u64..400, 1 => 400u64..2_500],
     )
         .prop_map(|(limiter, key, cost, advance_ms)| Call {
@@ -124,8 +158,8 @@ fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
                     clock.advance(Duration::from_millis(call.advance_ms));
                     let (limiter, opts) = limiters[call.limiter];
                     let key = format!("k{}", call.key);
-                    let redis_says = on_redis.check_cost(limiter, &key, opts, call.cost).await;
-                    let memory_says = in_memory.check_cost(limiter, &key, opts, call.cost).await;
+                    let redis_says = charge(&on_redis, (limiter, &key, opts), call.cost).await;
+                    let memory_says = charge(&in_memory, (limiter, &key, opts), call.cost).await;
                     let redis_says = render(
                         &redis_says
                             .map_err(|e| TestCaseError::fail(format!("call {i} on redis: {e}")))?,

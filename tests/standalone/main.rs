@@ -36,6 +36,7 @@ mod rules;
 mod runtime_limits;
 mod scripts;
 mod send_headers;
+mod settle;
 mod shadow;
 mod stacked;
 mod token_bucket;

@@ -35,7 +35,7 @@ async fn eval(
     conn: &mut MultiplexedConnection,
     (limiter, key): (&str, &str),
     opts: &[&str],
-    tail: &[i64],
+    tail: &[impl redis::ToRedisArgs],
 ) -> String {
     let script = script(limiter);
     let mut invocation = script.key(key);
@@ -92,7 +92,7 @@ async fn scenarios_get_the_same_replies_from_the_scripts() {
         let key = unique_prefix("scenario");
         let start = scenarios::start(real_now_ms());
         for (i, call) in scenario.calls.iter().enumerate() {
-            let tail = [call.cost.into(), start + call.at_ms];
+            let tail = [call.cost.arg(), (start + call.at_ms).to_string()];
             let got = eval(&mut conn, (scenario.limiter, &key), scenario.opts, &tail).await;
             assert_eq!(got, call.expect, "{} call {i}", scenario.name);
         }
@@ -100,7 +100,7 @@ async fn scenarios_get_the_same_replies_from_the_scripts() {
     for (start, scenario) in scenarios::ANCHORED {
         let key = unique_prefix("anchored");
         for (i, call) in scenario.calls.iter().enumerate() {
-            let tail = [call.cost.into(), start + call.at_ms];
+            let tail = [call.cost.arg(), (start + call.at_ms).to_string()];
             let got = eval(&mut conn, (scenario.limiter, &key), scenario.opts, &tail).await;
             assert_eq!(got, call.expect, "{} call {i}", scenario.name);
         }
@@ -151,7 +151,7 @@ async fn new_scripts_decide_by_server_time_without_now() {
         let key = unique_prefix(limiter);
         let mut replies = Vec::new();
         for _ in 0..3 {
-            replies.push(eval(&mut conn, (limiter, &key), opts, &[]).await);
+            replies.push(eval(&mut conn, (limiter, &key), opts, &[] as &[i64]).await);
         }
         // "<decision> <limit>,<reset>,<remaining>[,<retry-after>]"
         let fields: Vec<Vec<&str>> = replies

@@ -2,7 +2,7 @@
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
 use super::state::Verdict;
-use crate::backend::LeaseArg;
+use crate::backend::{Charge, LeaseArg};
 use crate::limit::Opt;
 
 /// The largest opt or cost: every value stays exact in a double.
@@ -10,10 +10,14 @@ pub(super) const MAX: f64 = 2_147_483_647.0;
 /// The largest `now`: microseconds (gcra) stay exact in a double.
 const NOW_MAX: f64 = 9_007_199_254_740.0;
 
+/// The largest count a forced charge leaves (fixed_window, sliding_window, multi_window,
+/// calendar_quota): far past any limit, and still exact.
+pub(super) const CAP: i64 = 2 * 2_147_483_647;
+
 /// The script's ARGV: the opts, then cost and now, and a concurrency lease's id.
 pub(super) struct Argv<'a> {
     opts: &'a [Opt],
-    cost: u32,
+    cost: Charge,
     now_ms: i64,
     lease: Option<LeaseArg<'a>>,
 }
@@ -24,12 +28,23 @@ pub(super) enum Arg<'a> {
     Missing,
     Int(i64),
     Str(&'a str),
+    /// `"-n"` or `"+n"`: the cost of a refund or a forced charge.
+    Signed(char, u32),
+}
+
+/// The cost argument as a script reads it: units to take (0 peeks), to give back, or to
+/// take whatever the limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Units {
+    Take(f64),
+    Refund(f64),
+    Force(f64),
 }
 
 impl<'a> Argv<'a> {
     pub(super) fn new(
         opts: &'a [Opt],
-        cost: u32,
+        cost: Charge,
         now_ms: i64,
         lease: Option<LeaseArg<'a>>,
     ) -> Self {
@@ -49,9 +64,11 @@ impl<'a> Argv<'a> {
             (Some(Opt::Str(s)), _) => Arg::Str(s),
             (Some(Opt::Text(s)), _) => Arg::Str(s),
             // A release gives the lease's units back: `-cost`, as the script reads it.
-            (None, Some(0)) => match self.lease {
-                Some(lease) if lease.release => Arg::Int(-i64::from(self.cost)),
-                _ => Arg::Int(i64::from(self.cost)),
+            (None, Some(0)) => match (self.cost, self.lease) {
+                (Charge::Take(n), Some(lease)) if lease.release => Arg::Int(-i64::from(n)),
+                (Charge::Take(n), _) => Arg::Int(i64::from(n)),
+                (Charge::Refund(n), _) => Arg::Signed('-', n),
+                (Charge::Force(n), _) => Arg::Signed('+', n),
             },
             (None, Some(1)) => Arg::Int(self.now_ms),
             (None, Some(2)) => self.lease.map_or(Arg::Missing, |lease| Arg::Str(lease.id)),
@@ -70,13 +87,19 @@ impl<'a> Argv<'a> {
 
     /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the
     /// scripts check them.
-    pub(super) fn cost_and_now(&self, limiter: &str, index: usize) -> Result<(f64, f64), String> {
-        let cost = match self.get(index) {
-            Arg::Missing => 1.0,
-            arg => match arg.digits() {
-                Some(n) if n <= MAX => n,
-                Some(_) => return Err(fail(limiter, "cost", "must be <= 2147483647", arg)),
-                None => return Err(fail(limiter, "cost", "must be a non-negative integer", arg)),
+    pub(super) fn cost_and_now(&self, limiter: &str, index: usize) -> Result<(Units, f64), String> {
+        let arg = self.get(index);
+        let cost = match arg {
+            Arg::Missing => Units::Take(1.0),
+            _ => match (arg.digits(), arg.signed()) {
+                (Some(n), _) if n <= MAX => Units::Take(n),
+                (None, Some(('-', n))) if (1.0..=MAX).contains(&n) => Units::Refund(n),
+                (None, Some(('+', n))) if (1.0..=MAX).contains(&n) => Units::Force(n),
+                _ => {
+                    let rule =
+                        "must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647";
+                    return Err(fail(limiter, "cost", rule, arg));
+                }
             },
         };
         // Where the script would read Redis TIME, the caller's clock stands in.
@@ -100,6 +123,23 @@ impl Arg<'_> {
             Self::Missing => String::new(),
             Self::Int(n) => n.to_string(),
             Self::Str(s) => s.to_owned(),
+            Self::Signed(sign, n) => format!("{sign}{n}"),
+        }
+    }
+
+    /// `match(v, '^([+-])(%d+)$')`, the digits read as a double.
+    #[allow(clippy::cast_precision_loss)] // as strtod rounds
+    fn signed(self) -> Option<(char, f64)> {
+        match self {
+            Self::Signed(sign, n) => Some((sign, f64::from(n))),
+            Self::Int(n) if n < 0 => Some(('-', n.unsigned_abs() as f64)),
+            Self::Str(s) => {
+                let sign = s.chars().next().filter(|c| matches!(c, '+' | '-'))?;
+                let digits = &s[1..];
+                let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
+                Some((sign, digits.parse().ok().filter(|_| plain)?))
+            }
+            _ => None,
         }
     }
 

@@ -4,7 +4,7 @@
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
 
-use super::argv::{Arg, Argv, decimal, fail, positive, verdict};
+use super::argv::{Arg, Argv, CAP, Units, decimal, fail, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "calendar_quota";
@@ -98,9 +98,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             argv.get(2),
         )
     })?;
-    let (cost, now) = argv.cost_and_now(NAME, 3)?;
-    let (cost, now) = (cost as i64, now as i64);
-    let need = cost.max(1);
+    let (units, now) = argv.cost_and_now(NAME, 3)?;
+    let now = now as i64;
     let limit_s = decimal(limit);
 
     let shift = offset * 60_000;
@@ -118,15 +117,39 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         _ => 0,
     };
 
+    let store = |count: i64| {
+        Some(Stored {
+            state: State::CalendarQuota {
+                ends_ms: ends,
+                count,
+            },
+            expires_at_ms: ends + MARGIN_MS,
+        })
+    };
+    let cost = match units {
+        Units::Take(cost) => cost as i64,
+        Units::Refund(cost) => {
+            let mut count = count;
+            if count > 0 {
+                count = (count - cost as i64).max(0);
+                *slot = if count > 0 { store(count) } else { None };
+            }
+            return verdict(true, [limit_s, reset, decimal((limit - count).max(0))]);
+        }
+        Units::Force(cost) => {
+            let count = (count + cost as i64).min(CAP);
+            *slot = store(count);
+            if count <= limit {
+                return verdict(true, [limit_s, reset, decimal(limit - count)]);
+            }
+            return verdict(false, [limit_s, reset.clone(), "0".to_owned(), reset]);
+        }
+    };
+    let need = cost.max(1);
+
     if count + need <= limit {
         if cost > 0 {
-            *slot = Some(Stored {
-                state: State::CalendarQuota {
-                    ends_ms: ends,
-                    count: count + cost,
-                },
-                expires_at_ms: ends + MARGIN_MS,
-            });
+            *slot = store(count + cost);
         }
         return verdict(true, [limit_s, reset, decimal(limit - count - need)]);
     }
@@ -153,7 +176,9 @@ fn offset(arg: Arg<'_>) -> Option<i64> {
             // Too many digits to parse is out of bounds all the same.
             s.parse().unwrap_or(i64::MAX)
         }
-        Arg::Missing => return None,
+        // As the script reads "-n"; "+n" is no offset.
+        Arg::Signed('-', n) => -i64::from(n),
+        Arg::Signed(..) | Arg::Missing => return None,
     };
     (-MAX_OFFSET..=MAX_OFFSET).contains(&n).then_some(n)
 }

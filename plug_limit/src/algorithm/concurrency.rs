@@ -180,7 +180,13 @@ mod tests {
             *slot = None;
         }
         let lease = lease.map(|(id, release)| LeaseArg { id, release });
-        Algorithm::Concurrency.evaluate_leased(&OPTS, cost, lease, now_ms, slot)
+        Algorithm::Concurrency.evaluate_leased(
+            &OPTS,
+            crate::backend::Charge::Take(cost),
+            lease,
+            now_ms,
+            slot,
+        )
     }
 
     fn said(verdict: Result<Verdict, String>) -> String {

@@ -1,7 +1,7 @@
 //! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
 //! its first request.
 
-use super::argv::{Argv, decimal, int, positive, verdict};
+use super::argv::{Argv, CAP, Units, decimal, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "fixed_window";
@@ -10,8 +10,8 @@ const NAME: &str = "fixed_window";
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let limit = positive(NAME, "limit", argv.get(0))? as i64;
     let window = positive(NAME, "window", argv.get(1))? as i64;
-    let (cost, now) = argv.cost_and_now(NAME, 2)?;
-    let (cost, now) = (cost as i64, now as i64);
+    let (units, now) = argv.cost_and_now(NAME, 2)?;
+    let now = now as i64;
     let (limit_s, window_s) = (decimal(limit), decimal(window));
 
     let current = match slot {
@@ -23,6 +23,45 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     };
     // Seconds left of the window, rounded as Redis TTL rounds.
     let ttl = |expires_at_ms: i64| int(((expires_at_ms - now + 500) as f64 / 1000.0).floor());
+
+    let cost = match units {
+        Units::Take(cost) => cost as i64,
+        Units::Refund(cost) => {
+            let cost = cost as i64;
+            return match current {
+                Some((count, expires_at_ms)) if count > cost => {
+                    set_count(slot, count - cost);
+                    let left = (limit - (count - cost)).max(0);
+                    verdict(true, [limit_s, ttl(expires_at_ms), decimal(left)])
+                }
+                // Back to an empty counter, which is no counter at all.
+                Some(_) => {
+                    *slot = None;
+                    verdict(true, [limit_s.clone(), window_s, limit_s])
+                }
+                None => verdict(true, [limit_s.clone(), window_s, limit_s]),
+            };
+        }
+        Units::Force(cost) => {
+            let cost = cost as i64;
+            let (count, reset) = if let Some((count, expires_at_ms)) = current {
+                (count + cost, ttl(expires_at_ms))
+            } else {
+                *slot = Some(Stored {
+                    state: State::FixedWindow { count: cost },
+                    expires_at_ms: now + window * 1000,
+                });
+                (cost, window_s)
+            };
+            let count = count.min(CAP);
+            set_count(slot, count);
+            return if count <= limit {
+                verdict(true, [limit_s, reset, decimal(limit - count)])
+            } else {
+                verdict(false, [limit_s, reset, "0".to_owned()])
+            };
+        }
+    };
 
     if cost == 0 {
         let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));

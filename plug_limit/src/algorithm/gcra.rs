@@ -1,7 +1,7 @@
 //! `lua/gcra.lua`: the generic cell rate algorithm, one theoretical arrival time (TAT) per key,
 //! in integer microseconds.
 
-use super::argv::{Argv, fail, int, positive, verdict};
+use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "gcra";
@@ -16,30 +16,62 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         Some(n) if n >= 1.0 => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
         _ => return Err(fail(NAME, "burst", "must be a positive integer", burst_arg)),
     };
-    let (cost, now) = argv.cost_and_now(NAME, 3)?;
+    let (units, now) = argv.cost_and_now(NAME, 3)?;
     let now = now * 1000.0;
-    let need = if cost > 0.0 { cost } else { 1.0 };
     let burst_s = int(burst);
 
     let interval = (window * 1_000_000.0 / limit).ceil();
-    let tat = match slot {
+    let mut tat = match slot {
         Some(Stored {
             state: State::Gcra { tat_us },
             ..
         }) if *tat_us as f64 >= now => *tat_us as f64,
         _ => now,
     };
+    let store = |tat: f64| {
+        Some(Stored {
+            state: State::Gcra { tat_us: tat as i64 },
+            expires_at_ms: (tat / 1000.0).ceil() as i64,
+        })
+    };
+    let cost = match units {
+        Units::Take(cost) => cost,
+        Units::Refund(cost) => {
+            if tat > now {
+                tat -= interval * cost;
+                if tat > now {
+                    *slot = store(tat);
+                } else {
+                    // Never before now: an empty state, which is no key.
+                    tat = now;
+                    *slot = None;
+                }
+            }
+            let reset = ((tat - now) / 1_000_000.0).ceil();
+            let remaining = ((now - (tat - interval * burst)) / interval).floor();
+            return verdict(true, [burst_s, int(reset), int(remaining)]);
+        }
+        Units::Force(cost) => {
+            // Ahead of now by at most two burst tolerances: one burst of debt.
+            let forced = (tat + interval * cost).min(now + 2.0 * interval * burst);
+            *slot = store(forced);
+            let reset = int(((forced - now) / 1_000_000.0).ceil());
+            let allow_at = forced - interval * burst;
+            if allow_at <= now {
+                let remaining = ((now - allow_at) / interval).floor();
+                return verdict(true, [burst_s, reset, int(remaining)]);
+            }
+            let retry = ((allow_at + interval - now) / 1_000_000.0).ceil();
+            return verdict(false, [burst_s, reset, "0".to_owned(), int(retry)]);
+        }
+    };
+    let need = if cost > 0.0 { cost } else { 1.0 };
     let new_tat = tat + interval * need;
     let allow_at = new_tat - interval * burst;
 
     if allow_at <= now {
         if cost > 0.0 {
-            *slot = Some(Stored {
-                state: State::Gcra {
-                    tat_us: new_tat as i64,
-                },
-                expires_at_ms: (new_tat / 1000.0).ceil() as i64,
-            });
+            *slot = store(new_tat);
         }
         let reset = ((new_tat - now) / 1_000_000.0).ceil();
         let remaining = ((now - allow_at) / interval).floor();

@@ -1,7 +1,7 @@
 //! `lua/leaky_bucket.lua`: a bucket of `limit` units leaking `limit` units per window, its level
 //! kept in unit-milliseconds so that filling and leaking are exact integer steps.
 
-use super::argv::{Argv, fail, int, positive, verdict};
+use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "leaky_bucket";
@@ -15,8 +15,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         let rule = "must be <= 9007199254740 / limit";
         return Err(fail(NAME, "window", rule, window_arg));
     }
-    let (cost, now) = argv.cost_and_now(NAME, 2)?;
-    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (units, now) = argv.cost_and_now(NAME, 2)?;
     let limit_s = int(limit);
 
     let span = window * 1000.0;
@@ -31,16 +30,52 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         level = (*q as f64 - elapsed * limit).max(0.0);
     }
 
+    let fill = |level: f64| {
+        Some(Stored {
+            state: State::LeakyBucket {
+                level: level as i64,
+                at_ms: now as i64,
+            },
+            expires_at_ms: (now + (level / limit).ceil()) as i64,
+        })
+    };
+    let cost = match units {
+        Units::Take(cost) => cost,
+        Units::Refund(cost) => {
+            if level > 0.0 {
+                // Empties sooner: the expiry moves closer, never later.
+                level -= cost * span;
+                if level > 0.0 {
+                    *slot = fill(level);
+                } else {
+                    level = 0.0;
+                    *slot = None;
+                }
+            }
+            let remaining = ((capacity - level) / span).floor().max(0.0);
+            let reset = (level / per_s).ceil();
+            return verdict(true, [limit_s, int(reset), int(remaining)]);
+        }
+        Units::Force(cost) => {
+            // Past capacity by at most one more capacity (and 2^53, to stay exact).
+            let top = (2.0 * capacity).min(9_007_199_254_740_992.0);
+            let after = (level + cost * span).min(top);
+            *slot = fill(after);
+            let reset = int((after / per_s).ceil());
+            if after <= capacity {
+                let remaining = ((capacity - after) / span).floor();
+                return verdict(true, [limit_s, reset, int(remaining)]);
+            }
+            let retry = ((after + span - capacity) / per_s).ceil();
+            return verdict(false, [limit_s, reset, "0".to_owned(), int(retry)]);
+        }
+    };
+    let need = if cost > 0.0 { cost } else { 1.0 };
+
     let after = level + need * span;
     if after <= capacity {
         if cost > 0.0 {
-            *slot = Some(Stored {
-                state: State::LeakyBucket {
-                    level: after as i64,
-                    at_ms: now as i64,
-                },
-                expires_at_ms: (now + (after / limit).ceil()) as i64,
-            });
+            *slot = fill(after);
         }
         let reset = (after / per_s).ceil();
         let remaining = ((capacity - after) / span).floor();

@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
-use crate::backend::LeaseArg;
+use crate::backend::{Charge, LeaseArg};
 use crate::limit::Opt;
 use crate::lua::Lua;
 
@@ -216,7 +216,8 @@ impl Algorithm {
         }
     }
 
-    /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms].
+    /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms], the
+    /// cost `n`, `-n` or `+n` as `cost` takes, refunds or forces.
     /// `slot` is the key's state (None: no such key); it is updated in place (None: the key is
     /// deleted or was never written). The caller passes None for a slot whose
     /// `expires_at_ms <= now_ms`. Errors carry the script's error text without "ERR ".
@@ -227,7 +228,7 @@ impl Algorithm {
     pub(crate) fn evaluate(
         self,
         opts: &[Opt],
-        cost: u32,
+        cost: Charge,
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {
@@ -239,7 +240,7 @@ impl Algorithm {
     pub(crate) fn evaluate_leased(
         self,
         opts: &[Opt],
-        cost: u32,
+        cost: Charge,
         lease: Option<LeaseArg<'_>>,
         now_ms: i64,
         slot: &mut Option<Stored>,

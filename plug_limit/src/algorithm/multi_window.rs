@@ -1,7 +1,7 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use super::argv::{Arg, Argv, MAX, int, verdict};
+use super::argv::{Arg, Argv, CAP, MAX, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "multi_window";
@@ -47,8 +47,12 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             ends: 0.0,
         });
     }
-    let (cost, now) = argv.cost_and_now(NAME, last + 1)?;
-    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (units, now) = argv.cost_and_now(NAME, last + 1)?;
+    let cost = match units {
+        Units::Take(cost) | Units::Refund(cost) | Units::Force(cost) => cost,
+    };
+    let settle = !matches!(units, Units::Take(_));
+    let mut need = if cost > 0.0 { cost } else { 1.0 };
 
     let stored: &[Window] = match slot {
         Some(Stored {
@@ -69,17 +73,31 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         denied |= l.count + need > l.limit;
     }
 
-    if !denied && cost > 0.0 {
-        consume(slot, &limits, cost, started);
+    match units {
+        Units::Refund(_) => refund(slot, &mut limits, cost),
+        Units::Force(_) => {
+            for l in &mut limits {
+                l.count = (l.count + cost).min(CAP as f64);
+            }
+            consume(slot, &limits, 0.0, started);
+        }
+        Units::Take(_) if !denied && cost > 0.0 => consume(slot, &limits, cost, started),
+        Units::Take(_) => {}
+    }
+    if settle {
+        // The reply describes the state after; a forced charge denies past any limit.
+        denied = matches!(units, Units::Force(_)) && limits.iter().any(|l| l.count > l.limit);
+        need = 1.0;
     }
 
     // The most restrictive limit, and on deny the longest wait among those that deny.
     let (mut pick, mut pick_left, mut pick_reset, mut retry) = (0, 0.0, 0.0, 0.0);
     for (i, l) in limits.iter().enumerate() {
         let mut left = l.limit - l.count;
-        if !denied {
+        if !(denied || settle) {
             left -= need;
-        } else if left < 0.0 {
+        }
+        if left < 0.0 {
             left = 0.0;
         }
         let reset = ((l.ends - now) / 1000.0).ceil();
@@ -134,6 +152,24 @@ fn consume(slot: &mut Option<Stored>, limits: &[Limit<'_>], cost: f64, started: 
     }
     if started {
         stored.expires_at_ms = last as i64;
+    }
+}
+
+/// HSET of the count of every window that counts something, less `cost` (never below 0).
+#[allow(clippy::cast_possible_truncation)] // values stay below 2^53
+fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64) {
+    let Some(Stored {
+        state: State::MultiWindow { windows },
+        ..
+    }) = slot
+    else {
+        return;
+    };
+    for l in limits.iter_mut().filter(|l| l.count > 0.0) {
+        l.count = if l.count > cost { l.count - cost } else { 0.0 };
+        if let Some(w) = windows.iter_mut().find(|w| w.window_s as f64 == l.window) {
+            w.count = l.count as i64;
+        }
     }
 }
 

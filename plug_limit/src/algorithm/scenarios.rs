@@ -25,14 +25,54 @@ pub(crate) struct Scenario {
 /// `"error <message without ERR>"`.
 pub(crate) struct Call {
     pub(crate) at_ms: i64,
-    pub(crate) cost: u32,
+    pub(crate) cost: Cost,
     pub(crate) expect: &'static str,
+}
+
+/// A call's cost argument.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Cost {
+    /// `"n"`: takes n (0 peeks).
+    Take(u32),
+    /// `"-n"`: gives back up to n.
+    Refund(u32),
+    /// `"+n"`: takes n whatever the limit.
+    Force(u32),
+}
+
+impl Cost {
+    /// The ARGV text.
+    pub(crate) fn arg(self) -> String {
+        match self {
+            Self::Take(n) => n.to_string(),
+            Self::Refund(n) => format!("-{n}"),
+            Self::Force(n) => format!("+{n}"),
+        }
+    }
 }
 
 const fn at(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     Call {
         at_ms,
-        cost,
+        cost: Cost::Take(cost),
+        expect,
+    }
+}
+
+/// A refund of `cost` at `at_ms`.
+const fn back(at_ms: i64, cost: u32, expect: &'static str) -> Call {
+    Call {
+        at_ms,
+        cost: Cost::Refund(cost),
+        expect,
+    }
+}
+
+/// A forced charge of `cost` at `at_ms`.
+const fn force(at_ms: i64, cost: u32, expect: &'static str) -> Call {
+    Call {
+        at_ms,
+        cost: Cost::Force(cost),
         expect,
     }
 }
@@ -73,7 +113,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             at(
                 0,
                 2_147_483_648,
-                "error fixed_window: cost must be <= 2147483647, got '2147483648'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '2147483648'",
             ),
         ],
     },
@@ -245,6 +285,182 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         opts: &["5/10", "5/60"],
         calls: &[at(0, 1, "allow 5,60,4")],
     },
+    Scenario {
+        name: "fixed_window refunds down to no key, forces past the limit",
+        limiter: "fixed_window",
+        opts: &["3", "10"],
+        calls: &[
+            back(0, 2, "allow 3,10,3"),
+            at(0, 0, "allow 3,10,2"),
+            at(0, 3, "allow 3,10,0"),
+            back(1_000, 1, "allow 3,9,1"),
+            back(1_000, 5, "allow 3,10,3"),
+            at(1_000, 0, "allow 3,10,2"),
+            at(2_000, 1, "allow 3,10,2"),
+            force(3_000, 4, "deny 3,9,0"),
+            at(3_000, 1, "deny 3,9,0"),
+            back(4_000, 2, "allow 3,8,0"),
+            at(9_999, 1, "deny 3,2,0"),
+            force(10_000, 2, "deny 3,2,0"),
+            force(10_000, 2_147_483_647, "deny 3,2,0"),
+            force(10_000, 2_147_483_647, "deny 3,2,0"),
+            force(10_000, 2_147_483_647, "deny 3,2,0"),
+            back(
+                19_000,
+                4_294_967_293,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-4294967293'",
+            ),
+            at(19_000, 1, "allow 3,10,2"),
+            back(20_000, 1, "allow 3,10,3"),
+            at(20_000, 0, "allow 3,10,2"),
+        ],
+    },
+    Scenario {
+        name: "a bad cost is refused alike in every form",
+        limiter: "fixed_window",
+        opts: &["3", "10"],
+        calls: &[
+            back(
+                0,
+                0,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-0'",
+            ),
+            force(
+                0,
+                0,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '+0'",
+            ),
+            back(
+                0,
+                2_147_483_648,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-2147483648'",
+            ),
+            force(
+                0,
+                4_294_967_295,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '+4294967295'",
+            ),
+        ],
+    },
+    Scenario {
+        name: "token_bucket refunds up to a full bucket, forces into one bucket of debt",
+        limiter: "token_bucket",
+        opts: &["5", "2", "3"],
+        calls: &[
+            back(0, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,5"),
+            at(0, 0, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            at(0, 3, "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1"),
+            back(0, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3"),
+            back(500, 5, "allow 5 5;w=2;burst=3;policy=token_bucket,2,5"),
+            force(500, 4, "deny 5 5;w=2;burst=3;policy=token_bucket,2,1,2"),
+            at(500, 0, "deny 5 5;w=2;burst=3;policy=token_bucket,2,1,2"),
+            force(500, 10, "deny 5 5;w=2;burst=3;policy=token_bucket,2,0,2"),
+            at(1_500, 1, "deny 5 5;w=2;burst=3;policy=token_bucket,1,0,1"),
+            back(1_500, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,1,0,1"),
+            at(2_000, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            force(4_000, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3"),
+        ],
+    },
+    Scenario {
+        name: "sliding_window refunds the current window, then the previous one",
+        limiter: "sliding_window",
+        opts: &["4", "10"],
+        calls: &[
+            back(0, 1, "allow 4,0,4"),
+            at(0, 3, "allow 4,20,1"),
+            back(1_000, 1, "allow 4,19,2"),
+            force(2_000, 4, "deny 4,18,0,13"),
+            at(2_000, 0, "deny 4,18,0,13"),
+            at(12_000, 1, "deny 4,8,0,3"),
+            back(12_000, 6, "allow 4,0,4"),
+            at(12_000, 0, "allow 4,18,3"),
+            back(13_000, 9, "allow 4,0,4"),
+            at(13_000, 0, "allow 4,17,3"),
+            force(25_000, 2_147_483_647, "deny 4,15,0,15"),
+            force(25_000, 2_147_483_647, "deny 4,15,0,15"),
+            force(25_000, 2_147_483_647, "deny 4,15,0,15"),
+            at(44_999, 1, "allow 4,16,3"),
+            at(45_000, 0, "allow 4,15,2"),
+        ],
+    },
+    Scenario {
+        name: "sliding_log refunds the newest entries, forces at most limit of them",
+        limiter: "sliding_log",
+        opts: &["3", "10"],
+        calls: &[
+            back(0, 1, "allow 3,0,3"),
+            at(0, 1, "allow 3,10,2"),
+            at(2_000, 2, "allow 3,10,0"),
+            back(3_000, 1, "allow 3,9,1"),
+            at(3_000, 0, "allow 3,10,0"),
+            force(4_000, 1, "allow 3,10,0"),
+            force(5_000, 1_000_000, "deny 3,10,0,10"),
+            at(9_000, 1, "deny 3,6,0,6"),
+            back(9_000, 2, "allow 3,6,2"),
+            at(14_999, 1, "allow 3,10,1"),
+            at(15_000, 0, "allow 3,10,1"),
+            back(15_000, 9, "allow 3,0,3"),
+            at(15_000, 0, "allow 3,10,2"),
+        ],
+    },
+    Scenario {
+        name: "leaky_bucket refunds down to an empty bucket, forces up to two capacities",
+        limiter: "leaky_bucket",
+        opts: &["4", "2"],
+        calls: &[
+            back(0, 1, "allow 4,0,4"),
+            at(0, 3, "allow 4,2,1"),
+            back(500, 1, "allow 4,1,3"),
+            back(500, 9, "allow 4,0,4"),
+            at(500, 0, "allow 4,1,3"),
+            force(1_000, 6, "deny 4,3,0,2"),
+            at(1_000, 0, "deny 4,3,0,2"),
+            force(1_000, 2_147_483_647, "deny 4,4,0,3"),
+            at(2_999, 1, "deny 4,3,0,1"),
+            at(3_000, 1, "deny 4,2,0,1"),
+        ],
+    },
+    Scenario {
+        name: "gcra refunds its TAT back to now at most, forces it one burst ahead at most",
+        limiter: "gcra",
+        opts: &["4", "2", "2"],
+        calls: &[
+            back(0, 1, "allow 2,0,2"),
+            at(0, 2, "allow 2,1,0"),
+            back(0, 1, "allow 2,1,1"),
+            at(0, 1, "allow 2,1,0"),
+            back(100, 5, "allow 2,0,2"),
+            at(100, 0, "allow 2,1,1"),
+            force(100, 3, "deny 2,2,0,1"),
+            at(100, 0, "deny 2,2,0,1"),
+            force(100, 100, "deny 2,2,0,2"),
+            at(1_099, 1, "deny 2,2,0,1"),
+            at(1_100, 1, "deny 2,1,0,1"),
+        ],
+    },
+    Scenario {
+        name: "multi_window refunds the windows that count, forces every window",
+        limiter: "multi_window",
+        opts: &["2/10", "5/60"],
+        calls: &[
+            back(0, 1, "allow 2,10,2"),
+            at(0, 2, "allow 2,10,0"),
+            back(1_000, 1, "allow 2,9,1"),
+            force(2_000, 3, "deny 2,8,0,8"),
+            at(2_000, 0, "deny 2,8,0,8"),
+            at(10_000, 1, "allow 5,50,0"),
+            back(10_000, 2, "allow 5,50,2"),
+            at(10_000, 0, "allow 5,50,1"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
+            back(
+                20_000,
+                4_294_967_290,
+                "error multi_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-4294967290'",
+            ),
+        ],
+    },
 ];
 
 /// Scenarios of calendar_quota, whose answers depend on the date: each starts at its own
@@ -302,6 +518,26 @@ pub(crate) const ANCHORED: &[(i64, Scenario)] = &[
                 at(999, 1, "deny 7,1,0,1"),
                 at(1_000, 3, "allow 7,86400,4"),
                 at(1_000, 8, "deny 7,86400,4,86400"),
+            ],
+        },
+    ),
+    (
+        // 2084-03-01T00:00:00Z
+        3_602_707_200_000,
+        Scenario {
+            name: "calendar_quota refunds within the period, forces past its limit",
+            limiter: "calendar_quota",
+            opts: &["3", "day", "0"],
+            calls: &[
+                back(0, 1, "allow 3,86400,3"),
+                at(0, 2, "allow 3,86400,1"),
+                back(1_000, 1, "allow 3,86399,2"),
+                force(2_000, 5, "deny 3,86398,0,86398"),
+                at(2_000, 0, "deny 3,86398,0,86398"),
+                back(3_000, 2, "allow 3,86397,0"),
+                at(3_000, 1, "deny 3,86397,0,86397"),
+                back(4_000, 10, "allow 3,86396,3"),
+                at(4_000, 0, "allow 3,86396,2"),
             ],
         },
     ),

@@ -2,7 +2,7 @@
 
 use std::collections::VecDeque;
 
-use super::argv::{Argv, int, positive, verdict};
+use super::argv::{Argv, Units, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "sliding_log";
@@ -11,7 +11,12 @@ const NAME: &str = "sliding_log";
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let limit = positive(NAME, "limit", argv.get(0))?;
     let window = positive(NAME, "window", argv.get(1))?;
-    let (cost, now) = argv.cost_and_now(NAME, 2)?;
+    let (units, now) = argv.cost_and_now(NAME, 2)?;
+    let (cost, forced) = match units {
+        Units::Take(cost) => (cost, false),
+        Units::Force(cost) => (cost, true),
+        Units::Refund(cost) => return Ok(refund(slot, cost, now, limit, window)),
+    };
     let need = if cost > 0.0 { cost } else { 1.0 };
     let (limit_s, window_s) = (int(limit), int(window));
 
@@ -32,7 +37,23 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
     let count = stamps.len() as f64;
 
-    let reply = if count + need <= limit {
+    let reply = if forced {
+        // Only the newest limit entries ever decide anything: a forced charge logs no more.
+        log(&mut stamps, now_ms, cost.min(limit) as usize);
+        let keep = limit as usize;
+        if stamps.len() > keep {
+            stamps.drain(..stamps.len() - keep);
+        }
+        expires_at_ms = now_ms + span_ms;
+        let count = count + cost;
+        if count <= limit {
+            verdict(true, [limit_s, window_s, int(limit - count)])
+        } else {
+            let oldest = stamps.front().map_or(now, |&t| t as f64);
+            let retry = ((oldest + span - now) / 1000.0).ceil();
+            verdict(false, [limit_s, window_s, "0".to_owned(), int(retry)])
+        }
+    } else if count + need <= limit {
         if cost > 0.0 {
             log(&mut stamps, now_ms, cost as usize);
             expires_at_ms = now_ms + span_ms;
@@ -60,6 +81,37 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         });
     }
     reply
+}
+
+/// The script's refund: entries that left the window are dropped, then up to `cost` of the
+/// newest; the expiry stays.
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f64) -> Verdict {
+    let span_ms = window as i64 * 1000;
+    let mut count = 0.0;
+    let mut newest = None;
+    if let Some(Stored {
+        state: State::SlidingLog { stamps },
+        ..
+    }) = slot
+    {
+        while stamps.front().is_some_and(|&t| t <= now as i64 - span_ms) {
+            stamps.pop_front();
+        }
+        stamps.truncate(stamps.len().saturating_sub(cost as usize));
+        count = stamps.len() as f64;
+        newest = stamps.back().copied();
+        if stamps.is_empty() {
+            *slot = None;
+        }
+    }
+    let reset = newest.map_or(0.0, |t| {
+        ((t as f64 + window * 1000.0 - now) / 1000.0).ceil()
+    });
+    Verdict {
+        allow: true,
+        headers: vec![int(limit), int(reset), int((limit - count).max(0.0))],
+    }
 }
 
 /// ZADD of `n` entries at `now`: kept in score order, even if a clock stepped back.

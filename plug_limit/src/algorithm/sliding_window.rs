@@ -1,7 +1,7 @@
 //! `lua/sliding_window.lua`: the current window's count plus the previous window's, weighted by
 //! how much of it still overlaps the sliding window.
 
-use super::argv::{Argv, int, positive, verdict};
+use super::argv::{Argv, CAP, Units, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "sliding_window";
@@ -10,14 +10,19 @@ const NAME: &str = "sliding_window";
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let limit = positive(NAME, "limit", argv.get(0))?;
     let window = positive(NAME, "window", argv.get(1))?;
-    let (cost, now) = argv.cost_and_now(NAME, 2)?;
-    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (units, now) = argv.cost_and_now(NAME, 2)?;
+    // A settlement takes nothing here; on a denial its retry_after is a cost-1 request's.
+    let cost = match units {
+        Units::Take(cost) => cost,
+        Units::Refund(_) | Units::Force(_) => 0.0,
+    };
+    let mut need = if cost > 0.0 { cost } else { 1.0 };
     let limit_s = int(limit);
 
     let span = window * 1000.0;
     // Lua's `now % span`.
     let start = now - (now - (now / span).floor() * span);
-    let (mut current, mut previous) = (0.0, 0.0);
+    let (mut current, mut previous, mut ends) = (0.0, 0.0, 0.0);
     if let Some(Stored {
         state:
             State::SlidingWindow {
@@ -30,24 +35,59 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     {
         let s = *start_ms as f64;
         if s == start {
-            (current, previous) = (*c as f64, *p as f64);
+            (current, previous, ends) = (*c as f64, *p as f64, start + 2.0 * span);
         } else if s == start - span {
-            previous = *c as f64;
+            (previous, ends) = (*c as f64, start + span);
         }
     }
 
     let elapsed = now - start;
-    let left = limit - (previous * (span - elapsed) / span + current);
-    if need <= left {
+    let mut left = limit - (previous * (span - elapsed) / span + current);
+    let write = |current: f64, previous: f64, ends: f64| {
+        Some(Stored {
+            state: State::SlidingWindow {
+                start_ms: start as i64,
+                current: current as i64,
+                previous: previous as i64,
+            },
+            expires_at_ms: ends as i64,
+        })
+    };
+    if let Units::Refund(mut cost) | Units::Force(mut cost) = units {
+        if matches!(units, Units::Refund(_)) {
+            // From the current window's count first, then the previous one's.
+            if current + previous > 0.0 {
+                let back = current.min(cost);
+                (current, cost) = (current - back, cost - back);
+                previous = if previous > cost {
+                    previous - cost
+                } else {
+                    0.0
+                };
+                *slot = if current + previous > 0.0 {
+                    write(current, previous, ends)
+                } else {
+                    None
+                };
+            }
+        } else {
+            current = (current + cost).min(CAP as f64);
+            *slot = write(current, previous, start + 2.0 * span);
+        }
+        left = limit - (previous * (span - elapsed) / span + current);
+        if matches!(units, Units::Refund(_)) || left >= 0.0 {
+            let mut reset = 0.0;
+            if current > 0.0 {
+                reset = ((start + 2.0 * span - now) / 1000.0).ceil();
+            } else if previous > 0.0 {
+                reset = ((start + span - now) / 1000.0).ceil();
+            }
+            return verdict(true, [limit_s, int(reset), int(left.floor().max(0.0))]);
+        }
+        need = 1.0;
+    } else if need <= left {
         if cost > 0.0 {
-            *slot = Some(Stored {
-                state: State::SlidingWindow {
-                    start_ms: start as i64,
-                    current: (current + cost) as i64,
-                    previous: previous as i64,
-                },
-                expires_at_ms: (start + 2.0 * span) as i64,
-            });
+            *slot = write(current + cost, previous, start + 2.0 * span);
         }
         let reset = ((start + 2.0 * span - now) / 1000.0).ceil();
         return verdict(true, [limit_s, int(reset), int((left - need).floor())]);

@@ -7,6 +7,7 @@ use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
 use super::{Algorithm, CATALOGUE, Stored, Verdict};
+use crate::backend::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
 
@@ -79,7 +80,10 @@ pub(crate) fn evaluate(
         if i < last {
             saved.push(slot.clone());
         }
-        match part.algorithm.evaluate(part.opts, part.cost, now_ms, slot) {
+        match part
+            .algorithm
+            .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
+        {
             Err(error) => {
                 saved.truncate(i);
                 restore(slots, slot_of, saved);

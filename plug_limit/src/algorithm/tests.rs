@@ -1,6 +1,7 @@
 //! The shared scenarios run against every native twin, and the catalogue's own checks.
 
 use super::*;
+use scenarios::Cost;
 
 /// Evaluates the built-in named `limiter` (the twins' tests name them as the scripts do).
 pub(super) fn evaluate(
@@ -10,9 +11,29 @@ pub(super) fn evaluate(
     now_ms: i64,
     slot: &mut Option<Stored>,
 ) -> Result<Verdict, String> {
+    settle(limiter, opts, Charge::Take(cost), now_ms, slot)
+}
+
+/// [`evaluate`] with any charge: a take, a refund or a forced charge.
+pub(super) fn settle(
+    limiter: &str,
+    opts: &[Opt],
+    charge: Charge,
+    now_ms: i64,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, String> {
     match Algorithm::from_name(limiter) {
-        Some(algorithm) => algorithm.evaluate(opts, cost, now_ms, slot),
+        Some(algorithm) => algorithm.evaluate(opts, charge, now_ms, slot),
         None => Err(format!("{limiter}: not a built-in limiter")),
+    }
+}
+
+/// A scenario's cost as the charge it stands for.
+fn charge(cost: Cost) -> Charge {
+    match cost {
+        Cost::Take(n) => Charge::Take(n),
+        Cost::Refund(n) => Charge::Refund(n),
+        Cost::Force(n) => Charge::Force(n),
     }
 }
 /// An ARGV string as the opt that sends it.
@@ -31,7 +52,7 @@ pub(super) fn run_scenarios(limiter: &str) {
         if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now) {
             *slot = None;
         }
-        match evaluate(limiter, opts, cost, now, slot) {
+        match settle(limiter, opts, charge(cost), now, slot) {
             Ok(v) => scenarios::render(v.allow, &v.headers),
             Err(e) => format!("error {e}"),
         }
@@ -62,7 +83,11 @@ pub(super) fn run_scenarios(limiter: &str) {
         let (name, opts, expect) = scenarios::refused(line);
         if name == limiter {
             let opts: Vec<Opt> = opts.into_iter().map(opt).collect();
-            assert_eq!(answer(&opts, 1, start, &mut None), expect, "{line}");
+            assert_eq!(
+                answer(&opts, Cost::Take(1), start, &mut None),
+                expect,
+                "{line}"
+            );
             ran += 1;
         }
     }
@@ -138,7 +163,7 @@ fn cost_and_now_are_checked_after_the_opts() {
     );
     assert_eq!(
         costly.unwrap_err(),
-        "gcra: cost must be <= 2147483647, got '4294967295'"
+        "gcra: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '4294967295'"
     );
     // Too few opts: the cost is read as the window, as the script reads its ARGV.
     let short = evaluate("leaky_bucket", &[Opt::Int(3)], 0, 0, &mut slot);

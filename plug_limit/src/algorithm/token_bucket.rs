@@ -1,7 +1,7 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
 
-use super::argv::{Argv, fail, int, positive, verdict};
+use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "token_bucket";
@@ -17,8 +17,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         Some(n) if n > limit => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
         Some(n) => n,
     };
-    let (cost, now) = argv.cost_and_now(NAME, 3)?;
-    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (units, now) = argv.cost_and_now(NAME, 3)?;
 
     let refill = limit - burst;
     let (limit_s, window_s) = (int(limit), int(window));
@@ -27,7 +26,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         int(burst)
     );
 
-    let Some((mut tokens, remaining, last, expiry)) = (match slot {
+    let current = match slot {
         Some(Stored {
             state:
                 State::TokenBucket {
@@ -43,7 +42,24 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             *expires_at_ms as f64,
         )),
         _ => None,
-    }) else {
+    };
+    let cost = match units {
+        Units::Take(cost) => cost,
+        Units::Refund(_) | Units::Force(_) => {
+            let bucket = Bucket {
+                limit,
+                window,
+                burst,
+                refill,
+                policy,
+                limit_s,
+                window_s,
+            };
+            return settle(&bucket, units, now, current, slot);
+        }
+    };
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let Some((mut tokens, remaining, last, expiry)) = current else {
         if need > burst {
             let mut retry = window;
             if refill > 0.0 && limit >= need {
@@ -113,7 +129,89 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             .abs()
             .min(ttl);
     }
-    verdict(false, [policy, int(ttl), int(remaining), int(retry)])
+    verdict(
+        false,
+        [policy, int(ttl), int(remaining.max(0.0)), int(retry)],
+    )
+}
+
+/// A bucket's opts, and the header values they make.
+struct Bucket {
+    limit: f64,
+    window: f64,
+    burst: f64,
+    refill: f64,
+    policy: String,
+    limit_s: String,
+    window_s: String,
+}
+
+/// A refund or forced charge, as the script's `if sign then` block: `current` is the stored
+/// `(tokens, remaining, last, expiry)`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+fn settle(
+    bucket: &Bucket,
+    units: Units,
+    now: f64,
+    current: Option<(f64, f64, f64, f64)>,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, String> {
+    let Bucket {
+        limit,
+        window,
+        burst,
+        refill,
+        ..
+    } = *bucket;
+    let live = current.filter(|&(.., expiry)| expiry > now);
+    let refund = matches!(units, Units::Refund(_));
+    if refund && live.is_none() {
+        let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
+        return verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()]);
+    }
+    let (mut tokens, mut remaining, expiry, ttl) = match live {
+        Some((mut tokens, remaining, last, expiry)) => {
+            let ttl = ((expiry - now + 500.0) / 1000.0).floor();
+            let elapsed = (now - last).max(0.0);
+            if refill > 0.0 {
+                tokens += refill * elapsed / window / 1000.0;
+            }
+            (tokens, remaining, expiry, ttl)
+        }
+        None => (burst, limit, now + window * 1000.0, window),
+    };
+    match units {
+        Units::Refund(cost) => {
+            if tokens < burst {
+                tokens = (tokens + cost).min(burst);
+            }
+            remaining = (remaining + cost).min(limit);
+        }
+        Units::Force(cost) | Units::Take(cost) => {
+            tokens = (tokens - cost).max(-burst);
+            remaining = (remaining - cost).max(-limit);
+        }
+    }
+    *slot = Some(Stored {
+        state: State::TokenBucket {
+            tokens,
+            remaining: remaining as i64,
+            last_ms: now as i64,
+        },
+        expires_at_ms: expiry as i64,
+    });
+    let mut headers = vec![bucket.policy.clone(), int(ttl), int(remaining.max(0.0))];
+    if tokens < 1.0 || remaining < 1.0 {
+        let mut retry = ttl;
+        if refill > 0.0 && remaining >= 1.0 {
+            retry = ((1.0 - tokens) * window / refill).ceil().min(ttl);
+        }
+        headers.push(int(retry));
+    }
+    Ok(Verdict {
+        allow: refund || (tokens >= 0.0 && remaining >= 0.0),
+        headers,
+    })
 }
 
 #[cfg(test)]

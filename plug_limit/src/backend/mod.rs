@@ -59,6 +59,17 @@ impl Program {
     }
 }
 
+/// What one evaluation does with its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Charge {
+    /// Takes them if the limit has room (0: a peek); a script's `cost` argument `n`.
+    Take(u32),
+    /// Gives back up to that many units the key holds, and always allows: `-n`.
+    Refund(u32),
+    /// Takes them whatever the limit (the request was served): `+n`.
+    Force(u32),
+}
+
 /// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,
 /// and for a limiter that leases its units, the lease.
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +77,7 @@ pub(crate) struct Call<'a> {
     pub(crate) program: &'a Program,
     pub(crate) keys: &'a [String],
     pub(crate) opts: &'a [Opt],
-    pub(crate) cost: u32,
+    pub(crate) cost: Charge,
     pub(crate) lease: Option<LeaseArg<'a>>,
 }
 

@@ -18,7 +18,7 @@ use axum::extract::MatchedPath;
 use http::request::Parts;
 
 use crate::algorithm::Algorithm;
-use crate::backend::{Backend, Call, LeaseArg, MemoryBackend, Started};
+use crate::backend::{Backend, Call, Charge, LeaseArg, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -331,14 +331,18 @@ impl Decider {
         limiter: &str,
         subject: Subject<'_>,
         opts: &[Opt],
-        cost: u32,
+        cost: Charge,
     ) -> Result<Outcome, Error> {
         let watch = Watch::call(&self.telemetry, limiter, subject.scope, cost);
         let result = async {
             let entry = self.registry.get(limiter)?;
             let keys = self.subject_keys(entry, subject);
+            if matches!(cost, Charge::Refund(_)) {
+                // Units given back may lift a denial this instance has cached.
+                self.denials.remove(keys.first());
+            }
             // A peek takes nothing, so it has nothing to give back.
-            let lease = (leases(entry) && cost > 0).then(lease::new_id);
+            let lease = (leases(entry) && matches!(cost, Charge::Take(1..))).then(lease::new_id);
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
@@ -441,7 +445,7 @@ impl Request<'_> {
             program: &self.entry.program,
             keys: self.keys.as_slice(),
             opts: self.opts,
-            cost: self.cost,
+            cost: Charge::Take(self.cost),
             lease: self
                 .lease
                 .as_deref()

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{LimitRef, Opt};
 use crate::algorithm::Algorithm;
-use crate::backend::LeaseArg;
+use crate::backend::{Charge, LeaseArg};
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -183,7 +183,7 @@ fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> 
         .check_arity(opts)
         .and_then(|()| {
             algorithm
-                .evaluate_leased(opts, cost, lease, 0, &mut None)
+                .evaluate_leased(opts, Charge::Take(cost), lease, 0, &mut None)
                 .map(drop)
         })
         .map_err(|rule| BuildError::invalid("opts", rule))

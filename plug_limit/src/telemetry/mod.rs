@@ -11,7 +11,7 @@ mod record;
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, Charge};
 use crate::error::Error;
 use crate::outcome::Outcome;
 
@@ -141,11 +141,12 @@ impl Watch {
         }
     }
 
-    /// A programmatic check ([`crate::PlugLimit::check`]); a peek (`cost` 0) decides nothing
-    /// and is not watched.
+    /// A programmatic check ([`crate::PlugLimit::check`]); a peek (`cost` 0) decides nothing,
+    /// nor does a settlement (a refund or forced charge of a request already decided), so
+    /// neither is watched.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn call(telemetry: &Telemetry, limiter: &str, scope: &str, cost: u32) -> Self {
-        if cost == 0 {
+    pub(crate) fn call(telemetry: &Telemetry, limiter: &str, scope: &str, cost: Charge) -> Self {
+        if !matches!(cost, Charge::Take(1..)) {
             return Self {
                 span: Span::none(),
                 #[cfg(feature = "metrics")]

@@ -32,7 +32,7 @@ use self::command::{Command, del, evalsha};
 use self::connection::Connections;
 pub(crate) use self::connection::Pools;
 use super::breaker::{Admit, Breaker};
-use super::{Call, StackPart, Stacked};
+use super::{Call, Charge, StackPart, Stacked};
 use crate::algorithm::stack;
 use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
@@ -87,20 +87,21 @@ impl RedisBackend {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
             _ => None,
         };
-        let (cost, lease) = match call.lease {
-            Some(lease) if lease.release => (-i64::from(call.cost), Some(lease.id)),
-            Some(lease) => (i64::from(call.cost), Some(lease.id)),
-            None => (i64::from(call.cost), None),
+        let lease = call.lease.map(|lease| lease.id);
+        let cost = match (call.cost, call.lease) {
+            // A release gives the lease's units back: `-cost`.
+            (Charge::Take(n), Some(lease)) if lease.release => Opt::Int(-i64::from(n)),
+            (cost, _) => cost_arg(cost),
         };
         let extra = [
-            Opt::Int(cost),
+            cost,
             // '' stands for Redis TIME where a lease id follows.
             now_ms.map_or(Opt::Str(""), Opt::Int),
             lease.map_or(Opt::Str(""), |id| Opt::Text(id.into())),
         ];
-        let extra = match (cost, now_ms, lease) {
+        let extra = match (call.cost, now_ms, lease) {
             (_, _, Some(_)) => &extra[..],
-            (1, None, None) => &extra[..0],
+            (Charge::Take(1), None, None) => &extra[..0],
             (_, None, None) => &extra[..1],
             (_, Some(_), None) => &extra[..2],
         };
@@ -395,4 +396,14 @@ fn prefix_pattern(prefix: &str) -> String {
     pattern.push_str(&"[0-9a-f]".repeat(4));
     pattern.push_str("\\}:*");
     pattern
+}
+
+/// The script's `cost` argument: `n`, `-n` or `+n`. A take is sent as an integer, as before:
+/// the hot path formats no text of its own.
+fn cost_arg(cost: Charge) -> Opt {
+    match cost {
+        Charge::Take(n) => Opt::Int(i64::from(n)),
+        Charge::Refund(n) => Opt::Text(format!("-{n}").into()),
+        Charge::Force(n) => Opt::Text(format!("+{n}").into()),
+    }
 }

@@ -1,0 +1,119 @@
+//! Settling a request admitted on an estimate: refunds and forced charges through
+//! `PlugLimit::settle`, on every built-in and both backends.
+
+use plug_limit::{Opt, Outcome};
+use plug_limit_tests::{RedisServer, backends};
+
+/// Every built-in with a limit of 4 per 60 s (or per month), nothing refilled within a test.
+const FOUR: [(&str, &[Opt]); 8] = [
+    ("fixed_window", &[Opt::Int(4), Opt::Int(60)]),
+    ("token_bucket", &[Opt::Int(4), Opt::Int(60), Opt::Int(4)]),
+    ("sliding_window", &[Opt::Int(4), Opt::Int(60)]),
+    ("sliding_log", &[Opt::Int(4), Opt::Int(60)]),
+    ("leaky_bucket", &[Opt::Int(4), Opt::Int(60)]),
+    ("gcra", &[Opt::Int(4), Opt::Int(60), Opt::Int(4)]),
+    ("multi_window", &[Opt::Str("4/60"), Opt::Str("10/3600")]),
+    (
+        "calendar_quota",
+        &[Opt::Int(4), Opt::Str("month"), Opt::Int(0)],
+    ),
+];
+
+fn seen(outcome: &Outcome) -> (bool, &str) {
+    let remaining = outcome
+        .header("x-ratelimit-remaining")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("<none>");
+    (outcome.is_allowed(), remaining)
+}
+
+#[tokio::test]
+async fn settle_gives_back_what_was_unused_and_forces_what_was_over() {
+    let redis = RedisServer::start();
+    for (backend, limits) in backends(&redis, |b| b) {
+        for (limiter, opts) in FOUR {
+            let at = format!("{backend}/{limiter}");
+            let check = limits.check_cost(limiter, "k", opts, 3).await.unwrap();
+            assert_eq!(seen(&check), (true, "1"), "{at}");
+            // Reserved 3, used 1: two come back.
+            let refund = limits.settle(limiter, "k", opts, 3, 1).await.unwrap();
+            assert_eq!(seen(&refund), (true, "3"), "{at}");
+            // Reserved 1, used 5: four more are taken although only three were left.
+            let forced = limits.settle(limiter, "k", opts, 1, 5).await.unwrap();
+            assert_eq!(seen(&forced), (false, "0"), "{at}");
+            let next = limits.check(limiter, "k", opts).await.unwrap();
+            assert_eq!(seen(&next), (false, "0"), "{at}");
+            // Equal: a peek, which writes nothing.
+            let peek = limits.settle(limiter, "k", opts, 2, 2).await.unwrap();
+            assert_eq!(seen(&peek), (false, "0"), "{at}");
+            // More back than the key holds: an untouched key, no better.
+            let refund = limits.settle(limiter, "k", opts, 9, 0).await.unwrap();
+            assert_eq!(seen(&refund), (true, "4"), "{at}");
+            let fresh = limits.check_cost(limiter, "k", opts, 4).await.unwrap();
+            assert_eq!(seen(&fresh), (true, "0"), "{at}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_refund_of_a_key_that_holds_nothing_creates_no_key() {
+    let redis = RedisServer::start();
+    for (backend, limits) in backends(&redis, |b| b) {
+        for (limiter, opts) in FOUR {
+            let at = format!("{backend}/{limiter}");
+            let refund = limits.settle(limiter, "empty", opts, 5, 0).await.unwrap();
+            assert_eq!(seen(&refund), (true, "4"), "{at}");
+        }
+        // Nothing was written: there is nothing to delete.
+        assert_eq!(limits.reset_all().await.unwrap(), 0, "{backend}");
+    }
+}
+
+#[tokio::test]
+async fn settled_headers_describe_the_state_after() {
+    let redis = RedisServer::start();
+    let opts = [Opt::Int(4), Opt::Int(60), Opt::Int(4)];
+    for (backend, limits) in backends(&redis, |b| b) {
+        limits.check_cost("gcra", "k", &opts, 2).await.unwrap();
+        // One interval is 15 s: the TAT is 45 s ahead after 3 units, beyond the burst after 5.
+        let forced = limits.settle("gcra", "k", &opts, 2, 5).await.unwrap();
+        let headers: Vec<_> = forced
+            .headers()
+            .iter()
+            .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
+            .collect();
+        assert!(!forced.is_allowed(), "{backend}");
+        assert_eq!(
+            headers,
+            [
+                "x-ratelimit-limit: 4",
+                "x-ratelimit-reset: 75",
+                "x-ratelimit-remaining: 0",
+                "retry-after: 30",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_custom_limiter_cannot_settle() {
+    let redis = RedisServer::start();
+    let limits = plug_limit::PlugLimit::builder(redis.pool())
+        .limiter(
+            "custom",
+            plug_limit::Limiter::script("return {'allow', {}}"),
+        )
+        .build()
+        .unwrap();
+    for (reserved, actual) in [(3, 1), (1, 3), (2, 2)] {
+        let error = limits
+            .settle("custom", "k", &[], reserved, actual)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(error, plug_limit::Error::NotBuiltIn(ref name) if name == "custom"),
+            "{error}"
+        );
+    }
+}
