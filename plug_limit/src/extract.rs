@@ -8,11 +8,11 @@ use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
 
 use crate::handle::PlugLimit;
-use crate::lease;
 use crate::limit::Limits;
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::send_headers::HeaderSlot;
+use crate::settle::{self, Pending, Usage};
 
 /// Extractor that checks the limit `L` before the handler runs: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).
@@ -68,12 +68,24 @@ impl<L> RateLimited<L> {
         self.outcome
     }
 
-    /// `response` with the rate-limit headers added; a [`Concurrency`](crate::Concurrency)
-    /// limit's lease is held until its body ends (or is dropped unfinished), so a streamed
-    /// download stays in flight while it streams.
+    /// Where the handler reports what the request used, when the limit's cost is an estimate
+    /// ([`Limit::SETTLE`](crate::Limit::SETTLE)); `None` for other limits, and when limits are
+    /// disabled or the check failed open. The extractor also leaves it in the request's
+    /// extensions, for the handler's later arguments (`Extension<Usage>`).
+    #[must_use]
+    pub fn usage(&self) -> Option<Usage> {
+        self.outcome.as_ref()?.pending()?.usage().cloned()
+    }
+
+    /// `response` with the rate-limit headers added, holding what the request owes its limit
+    /// until the body ends (or is dropped unfinished): a [`Concurrency`](crate::Concurrency)
+    /// limit's lease, so a streamed download stays in flight while it streams; the
+    /// [`Usage`] a streaming body reports; and the status
+    /// [`Limit::COUNT_IF`](crate::Limit::COUNT_IF) judges.
     ///
     /// Returning the extractor in a tuple (`(limited, body)`) adds the same headers, but the
-    /// tuple gives the lease back as soon as the response is built, before its body is sent.
+    /// tuple settles as soon as the response is built, before its body is sent, and without
+    /// its status: a lease comes back at once, and a `COUNT_IF` limit counts the request.
     ///
     /// # Example
     ///
@@ -90,8 +102,8 @@ impl<L> RateLimited<L> {
         let Some(mut outcome) = self.outcome else {
             return response.into_response();
         };
-        let lease = outcome.take_lease();
-        lease::hold((outcome, response).into_response(), lease)
+        let pending = outcome.take_pending();
+        settle::hold((outcome, response).into_response(), pending)
     }
 }
 
@@ -112,10 +124,17 @@ where
 
 impl<L> RateLimited<L> {
     /// The extractor of a decided request, whatever chose its limit.
-    pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &Parts) -> Self {
+    pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &mut Parts) -> Self {
         // Under a `SendHeadersLayer`, the headers reach the response whatever it returns.
         if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
             slot.put(outcome);
+        }
+        if let Some(usage) = outcome
+            .as_ref()
+            .and_then(Outcome::pending)
+            .and_then(Pending::usage)
+        {
+            parts.extensions.insert(usage.clone());
         }
         Self {
             outcome,

@@ -15,9 +15,9 @@ use tower_service::Service;
 
 use crate::config::Skip;
 use crate::handle::PlugLimit;
-use crate::lease;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
+use crate::settle::{self, Pending};
 
 /// Applies the limit `L` to every request of the services it wraps: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).
@@ -209,11 +209,15 @@ where
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),
     };
-    let lease = outcome.as_mut().and_then(Outcome::take_lease);
-    let response = inner.call(Request::from_parts(parts, body)).await?;
+    let pending = outcome.as_mut().and_then(Outcome::take_pending);
+    let mut request = Request::from_parts(parts, body);
+    if let Some(usage) = pending.as_deref().and_then(Pending::usage) {
+        request.extensions_mut().insert(usage.clone());
+    }
+    let response = inner.call(request).await?;
     let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),
         None => response,
     };
-    Ok(lease::hold(response, lease))
+    Ok(settle::hold(response, pending))
 }

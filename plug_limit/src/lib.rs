@@ -146,7 +146,7 @@ pub mod test;
 mod algorithm;
 mod backend;
 mod decide;
-mod lease;
+mod settle;
 mod telemetry;
 
 #[cfg(feature = "metrics")]
@@ -184,6 +184,7 @@ pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
+pub use self::settle::Usage;
 
 #[cfg(feature = "macros")]
 pub use plug_limit_macros::rate_limit;

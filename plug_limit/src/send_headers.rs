@@ -12,8 +12,8 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::lease;
 use crate::outcome::Outcome;
+use crate::settle;
 
 /// Adds the rate-limit headers of the requests it wraps to their responses.
 ///
@@ -127,7 +127,7 @@ where
                     headers.insert(name.clone(), value.clone());
                 }
             }
-            Ok(lease::hold(response, outcome.take_lease()))
+            Ok(settle::hold(response, outcome.take_pending()))
         })
     }
 }

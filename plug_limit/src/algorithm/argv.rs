@@ -2,7 +2,7 @@
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
 use super::state::Verdict;
-use crate::backend::{Charge, LeaseArg};
+use crate::backend::Charge;
 use crate::limit::Opt;
 
 /// The largest opt or cost: every value stays exact in a double.
@@ -19,7 +19,7 @@ pub(super) struct Argv<'a> {
     opts: &'a [Opt],
     cost: Charge,
     now_ms: i64,
-    lease: Option<LeaseArg<'a>>,
+    lease: Option<&'a str>,
 }
 
 /// One ARGV entry.
@@ -42,12 +42,7 @@ pub(super) enum Units {
 }
 
 impl<'a> Argv<'a> {
-    pub(super) fn new(
-        opts: &'a [Opt],
-        cost: Charge,
-        now_ms: i64,
-        lease: Option<LeaseArg<'a>>,
-    ) -> Self {
+    pub(super) fn new(opts: &'a [Opt], cost: Charge, now_ms: i64, lease: Option<&'a str>) -> Self {
         Self {
             opts,
             cost,
@@ -63,15 +58,13 @@ impl<'a> Argv<'a> {
             (Some(Opt::Int(n)), _) => Arg::Int(*n),
             (Some(Opt::Str(s)), _) => Arg::Str(s),
             (Some(Opt::Text(s)), _) => Arg::Str(s),
-            // A release gives the lease's units back: `-cost`, as the script reads it.
-            (None, Some(0)) => match (self.cost, self.lease) {
-                (Charge::Take(n), Some(lease)) if lease.release => Arg::Int(-i64::from(n)),
-                (Charge::Take(n), _) => Arg::Int(i64::from(n)),
-                (Charge::Refund(n), _) => Arg::Signed('-', n),
-                (Charge::Force(n), _) => Arg::Signed('+', n),
+            (None, Some(0)) => match self.cost {
+                Charge::Take(n) => Arg::Int(i64::from(n)),
+                Charge::Refund(n) => Arg::Signed('-', n),
+                Charge::Force(n) => Arg::Signed('+', n),
             },
             (None, Some(1)) => Arg::Int(self.now_ms),
-            (None, Some(2)) => self.lease.map_or(Arg::Missing, |lease| Arg::Str(lease.id)),
+            (None, Some(2)) => self.lease.map_or(Arg::Missing, Arg::Str),
             _ => Arg::Missing,
         }
     }

@@ -98,8 +98,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 fn cost(arg: Arg<'_>) -> Result<(u32, bool), String> {
     let (digits, release) = match arg {
         Arg::Missing => return Ok((1, false)),
-        Arg::Int(n) if n < 0 => (Arg::Int(n.saturating_neg()), true),
+        Arg::Signed('-', n) => (Arg::Int(i64::from(n)), true),
         Arg::Str(s) if s.starts_with('-') => (Arg::Str(&s[1..]), true),
+        // '+n' (a forced charge) is no integer here: refused below, as the script refuses it.
+        Arg::Signed(..) => (Arg::Missing, false),
         arg => (arg, false),
     };
     match digits.digits() {
@@ -165,7 +167,7 @@ fn answer(
 mod tests {
     use super::super::Algorithm;
     use super::super::state::{State, Stored, Verdict};
-    use crate::backend::LeaseArg;
+    use crate::backend::Charge;
     use crate::limit::Opt;
 
     const OPTS: [Opt; 2] = [Opt::Int(2), Opt::Int(30)];
@@ -179,14 +181,12 @@ mod tests {
         if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
             *slot = None;
         }
-        let lease = lease.map(|(id, release)| LeaseArg { id, release });
-        Algorithm::Concurrency.evaluate_leased(
-            &OPTS,
-            crate::backend::Charge::Take(cost),
-            lease,
-            now_ms,
-            slot,
-        )
+        let (charge, lease) = match lease {
+            Some((id, true)) => (Charge::Refund(cost), Some(id)),
+            Some((id, false)) => (Charge::Take(cost), Some(id)),
+            None => (Charge::Take(cost), None),
+        };
+        Algorithm::Concurrency.evaluate_leased(&OPTS, charge, lease, now_ms, slot)
     }
 
     fn said(verdict: Result<Verdict, String>) -> String {

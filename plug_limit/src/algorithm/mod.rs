@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
-use crate::backend::{Charge, LeaseArg};
+use crate::backend::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
 
@@ -235,13 +235,13 @@ impl Algorithm {
         self.evaluate_leased(opts, cost, None, now_ms, slot)
     }
 
-    /// [`evaluate`](Self::evaluate) with a concurrency lease's id after `now` in the ARGV,
-    /// and its cost sent as `-cost` for a release.
+    /// [`evaluate`](Self::evaluate) with a concurrency lease's id after `now` in the ARGV: the
+    /// lease a take takes, or a refund gives back.
     pub(crate) fn evaluate_leased(
         self,
         opts: &[Opt],
         cost: Charge,
-        lease: Option<LeaseArg<'_>>,
+        lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {

@@ -71,22 +71,15 @@ pub(crate) enum Charge {
 }
 
 /// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,
-/// and for a limiter that leases its units, the lease.
+/// and for a limiter that leases its units, the lease's id (its ARGV entry after `now`): the
+/// lease a `Take` takes, or a `Refund` gives back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call<'a> {
     pub(crate) program: &'a Program,
     pub(crate) keys: &'a [String],
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: Charge,
-    pub(crate) lease: Option<LeaseArg<'a>>,
-}
-
-/// The lease a call takes (`cost` units) or gives back (`release`): the ARGV entry after
-/// `now`, and `-cost` in place of the cost for a release.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LeaseArg<'a> {
-    pub(crate) id: &'a str,
-    pub(crate) release: bool,
+    pub(crate) lease: Option<&'a str>,
 }
 
 /// One limit of stacked limits: its program (a built-in), its key, options and cost, and

@@ -18,15 +18,15 @@ use axum::extract::MatchedPath;
 use http::request::Parts;
 
 use crate::algorithm::Algorithm;
-use crate::backend::{Backend, Call, Charge, LeaseArg, MemoryBackend, Started};
+use crate::backend::{Backend, Call, Charge, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::{self, Key, KeyExtractor};
-use crate::lease::{self, Lease};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
+use crate::settle::{self, Pending, Terms};
 use crate::telemetry::{self, Telemetry, Verdict, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
@@ -188,7 +188,11 @@ impl Decider {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
-            lease: (leases(entry) && limit.cost > 0).then(lease::new_id),
+            lease: (leases(entry) && limit.cost > 0).then(settle::new_id),
+            terms: Terms {
+                count_if: limit.count_if,
+                settle: limit.settle,
+            },
             watch,
         })
     }
@@ -342,18 +346,18 @@ impl Decider {
                 self.denials.remove(keys.first());
             }
             // A peek takes nothing, so it has nothing to give back.
-            let lease = (leases(entry) && matches!(cost, Charge::Take(1..))).then(lease::new_id);
+            let lease = (leases(entry) && matches!(cost, Charge::Take(1..))).then(settle::new_id);
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
                 opts,
                 cost,
-                lease: lease.as_deref().map(|id| LeaseArg { id, release: false }),
+                lease: lease.as_deref(),
             };
             let backend = self.backend(entry);
             watch.dispatched(backend);
             let result = backend.eval(call).await;
-            let outcome = leased(backend, call, result)?;
+            let outcome = admitted(backend, call, Terms::default(), result)?;
             Ok(entry.style.finish(keys.first(), opts, outcome))
         }
         .instrument(watch.span().clone())
@@ -435,6 +439,8 @@ struct Request<'a> {
     cached: Option<(u64, i64)>,
     /// The id of the lease it takes, for a limiter that leases its units.
     lease: Option<String>,
+    /// What it owes its limit after its response, beyond its cost.
+    terms: Terms,
     /// Its span and metrics.
     watch: Watch,
 }
@@ -446,16 +452,13 @@ impl Request<'_> {
             keys: self.keys.as_slice(),
             opts: self.opts,
             cost: Charge::Take(self.cost),
-            lease: self
-                .lease
-                .as_deref()
-                .map(|id| LeaseArg { id, release: false }),
+            lease: self.lease.as_deref(),
         }
     }
 
-    /// `result` of its call on `backend`, holding the lease it took, if any.
+    /// `result` of its call on `backend`, holding what it owes after its response.
     fn leased(&self, backend: &Backend, result: Result<Outcome, Error>) -> Result<Outcome, Error> {
-        leased(backend, self.call(), result)
+        admitted(backend, self.call(), self.terms, result)
     }
 }
 
@@ -464,23 +467,27 @@ fn leases(entry: &Entry) -> bool {
     entry.program.algorithm.is_some_and(Algorithm::leases)
 }
 
-/// `result` of `call` on `backend`, holding the lease `call` took, if any. A call that failed
-/// may still have taken it (a reply lost on the way back): it is given back at once.
-fn leased(
+/// `result` of `call` on `backend`, holding what an admitted request owes after its response:
+/// the lease `call` took, what `terms` say. A call that failed may still have taken its lease
+/// (a reply lost on the way back): it is given back at once.
+fn admitted(
     backend: &Backend,
     call: Call<'_>,
+    terms: Terms,
     result: Result<Outcome, Error>,
 ) -> Result<Outcome, Error> {
-    let Some(lease) = call.lease else {
+    if call.lease.is_none() && !terms.owes() {
         return result;
-    };
+    }
     match result {
         Ok(outcome) if outcome.is_allowed() => {
-            Ok(outcome.leasing(Lease::new(backend, call, lease.id)))
+            Ok(outcome.owing(Pending::new(backend, call, terms)))
         }
         Ok(outcome) => Ok(outcome),
         Err(error) => {
-            drop(Lease::new(backend, call, lease.id));
+            if call.lease.is_some() {
+                drop(Pending::new(backend, call, Terms::default()));
+            }
             Err(error)
         }
     }

@@ -84,6 +84,18 @@ pub trait Limit: Send + Sync + 'static {
     /// response tuple never sees it, and its request counts. Built-in limiters only, and not
     /// [`Concurrency`](crate::Concurrency) nor a [stack](Limits).
     const COUNT_IF: Option<fn(StatusCode) -> bool> = None;
+
+    /// Whether [`COST`](Self::COST) is an estimate (default `false`): reserved when the
+    /// request is admitted, then settled once its response ends to what its handler reported
+    /// through [`Usage`](crate::Usage): the difference is given back, or taken on top without
+    /// denying (the request was served). Tokens generated, rows returned, bytes sent.
+    /// `#[rate_limit(settle)]` sets it. Headers are sent before the body, so they show the
+    /// reservation; the next request sees the settled count.
+    ///
+    /// Settling needs the response's end, as [`COUNT_IF`](Self::COUNT_IF) does; a request
+    /// whose handler reports nothing keeps its estimate. Built-in limiters only, and not
+    /// [`Concurrency`](crate::Concurrency) nor a [stack](Limits).
+    const SETTLE: bool = false;
 }
 
 /// What [`RateLimited`](crate::RateLimited) and [`RateLimitLayer`](crate::RateLimitLayer)
@@ -140,8 +152,8 @@ macro_rules! stacked {
                     "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call"
                 );
                 assert!(
-                    $limit::COUNT_IF.is_none(),
-                    "a limit with `COUNT_IF` cannot be stacked: it settles after the stack's one call"
+                    $limit::COUNT_IF.is_none() && !$limit::SETTLE,
+                    "a limit with `COUNT_IF` or `SETTLE` cannot be stacked: it settles after the stack's one call"
                 );)+
                 &[$(LimitRef::of::<$limit>()),+]
             };
@@ -184,6 +196,7 @@ pub struct LimitRef<'a> {
     pub(crate) key: Option<&'a dyn KeyExtractor>,
     pub(crate) skip: Option<fn(&Parts) -> bool>,
     pub(crate) count_if: Option<fn(StatusCode) -> bool>,
+    pub(crate) settle: bool,
 }
 
 impl std::fmt::Debug for LimitRef<'_> {
@@ -207,6 +220,7 @@ impl LimitRef<'static> {
             key: L::KEY,
             skip: L::SKIP,
             count_if: L::COUNT_IF,
+            settle: L::SETTLE,
         }
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::{LimitRef, Opt};
 use crate::algorithm::Algorithm;
-use crate::backend::{Charge, LeaseArg};
+use crate::backend::Charge;
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -57,6 +57,7 @@ struct Inner {
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
     count_if: Option<fn(StatusCode) -> bool>,
+    settle: bool,
 }
 
 impl RuntimeLimit {
@@ -78,6 +79,7 @@ impl RuntimeLimit {
             scope: None,
             key: None,
             count_if: None,
+            settle: false,
         };
         check_opts(&inner.limiter, &inner.opts, 1)?;
         Ok(Self {
@@ -123,22 +125,22 @@ impl RuntimeLimit {
     /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
     /// anyway (field `count_if`).
     pub fn count_if(mut self, count_if: fn(StatusCode) -> bool) -> Result<Self, BuildError> {
-        match Algorithm::from_name(&self.inner.limiter) {
-            None => {
-                return Err(BuildError::invalid(
-                    "count_if",
-                    "needs a built-in limiter: a custom script takes no refund",
-                ));
-            }
-            Some(algorithm) if algorithm.leases() => {
-                return Err(BuildError::invalid(
-                    "count_if",
-                    "does not apply to concurrency: its units come back when each response ends",
-                ));
-            }
-            Some(_) => {}
-        }
+        settles_after(&self.inner.limiter, "count_if")?;
         Arc::make_mut(&mut self.inner).count_if = Some(count_if);
+        Ok(self)
+    }
+
+    /// Makes the [`cost`](Self::cost) an estimate, settled after the response to what the
+    /// handler reports through [`Usage`](crate::Usage), as
+    /// [`Limit::SETTLE`](crate::Limit::SETTLE).
+    ///
+    /// # Errors
+    ///
+    /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
+    /// anyway (field `settle`).
+    pub fn settle(mut self) -> Result<Self, BuildError> {
+        settles_after(&self.inner.limiter, "settle")?;
+        Arc::make_mut(&mut self.inner).settle = true;
         Ok(self)
     }
 
@@ -164,7 +166,24 @@ impl RuntimeLimit {
             key: inner.key.as_deref(),
             skip: None,
             count_if: inner.count_if,
+            settle: inner.settle,
         }
+    }
+}
+
+/// Refuses `field` (`count_if`, `settle`) for a limiter that cannot settle after the
+/// response: a custom one (its script takes no refund), or `concurrency` (its lease comes back).
+fn settles_after(limiter: &str, field: &'static str) -> Result<(), BuildError> {
+    match Algorithm::from_name(limiter) {
+        None => Err(BuildError::invalid(
+            field,
+            "needs a built-in limiter: a custom script takes no refund",
+        )),
+        Some(algorithm) if algorithm.leases() => Err(BuildError::invalid(
+            field,
+            "does not apply to concurrency: its units come back when each response ends",
+        )),
+        Some(_) => Ok(()),
     }
 }
 
@@ -175,10 +194,7 @@ fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> 
         return Ok(());
     };
     // A leasing limiter takes its units under a lease id; any valid one will do here.
-    let lease = algorithm.leases().then_some(LeaseArg {
-        id: "check",
-        release: false,
-    });
+    let lease = algorithm.leases().then_some("check");
     algorithm
         .check_arity(opts)
         .and_then(|()| {
@@ -199,6 +215,7 @@ impl fmt::Debug for RuntimeLimit {
             .field("scope", &inner.scope)
             .field("key", &inner.key.as_ref().map(|_| "custom"))
             .field("count_if", &inner.count_if.is_some())
+            .field("settle", &inner.settle)
             .finish()
     }
 }

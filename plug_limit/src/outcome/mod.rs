@@ -6,7 +6,7 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
-use crate::lease::Lease;
+use crate::settle::Pending;
 
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{is_framing, parse_reply};
@@ -35,15 +35,17 @@ pub enum Decision {
 /// declared header name.
 ///
 /// An allowed outcome of a [`Concurrency`](crate::Concurrency) limit holds the request's
-/// lease: its units come back when the outcome and every clone of it are dropped (see
+/// lease, and one of a limit that settles after the response
+/// ([`Limit::COUNT_IF`](crate::Limit::COUNT_IF), [`Limit::SETTLE`](crate::Limit::SETTLE)) what
+/// its request owes: both are settled when the outcome and every clone of it are dropped (see
 /// [`RateLimited::respond`](crate::RateLimited::respond)). Outcomes compare by decision,
-/// headers and extra values, whatever lease they hold.
+/// headers and extra values, whatever they hold.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     decision: Decision,
     headers: Vec<(HeaderName, HeaderValue)>,
     extra: Vec<Value>,
-    lease: Option<Arc<Lease>>,
+    pending: Option<Arc<Pending>>,
 }
 
 impl PartialEq for Outcome {
@@ -62,7 +64,7 @@ impl Outcome {
             decision,
             headers,
             extra: Vec::new(),
-            lease: None,
+            pending: None,
         }
     }
 
@@ -76,19 +78,24 @@ impl Outcome {
             decision,
             headers,
             extra,
-            lease: None,
+            pending: None,
         }
     }
 
-    /// The outcome holding `lease` until it drops.
-    pub(crate) fn leasing(mut self, lease: Lease) -> Self {
-        self.lease = Some(Arc::new(lease));
+    /// The outcome holding what its request owes after its response, until it drops.
+    pub(crate) fn owing(mut self, pending: Pending) -> Self {
+        self.pending = Some(Arc::new(pending));
         self
     }
 
-    /// Takes the lease out, to hold it elsewhere (a response body).
-    pub(crate) fn take_lease(&mut self) -> Option<Arc<Lease>> {
-        self.lease.take()
+    /// What its request owes, to hold elsewhere (a response body).
+    pub(crate) fn take_pending(&mut self) -> Option<Arc<Pending>> {
+        self.pending.take()
+    }
+
+    /// What its request owes, if anything.
+    pub(crate) fn pending(&self) -> Option<&Pending> {
+        self.pending.as_deref()
     }
 
     /// The decision.
@@ -137,8 +144,8 @@ impl IntoResponseParts for Outcome {
 
     fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
         let headers = res.headers_mut();
-        // A lease still held here ends with this outcome: a response body can hold it only
-        // where the body is reachable (`RateLimited::respond`, the layers).
+        // What is still owed here is settled with this outcome: a response body can hold it
+        // only where the body is reachable (`RateLimited::respond`, the layers).
         for (name, value) in self.headers {
             headers.insert(name, value);
         }

@@ -87,14 +87,9 @@ impl RedisBackend {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
             _ => None,
         };
-        let lease = call.lease.map(|lease| lease.id);
-        let cost = match (call.cost, call.lease) {
-            // A release gives the lease's units back: `-cost`.
-            (Charge::Take(n), Some(lease)) if lease.release => Opt::Int(-i64::from(n)),
-            (cost, _) => cost_arg(cost),
-        };
+        let lease = call.lease;
         let extra = [
-            cost,
+            cost_arg(call.cost),
             // '' stands for Redis TIME where a lease id follows.
             now_ms.map_or(Opt::Str(""), Opt::Int),
             lease.map_or(Opt::Str(""), |id| Opt::Text(id.into())),
