@@ -34,14 +34,16 @@
 --          Bad opts: error "ERR fixed_window: <field> <rule>, got '<value>'".
 -- Cost     2 commands per call: INCR (INCRBY for cost > 1 or with ARGV[4]),
 --          then EXPIRE (PEXPIREAT with ARGV[4]) on the window's first hit or
---          TTL (PEXPIRETIME) after it. One more to undo a denied cost > 1
+--          TTL (PEXPIRETIME) after it. One more to undo a denial
 --          (DECRBY), to drop a new key a denied cost created (DEL), to restart
 --          a window past its stored expiry (SET PXAT) or a counter that lost
 --          its TTL. A peek is GET, then TTL (PEXPIRETIME) when the key exists.
 -- Memory   one integer string with a TTL per key, gone when the window ends.
 --
--- Denied cost-1 calls still INCR: that spares a read before the write, and
--- remaining is clamped at 0, so the overshoot is invisible to callers.
+-- A call INCRs before it knows whether it fits, which spares a read before the
+-- write; a denied one takes its INCR back (DECRBY), so the count never passes
+-- the limit but by a forced charge, and a refund gives back only what admitted
+-- requests took.
 
 local MAX = 2147483647 -- keeps every value exact in a double and valid for EXPIRE
 local CAP = 2 * MAX -- the most a forced charge leaves counted
@@ -208,9 +210,6 @@ end
 
 if count <= limit then
   return {'allow', {limit_s, ttl_s, fmt('%d', limit - count)}}
-end
-if cost == 1 then
-  return {'deny', {limit_s, ttl_s, '0'}}
 end
 redis.call('DECRBY', key, cost)
 count = count - cost

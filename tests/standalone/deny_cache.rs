@@ -18,26 +18,6 @@ async fn bucket(limited: Bucket) -> (Bucket, &'static str) {
     (limited, "ok")
 }
 
-/// How many script calls (`EVALSHA` and `EVAL`) Redis answered so far. The first call of a
-/// script counts twice: its `EVALSHA` fails with `NOSCRIPT`, and it runs again as `EVAL`.
-async fn evalsha_calls(redis: &RedisServer) -> u64 {
-    let mut conn = redis.connection().await;
-    let stats: String = plug_limit::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let calls = |command: &str| {
-        let prefix = format!("cmdstat_{command}:calls=");
-        stats
-            .lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .and_then(|rest| rest.split(',').next())
-            .map_or(0, |calls| calls.parse::<u64>().unwrap())
-    };
-    calls("evalsha") + calls("eval")
-}
-
 fn app(redis: &RedisServer, deny_cache: bool) -> Router {
     let limits = PlugLimit::builder(redis.pool())
         .key(key::header("x-client"))
@@ -58,7 +38,7 @@ async fn a_flood_from_a_denied_key_makes_no_redis_call_until_the_window_ends() {
     assert_eq!(send_get(&app, "/two", "flood").await.status, 200);
     let first_denial = send_get(&app, "/two", "flood").await;
     assert_eq!(first_denial.status, 429);
-    assert_eq!(evalsha_calls(&redis).await, 1 + 3);
+    assert_eq!(redis.script_calls().await, 1 + 3);
 
     for _ in 0..500 {
         let reply = send_get(&app, "/two", "flood").await;
@@ -69,15 +49,11 @@ async fn a_flood_from_a_denied_key_makes_no_redis_call_until_the_window_ends() {
             [Some("2"), Some("1"), Some("0"), Some("1")]
         );
     }
-    assert_eq!(
-        evalsha_calls(&redis).await,
-        1 + 3,
-        "the flood reached Redis"
-    );
+    assert_eq!(redis.script_calls().await, 1 + 3, "the flood reached Redis");
 
     // Other clients are not affected.
     assert_eq!(send_get(&app, "/two", "calm").await.status, 200);
-    assert_eq!(evalsha_calls(&redis).await, 1 + 4);
+    assert_eq!(redis.script_calls().await, 1 + 4);
 
     // The denial lasts as long as the limiter said: the window's reset, one second.
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -87,7 +63,7 @@ async fn a_flood_from_a_denied_key_makes_no_redis_call_until_the_window_ends() {
         after.rate_headers(),
         [Some("2"), Some("1"), Some("1"), None]
     );
-    assert_eq!(evalsha_calls(&redis).await, 1 + 5);
+    assert_eq!(redis.script_calls().await, 1 + 5);
 }
 
 #[tokio::test]
@@ -97,7 +73,7 @@ async fn without_the_cache_every_denial_asks_redis() {
     for _ in 0..12 {
         send_get(&app, "/two", "flood").await;
     }
-    assert_eq!(evalsha_calls(&redis).await, 1 + 12);
+    assert_eq!(redis.script_calls().await, 1 + 12);
 }
 
 #[tokio::test]
@@ -114,7 +90,7 @@ async fn cached_denials_count_their_retry_after_down() {
     assert_eq!(cached.status, 429);
     assert_eq!(cached.header("retry-after"), Some("6"));
     assert_eq!(cached.header("x-ratelimit-reset"), Some("59"));
-    assert_eq!(evalsha_calls(&redis).await, 1 + 2);
+    assert_eq!(redis.script_calls().await, 1 + 2);
 }
 
 #[tokio::test]

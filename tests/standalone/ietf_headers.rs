@@ -626,27 +626,6 @@ async fn legacy_fixed_window_denials_gain_retry_after_and_nothing_else_changes()
     }
 }
 
-/// How many script calls Redis answered so far.
-async fn script_calls(redis: &RedisServer) -> u64 {
-    let mut conn = redis.connection().await;
-    let stats: String = plug_limit::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    ["evalsha", "eval"]
-        .iter()
-        .map(|command| {
-            let prefix = format!("cmdstat_{command}:calls=");
-            stats
-                .lines()
-                .find_map(|line| line.strip_prefix(prefix.as_str()))
-                .and_then(|rest| rest.split(',').next())
-                .map_or(0, |calls| calls.parse::<u64>().unwrap())
-        })
-        .sum()
-}
-
 #[tokio::test]
 async fn a_cached_denial_counts_t_and_retry_after_down() {
     let redis = RedisServer::start();
@@ -666,11 +645,11 @@ async fn a_cached_denial_counts_t_and_retry_after_down() {
         (denied.header("ratelimit"), denied.header("retry-after")),
         (Some(&*format!(r#""gcra";r=0;t=60;pk=:{pk}:"#)), Some("30"))
     );
-    let calls = script_calls(&redis).await;
+    let calls = redis.script_calls().await;
     clock.advance(std::time::Duration::from_millis(2_500));
     let cached = send_get(&app, "/gcra", "ivan").await;
     assert_eq!(
-        script_calls(&redis).await,
+        redis.script_calls().await,
         calls,
         "answered by the deny cache"
     );

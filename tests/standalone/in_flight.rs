@@ -1,56 +1,24 @@
 //! Concurrency limits on real Redis and in memory: a request holds its slot until its response
 //! body ends, across instances, and a lease its instance never gave back expires.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
 use axum::extract::{Extension, FromRef};
 use axum::response::Response;
 use axum::routing::get;
 use axum::{Router, http};
 use plug_limit::{
-    Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, key, rate_limit,
+    Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, rate_limit,
 };
 use plug_limit_tests::{Fault, FaultProxy, RedisServer, backends, pool, stored_key, unique_prefix};
-use tokio::sync::oneshot;
-use tower::ServiceExt;
+
+use crate::gated::{Gates, configured, finish, start};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
 /// How long a test waits for a release sent after a response; only a broken release makes it
 /// wait that long.
 const PATIENCE: Duration = Duration::from_secs(5);
-
-/// The gates of the bodies still streaming: each response body sends one chunk when its gate
-/// opens, then ends.
-#[derive(Clone, Default)]
-struct Gates(Arc<Mutex<VecDeque<oneshot::Receiver<()>>>>);
-
-impl Gates {
-    /// The gate of the next response's body.
-    fn next(&self) -> oneshot::Sender<()> {
-        let (open, gate) = oneshot::channel();
-        self.0.lock().unwrap().push_back(gate);
-        open
-    }
-
-    /// A body that waits for the next gate.
-    fn body(&self) -> Body {
-        let gate = self
-            .0
-            .lock()
-            .unwrap()
-            .pop_front()
-            .expect("a gate per request");
-        let stream = futures_util::stream::unfold(Some(gate), |gate| async move {
-            gate?.await.ok()?;
-            Some((Ok::<_, std::io::Error>(Bytes::from_static(b"done")), None))
-        });
-        Body::from_stream(stream)
-    }
-}
 
 #[derive(Clone, FromRef)]
 struct State {
@@ -85,25 +53,6 @@ fn app(limits: PlugLimit, gates: &Gates) -> Router {
         .layer(Extension(gates.clone()))
 }
 
-fn configured(clock: &ManualClock) -> impl Fn(plug_limit::Builder) -> plug_limit::Builder {
-    let clock = clock.clone();
-    move |builder| {
-        builder
-            .prefix(unique_prefix("in-flight"))
-            .key(key::header("x-client"))
-            .clock(clock.clone())
-    }
-}
-
-/// Starts `GET path` for `client`: the response, its body not yet read.
-async fn start(app: &Router, path: &str, client: &str) -> Response {
-    let request = http::Request::get(path)
-        .header("x-client", client)
-        .body(Body::empty())
-        .unwrap();
-    app.clone().oneshot(request).await.unwrap()
-}
-
 /// `status limit,reset,remaining,retry-after` of a response.
 fn seen(response: &Response) -> String {
     let value = |name: &str| {
@@ -122,15 +71,6 @@ fn seen(response: &Response) -> String {
     )
 }
 
-/// Opens `gate` and reads `response`'s body to its end.
-async fn finish(response: Response, gate: oneshot::Sender<()>) {
-    gate.send(()).unwrap();
-    let body = axum::body::to_bytes(response.into_body(), 1024)
-        .await
-        .unwrap();
-    assert_eq!(body, "done");
-}
-
 /// Waits until `check` holds; fails the test after [`PATIENCE`].
 async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
     let deadline = tokio::time::Instant::now() + PATIENCE;
@@ -144,33 +84,33 @@ async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
 async fn a_request_holds_its_slot_until_its_body_ends() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
-    for (backend, limits) in backends(&redis, configured(&clock)) {
+    for (backend, limits) in backends(&redis, configured(&clock, "in-flight")) {
         let gates = Gates::default();
         let app = app(limits, &gates);
         for path in ["/extractor", "/layer", "/macro"] {
             let first_gate = gates.next();
-            let first = start(&app, path, "a").await;
+            let first = start(&app, path, "a", &[]).await;
             assert_eq!(seen(&first), "200 2,60,1,-", "{backend} {path}");
             clock.advance(Duration::from_secs(10));
             let second_gate = gates.next();
-            let second = start(&app, path, "a").await;
+            let second = start(&app, path, "a", &[]).await;
             assert_eq!(seen(&second), "200 2,50,0,-", "{backend} {path}");
             // Both bodies still stream: a third request waits for one of them.
             let _unused = gates.next();
-            let denied = start(&app, path, "a").await;
+            let denied = start(&app, path, "a", &[]).await;
             assert_eq!(seen(&denied), "429 2,50,0,1", "{backend} {path}");
-            gates.0.lock().unwrap().clear();
+            gates.clear();
             // Another client has slots of its own.
             let other_gate = gates.next();
-            let other = start(&app, path, "b").await;
+            let other = start(&app, path, "b", &[]).await;
             assert_eq!(seen(&other), "200 2,60,1,-", "{backend} {path}");
 
-            finish(first, first_gate).await;
+            finish(first, Some(first_gate)).await;
             let third_gate = gates.next();
             let mut third = None;
             eventually("the first slot comes back", async || {
                 // A denied request runs no handler: the gate waits for the next attempt.
-                let response = start(&app, path, "a").await;
+                let response = start(&app, path, "a", &[]).await;
                 let allowed = response.status() == http::StatusCode::OK;
                 third = allowed.then_some(response);
                 allowed
@@ -179,9 +119,9 @@ async fn a_request_holds_its_slot_until_its_body_ends() {
             // The second lease, taken at the same time, is now the oldest: 60 s to go.
             let third = third.unwrap();
             assert_eq!(seen(&third), "200 2,60,0,-", "{backend} {path}");
-            finish(second, second_gate).await;
-            finish(third, third_gate).await;
-            finish(other, other_gate).await;
+            finish(second, Some(second_gate)).await;
+            finish(third, Some(third_gate)).await;
+            finish(other, Some(other_gate)).await;
             clock.advance(Duration::from_secs(60));
         }
     }
@@ -196,16 +136,16 @@ async fn a_response_tuple_gives_the_slot_back_when_the_response_is_built() {
     }
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
-    for (backend, limits) in backends(&redis, configured(&clock)) {
+    for (backend, limits) in backends(&redis, configured(&clock, "in-flight")) {
         let app = Router::new()
             .route("/", get(tupled))
             .with_state(State { limits });
-        let first = start(&app, "/", "a").await;
+        let first = start(&app, "/", "a", &[]).await;
         assert_eq!(seen(&first), "200 1,60,0,-", "{backend}");
         // Its body is unread, but the tuple gave the lease back already.
         let mut second = None;
         eventually("the slot comes back", async || {
-            let response = start(&app, "/", "a").await;
+            let response = start(&app, "/", "a", &[]).await;
             let allowed = response.status() == http::StatusCode::OK;
             second = Some(response);
             allowed

@@ -1,8 +1,12 @@
 //! Settling a request admitted on an estimate: refunds and forced charges through
 //! `PlugLimit::settle`, on every built-in and both backends.
 
-use plug_limit::{Opt, Outcome};
+use plug_limit::{ManualClock, Opt, Outcome};
 use plug_limit_tests::{RedisServer, backends};
+
+/// 2084-03-01T04:59:54Z: far from any window's end within a test, and never in a real
+/// Redis' past.
+const START: i64 = 3_602_725_194_000;
 
 /// Every built-in with a limit of 4 per 60 s (or per month), nothing refilled within a test.
 const FOUR: [(&str, &[Opt]); 8] = [
@@ -30,7 +34,7 @@ fn seen(outcome: &Outcome) -> (bool, &str) {
 #[tokio::test]
 async fn settle_gives_back_what_was_unused_and_forces_what_was_over() {
     let redis = RedisServer::start();
-    for (backend, limits) in backends(&redis, |b| b) {
+    for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
         for (limiter, opts) in FOUR {
             let at = format!("{backend}/{limiter}");
             let check = limits.check_cost(limiter, "k", opts, 3).await.unwrap();
@@ -58,7 +62,7 @@ async fn settle_gives_back_what_was_unused_and_forces_what_was_over() {
 #[tokio::test]
 async fn a_refund_of_a_key_that_holds_nothing_creates_no_key() {
     let redis = RedisServer::start();
-    for (backend, limits) in backends(&redis, |b| b) {
+    for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
         for (limiter, opts) in FOUR {
             let at = format!("{backend}/{limiter}");
             let refund = limits.settle(limiter, "empty", opts, 5, 0).await.unwrap();
@@ -73,7 +77,7 @@ async fn a_refund_of_a_key_that_holds_nothing_creates_no_key() {
 async fn settled_headers_describe_the_state_after() {
     let redis = RedisServer::start();
     let opts = [Opt::Int(4), Opt::Int(60), Opt::Int(4)];
-    for (backend, limits) in backends(&redis, |b| b) {
+    for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
         limits.check_cost("gcra", "k", &opts, 2).await.unwrap();
         // One interval is 15 s: the TAT is 45 s ahead after 3 units, beyond the burst after 5.
         let forced = limits.settle("gcra", "k", &opts, 2, 5).await.unwrap();

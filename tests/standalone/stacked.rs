@@ -232,19 +232,6 @@ async fn draft10_headers_list_every_limit() {
     }
 }
 
-/// Redis' count of `cmd` calls so far.
-async fn calls(redis: &RedisServer, cmd: &str) -> u64 {
-    let mut conn = redis.connection().await;
-    let info: String = deadpool_redis::redis::cmd("INFO")
-        .arg("commandstats")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|line| line.strip_prefix(&format!("cmdstat_{cmd}:calls=")))
-        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
-}
-
 #[tokio::test]
 async fn a_stack_is_one_redis_command_a_request() {
     let redis = RedisServer::start();
@@ -255,11 +242,11 @@ async fn a_stack_is_one_redis_command_a_request() {
     let app = app(limits);
     // The first call loads the script (`EVAL` after `NOSCRIPT`).
     request(&app, "/", "warm").await;
-    let before = (calls(&redis, "evalsha").await, calls(&redis, "eval").await);
+    let before = (redis.calls("evalsha").await, redis.calls("eval").await);
     for client in ["a", "b", "c", "d", "e"] {
         request(&app, "/", client).await;
     }
-    let after = (calls(&redis, "evalsha").await, calls(&redis, "eval").await);
+    let after = (redis.calls("evalsha").await, redis.calls("eval").await);
     // Five requests, two of them denied (the global limit is 3 a minute): five calls.
     assert_eq!((after.0 - before.0, after.1 - before.1), (5, 0));
 }
@@ -467,10 +454,10 @@ async fn a_cached_denial_of_any_limit_answers_the_stack_without_redis() {
     request(&app, "/", "a").await;
     request(&app, "/", "a").await;
     assert_eq!(seen(&request(&app, "/", "a").await), "429 2,600,0,600");
-    let before = calls(&redis, "evalsha").await;
+    let before = redis.calls("evalsha").await;
     clock.advance(Duration::from_secs(10));
     assert_eq!(seen(&request(&app, "/", "a").await), "429 2,590,0,590");
-    assert_eq!(calls(&redis, "evalsha").await, before);
+    assert_eq!(redis.calls("evalsha").await, before);
 }
 
 /// A day's quota per tenant, in a scope meant to be shared.

@@ -101,6 +101,30 @@ impl RedisServer {
             .expect("connect to the test redis-server")
     }
 
+    /// How many calls of `command` (`evalsha`, `eval`, ...) the server answered so far, from
+    /// `INFO commandstats`; a script's first `EVALSHA`, failed with `NOSCRIPT`, counts too.
+    pub async fn calls(&self, command: &str) -> u64 {
+        let mut conn = self.connection().await;
+        let stats: String = deadpool_redis::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .expect("INFO commandstats");
+        let prefix = format!("cmdstat_{command}:calls=");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |calls| calls.parse().expect("a count of calls"))
+    }
+
+    /// How many script calls (`EVALSHA` and `EVAL`) the server answered so far. The first call
+    /// of a script counts twice: its `EVALSHA` fails with `NOSCRIPT`, and it runs again as
+    /// `EVAL`.
+    pub async fn script_calls(&self) -> u64 {
+        self.calls("evalsha").await + self.calls("eval").await
+    }
+
     /// Kills the server (as a crash would) and waits for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -87,11 +87,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
     let reset = ttl(expires_at_ms);
     let count = count + cost;
-    if count <= limit || cost == 1 {
-        // A denied cost-1 call still counts, as its INCR does: remaining shows 0 either way.
-        set_count(slot, count);
-    }
     if count <= limit {
+        set_count(slot, count);
         return verdict(true, [limit_s, reset, decimal(limit - count)]);
     }
     let left = (limit - (count - cost)).max(0);
@@ -132,7 +129,7 @@ mod tests {
             })
         };
         assert_eq!(slot, stored(2));
-        // A denied cost > 1 is undone; a denied cost 1 is counted, as INCR counts it.
+        // A denial is undone, whatever its cost: the count never passes the limit.
         assert!(
             !evaluate("fixed_window", &opts, 2, 2_000, &mut slot)
                 .unwrap()
@@ -149,10 +146,10 @@ mod tests {
                 .unwrap()
                 .allow
         );
-        assert_eq!(slot, stored(4));
+        assert_eq!(slot, stored(3));
         // A peek writes nothing, and a cost above the limit leaves no key.
         evaluate("fixed_window", &opts, 0, 2_000, &mut slot).unwrap();
-        assert_eq!(slot, stored(4));
+        assert_eq!(slot, stored(3));
         let mut fresh = None;
         assert!(
             !evaluate("fixed_window", &opts, 4, 2_000, &mut fresh)
