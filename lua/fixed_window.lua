@@ -19,12 +19,19 @@
 --          the limit; "allow" when the state after is within the limit, else
 --          "deny". Either way the headers describe the state after (remaining
 --          >= 0). Any other cost is refused: "ERR fixed_window: cost must be
---          an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got
---          '<value>'".
+--          an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647,
+--          got '<value>'".
 --          Refund: DECRBY, or DEL once the count reaches 0 (GET and TTL or
 --          PEXPIRETIME first); the TTL stays. Force: INCRBY, the count going
 --          past the limit up to 4294967294 (2 * 2147483647, one SET KEEPTTL to
 --          cap it), the window's TTL set as a take sets it.
+-- Batch    the cost "~n", n 1..2147483647, takes up to n: g = min(n, what the
+--          window has left) units, "allow" when g >= 1, else "deny" with
+--          nothing written. A local batch reserves its units this way. The
+--          reply carries g after the headers: {decision, {headers}, g}, the
+--          headers as a take of g would give them (a deny's remaining is 0).
+--          GET, TTL (PEXPIRETIME) when the key exists, then INCRBY, or SET EX
+--          (PXAT) for a new window (or a counter that lost its TTL).
 -- Reply    {"allow"|"deny", {limit, reset, remaining}}: the x-ratelimit-limit,
 --          x-ratelimit-reset and x-ratelimit-remaining values as strings.
 --          reset is the key's TTL rounded as Redis TTL rounds it, so the window
@@ -73,14 +80,14 @@ local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
   if not cost then
-    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    -- Off the hot path: a refund ('-n'), a forced charge ('+n') or a batch ('~n').
     local digits
-    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    sign, digits = string.match(cost_s, '^([+~-])(%d+)$')
     cost = tonumber(digits)
     if cost == 0 then cost = nil end
   end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
+    return redis.error_reply("ERR fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -113,6 +120,36 @@ if sign == '-' then
   end
   count = redis.call('DECRBY', key, cost)
   return {'allow', {limit_s, ttl_s, fmt('%d', count < limit and limit - count or 0)}}
+end
+
+if sign == '~' then
+  local count, ttl_s, restart = tonumber(redis.call('GET', key)), window_s, true
+  if count and now then
+    local expiry = redis.call('PEXPIRETIME', key)
+    if expiry > now then
+      ttl_s, restart = fmt('%d', floor((expiry - now + 500) / 1000)), false
+    else
+      count = nil -- past its stored expiry: a new window
+    end
+  elseif count then
+    local ttl = redis.call('TTL', key)
+    -- A counter without expiry keeps its count and restarts its window, as a take does.
+    if ttl >= 0 then ttl_s, restart = fmt('%d', ttl), false end
+  end
+  count = count or 0
+  local grant = limit - count
+  if grant > cost then grant = cost end
+  if grant < 1 then
+    return {'deny', {limit_s, ttl_s, '0'}, 0}
+  end
+  if not restart then
+    redis.call('INCRBY', key, grant)
+  elseif now then
+    redis.call('SET', key, count + grant, 'PXAT', now + window * 1000)
+  else
+    redis.call('SET', key, count + grant, 'EX', window)
+  end
+  return {'allow', {limit_s, ttl_s, fmt('%d', limit - count - grant)}, grant}
 end
 
 if sign == '+' then

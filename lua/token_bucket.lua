@@ -22,13 +22,18 @@
 --          "deny". Either way the headers describe the state after (remaining
 --          >= 0), and retry-after whenever a cost-1 request would be denied.
 --          Any other cost is refused: "ERR token_bucket: cost must be an
---          integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got
+--          integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got
 --          '<value>'".
 --          Refund: tokens back up to burst (never lowering tokens refilled
 --          above it), remaining up to limit; the expiry stays. Force: tokens
 --          and remaining go negative, at most one burst of token debt and one
 --          limit of remaining; everything resets with the window as usual. One
 --          HSET (and PEXPIREAT on a new window).
+-- Batch    the cost "~n", n 1..2147483647, takes up to n: g = min(n, whole
+--          tokens, remaining) units, "allow" when g >= 1, else "deny" with
+--          nothing written. A local batch reserves its units this way. The
+--          reply carries g after the headers: {decision, {headers}, g}, the
+--          headers as a take of g would give them, a deny's as a cost-1 deny's.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}}: the
 --          x-ratelimit-limit ("<limit> <limit>;w=<window>;burst=<burst>;
 --          policy=token_bucket"), x-ratelimit-reset (seconds left of the
@@ -76,14 +81,14 @@ local cost, now, sign = 1, nil, nil
 if cost_s then
   cost = find(cost_s, '^%d+$') and tonumber(cost_s)
   if not cost then
-    -- Off the hot path: a refund ('-n') or a forced charge ('+n').
+    -- Off the hot path: a refund ('-n'), a forced charge ('+n') or a batch ('~n').
     local digits
-    sign, digits = string.match(cost_s, '^([+-])(%d+)$')
+    sign, digits = string.match(cost_s, '^([+~-])(%d+)$')
     cost = tonumber(digits)
     if cost == 0 then cost = nil end
   end
   if not cost or cost > MAX then
-    return redis.error_reply("ERR token_bucket: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '" .. cost_s .. "'")
+    return redis.error_reply("ERR token_bucket: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '" .. cost_s .. "'")
   end
 end
 if now_s then
@@ -113,18 +118,31 @@ if sign then
     -- No window to give back to: nothing is written.
     return {'allow', {policy, window_s, limit_s}}
   end
-  local ttl = window
+  local ttl, taken, elapsed = window, 0, 0
   if live then
     ttl = floor((expiry - now + 500) / 1000)
-    local elapsed = now - last
+    elapsed = now - last
     if elapsed < 0 then elapsed = 0 end -- TIME can step back
+    taken = tokens
     if refill > 0 then
       tokens = tokens + refill * elapsed / window / 1000
     end
   else
     tokens, remaining, expiry = burst, limit, now + window * 1000
   end
-  if sign == '-' then
+  local grant
+  if sign == '~' then
+    grant = min(cost, floor(tokens), remaining)
+    if grant < 1 then
+      -- As a cost-1 request's deny (only a live bucket can have nothing left).
+      local retry = ttl
+      if refill > 0 and remaining >= 1 then
+        retry = min(math.abs(ceil((1 - floor(taken)) * window / refill - elapsed / 1000)), ttl)
+      end
+      return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining > 0 and remaining or 0), fmt('%d', retry)}, 0}
+    end
+    tokens, remaining = tokens - grant, remaining - grant
+  elseif sign == '-' then
     -- Never above a full bucket (refill since may already have filled it) or a full window.
     if tokens < burst then tokens = min(tokens + cost, burst) end
     remaining = min(remaining + cost, limit)
@@ -140,6 +158,14 @@ if sign then
   else
     redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
     redis.call('PEXPIREAT', key, expiry)
+  end
+  if grant then
+    -- The headers a take of the units granted gets.
+    local headers = {policy, fmt('%d', ttl), remaining_s}
+    if tokens < 1 then
+      headers[4] = fmt('%d', refill > 0 and min(ceil(window / refill), ttl) or ttl)
+    end
+    return {'allow', headers, grant}
   end
   local headers = {policy, fmt('%d', ttl), remaining > 0 and remaining_s or '0'}
   if tokens < 1 or remaining < 1 then

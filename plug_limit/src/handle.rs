@@ -290,6 +290,45 @@ impl PlugLimit {
         self.decider.check(limiter, key.into(), opts, charge).await
     }
 
+    /// Takes up to `units` units at once, as many as the key has left (`fixed_window` and
+    /// `token_bucket` only): what a [local batch](crate::LocalBatches) reserves. The outcome
+    /// allows when it took at least one; its first [extra](Outcome::extra) value is how many
+    /// it took (an integer, 0 on a deny), its headers those a take of that many would get.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check); the script's refusal ([`Error::Input`] in memory) for a
+    /// limiter without batches, or `units` of 0 or above 2147483647.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{Opt, PlugLimit, redis::Value};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let opts = [Opt::Int(5), Opt::Int(60)];
+    /// let batch = limits.take_up_to("fixed_window", "ann", &opts, 3).await?;
+    /// assert_eq!(batch.extra(), [Value::Int(3)]);
+    /// let rest = limits.take_up_to("fixed_window", "ann", &opts, 3).await?;
+    /// assert_eq!(rest.extra(), [Value::Int(2)]);
+    /// assert!(!limits.take_up_to("fixed_window", "ann", &opts, 3).await?.is_allowed());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn take_up_to<'a>(
+        &self,
+        limiter: &str,
+        key: impl Into<Subject<'a>>,
+        opts: &[Opt],
+        units: u32,
+    ) -> Result<Outcome, Error> {
+        self.decider
+            .check(limiter, key.into(), opts, Charge::UpTo(units))
+            .await
+    }
+
     /// Checks several limits at once, stacked: each `(limiter, key, opts, cost)` is counted
     /// only if every one allows, in one backend call (one `EVALSHA` on a single Redis). The
     /// outcome is that of the limit that denied, or else the tightest limit's headers (every

@@ -90,7 +90,7 @@ impl Pending {
     pub(crate) fn new(backend: &Backend, call: Call<'_>, terms: Terms) -> Self {
         let reserved = match call.cost {
             Charge::Take(units) => units,
-            Charge::Refund(_) | Charge::Force(_) => 0,
+            Charge::Refund(_) | Charge::Force(_) | Charge::UpTo(_) => 0,
         };
         Self(Some(Owed {
             backend: backend.clone(),

@@ -58,6 +58,8 @@ enum Cost {
     Take(u32),
     Refund(u32),
     Force(u32),
+    /// A batch's `~n` (fixed_window and token_bucket; a take of n for the others).
+    UpTo(u32),
 }
 
 fn cost() -> impl Strategy<Value = Cost> {
@@ -67,6 +69,7 @@ fn cost() -> impl Strategy<Value = Cost> {
         1 => (2u32..4).prop_map(Cost::Take),
         1 => (1u32..4).prop_map(Cost::Refund),
         1 => (1u32..5).prop_map(Cost::Force),
+        2 => prop_oneof![Just(i32::MAX as u32), 1u32..8].prop_map(Cost::UpTo),
         // Past every bound: a count's cap, a bucket's debt, a log's length.
         1 => prop_oneof![Just(i32::MAX as u32), 5u32..40].prop_map(Cost::Force),
         1 => prop_oneof![Just(i32::MAX as u32), 5u32..40].prop_map(Cost::Refund),
@@ -83,6 +86,10 @@ async fn charge(
         Cost::Take(n) => limits.check_cost(limiter, key, opts, n).await,
         Cost::Refund(n) => limits.settle(limiter, key, opts, n, 0).await,
         Cost::Force(n) => limits.settle(limiter, key, opts, 0, n).await,
+        Cost::UpTo(n) if matches!(limiter, "fixed_window" | "token_bucket") => {
+            limits.take_up_to(limiter, key, opts, n).await
+        }
+        Cost::UpTo(n) => limits.check_cost(limiter, key, opts, n).await,
     }
 }
 
@@ -106,6 +113,8 @@ fn render(outcome: &Outcome) -> (bool, Vec<String>) {
         .headers()
         .iter()
         .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap_or("<bytes>")))
+        // A batch's granted units.
+        .chain(outcome.extra().iter().map(|value| format!("{value:?}")))
         .collect();
     (outcome.is_allowed(), headers)
 }

@@ -57,11 +57,16 @@ fn render(reply: Value) -> String {
     let Value::Array(items) = reply else {
         panic!("not an array: {reply:?}")
     };
-    let [decision, Value::Array(headers)] = items.as_slice() else {
-        panic!("not {{decision, headers}}: {items:?}")
+    // A batch's `~n` reply carries the units it granted after the headers.
+    let (decision, headers, granted) = match items.as_slice() {
+        [decision, Value::Array(headers)] => (decision, headers, None),
+        [decision, Value::Array(headers), Value::Int(granted)] => {
+            (decision, headers, Some(*granted))
+        }
+        _ => panic!("not {{decision, headers[, granted]}}: {items:?}"),
     };
     let headers: Vec<String> = headers.iter().map(text).collect();
-    scenarios::render(text(decision) == "allow", &headers)
+    scenarios::render(text(decision) == "allow", &headers, granted)
 }
 
 async fn query<T: redis::FromRedisValue>(

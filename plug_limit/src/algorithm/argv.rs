@@ -14,6 +14,12 @@ const NOW_MAX: f64 = 9_007_199_254_740.0;
 /// calendar_quota): far past any limit, and still exact.
 pub(super) const CAP: i64 = 2 * 2_147_483_647;
 
+/// What a script without batches says of a cost it refuses.
+const PLAIN_RULE: &str = "must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647";
+/// What a script with batches says of a cost it refuses.
+const BATCH_RULE: &str =
+    "must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647";
+
 /// The script's ARGV: the opts, then cost and now, and a concurrency lease's id.
 pub(super) struct Argv<'a> {
     opts: &'a [Opt],
@@ -28,7 +34,7 @@ pub(super) enum Arg<'a> {
     Missing,
     Int(i64),
     Str(&'a str),
-    /// `"-n"` or `"+n"`: the cost of a refund or a forced charge.
+    /// `"-n"`, `"+n"` or `"~n"`: the cost of a refund, a forced charge or a batch.
     Signed(char, u32),
 }
 
@@ -39,6 +45,13 @@ pub(super) enum Units {
     Take(f64),
     Refund(f64),
     Force(f64),
+}
+
+/// A cost as a script with batches reads it: units, or `~n`, a batch of up to n units.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Cost {
+    Units(Units),
+    UpTo(f64),
 }
 
 impl<'a> Argv<'a> {
@@ -62,6 +75,7 @@ impl<'a> Argv<'a> {
                 Charge::Take(n) => Arg::Int(i64::from(n)),
                 Charge::Refund(n) => Arg::Signed('-', n),
                 Charge::Force(n) => Arg::Signed('+', n),
+                Charge::UpTo(n) => Arg::Signed('~', n),
             },
             (None, Some(1)) => Arg::Int(self.now_ms),
             (None, Some(2)) => self.lease.map_or(Arg::Missing, Arg::Str),
@@ -81,16 +95,34 @@ impl<'a> Argv<'a> {
     /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the
     /// scripts check them.
     pub(super) fn cost_and_now(&self, limiter: &str, index: usize) -> Result<(Units, f64), String> {
+        match self.read_cost(limiter, index, false)? {
+            (Cost::Units(units), now) => Ok((units, now)),
+            // Never read without `batches`; refused as the script refuses it, should it be.
+            (Cost::UpTo(_), _) => Err(fail(limiter, "cost", PLAIN_RULE, self.get(index))),
+        }
+    }
+
+    /// [`cost_and_now`](Self::cost_and_now) for a script that also takes a batch's `~n`
+    /// (fixed_window, token_bucket).
+    pub(super) fn batch_cost_and_now(
+        &self,
+        limiter: &str,
+        index: usize,
+    ) -> Result<(Cost, f64), String> {
+        self.read_cost(limiter, index, true)
+    }
+
+    fn read_cost(&self, limiter: &str, index: usize, batches: bool) -> Result<(Cost, f64), String> {
         let arg = self.get(index);
         let cost = match arg {
-            Arg::Missing => Units::Take(1.0),
+            Arg::Missing => Cost::Units(Units::Take(1.0)),
             _ => match (arg.digits(), arg.signed()) {
-                (Some(n), _) if n <= MAX => Units::Take(n),
-                (None, Some(('-', n))) if (1.0..=MAX).contains(&n) => Units::Refund(n),
-                (None, Some(('+', n))) if (1.0..=MAX).contains(&n) => Units::Force(n),
+                (Some(n), _) if n <= MAX => Cost::Units(Units::Take(n)),
+                (None, Some(('-', n))) if (1.0..=MAX).contains(&n) => Cost::Units(Units::Refund(n)),
+                (None, Some(('+', n))) if (1.0..=MAX).contains(&n) => Cost::Units(Units::Force(n)),
+                (None, Some(('~', n))) if batches && (1.0..=MAX).contains(&n) => Cost::UpTo(n),
                 _ => {
-                    let rule =
-                        "must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647";
+                    let rule = if batches { BATCH_RULE } else { PLAIN_RULE };
                     return Err(fail(limiter, "cost", rule, arg));
                 }
             },
@@ -127,7 +159,7 @@ impl Arg<'_> {
             Self::Signed(sign, n) => Some((sign, f64::from(n))),
             Self::Int(n) if n < 0 => Some(('-', n.unsigned_abs() as f64)),
             Self::Str(s) => {
-                let sign = s.chars().next().filter(|c| matches!(c, '+' | '-'))?;
+                let sign = s.chars().next().filter(|c| matches!(c, '+' | '-' | '~'))?;
                 let digits = &s[1..];
                 let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
                 Some((sign, digits.parse().ok().filter(|_| plain)?))
@@ -182,5 +214,20 @@ pub(super) fn verdict<const N: usize>(
     Ok(Verdict {
         allow,
         headers: headers.into(),
+        granted: None,
+    })
+}
+
+/// [`verdict`] for a batch's `~n`, which reports the units it granted after the headers.
+pub(super) fn granted<const N: usize>(
+    granted: f64,
+    headers: [String; N],
+) -> Result<Verdict, String> {
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX, whole
+    let units = granted as u32;
+    Ok(Verdict {
+        allow: units > 0,
+        headers: headers.into(),
+        granted: Some(units),
     })
 }

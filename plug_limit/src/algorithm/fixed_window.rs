@@ -1,7 +1,7 @@
 //! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
 //! its first request.
 
-use super::argv::{Argv, CAP, Units, decimal, int, positive, verdict};
+use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "fixed_window";
@@ -10,7 +10,7 @@ const NAME: &str = "fixed_window";
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let limit = positive(NAME, "limit", argv.get(0))? as i64;
     let window = positive(NAME, "window", argv.get(1))? as i64;
-    let (units, now) = argv.cost_and_now(NAME, 2)?;
+    let (cost, now) = argv.batch_cost_and_now(NAME, 2)?;
     let now = now as i64;
     let (limit_s, window_s) = (decimal(limit), decimal(window));
 
@@ -24,6 +24,29 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     // Seconds left of the window, rounded as Redis TTL rounds.
     let ttl = |expires_at_ms: i64| int(((expires_at_ms - now + 500) as f64 / 1000.0).floor());
 
+    let units = match cost {
+        Cost::Units(units) => units,
+        Cost::UpTo(n) => {
+            // A new window holds nothing yet; a stored one keeps its count and its end.
+            let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));
+            let grant = (limit - count).min(n as i64);
+            if grant < 1 {
+                return granted(0.0, [limit_s, reset, "0".to_owned()]);
+            }
+            let expires_at_ms = current.map_or(now + window * 1000, |(_, at)| at);
+            *slot = Some(Stored {
+                state: State::FixedWindow {
+                    count: count + grant,
+                },
+                expires_at_ms,
+            });
+            #[allow(clippy::cast_precision_loss)] // grant <= n <= 2147483647
+            return granted(
+                grant as f64,
+                [limit_s, reset, decimal(limit - count - grant)],
+            );
+        }
+    };
     let cost = match units {
         Units::Take(cost) => cost as i64,
         Units::Refund(cost) => {

@@ -38,6 +38,8 @@ pub(crate) enum Cost {
     Refund(u32),
     /// `"+n"`: takes n whatever the limit.
     Force(u32),
+    /// `"~n"`: takes up to n, as many as the key has left (fixed_window, token_bucket).
+    UpTo(u32),
 }
 
 impl Cost {
@@ -47,6 +49,7 @@ impl Cost {
             Self::Take(n) => n.to_string(),
             Self::Refund(n) => format!("-{n}"),
             Self::Force(n) => format!("+{n}"),
+            Self::UpTo(n) => format!("~{n}"),
         }
     }
 }
@@ -77,13 +80,113 @@ const fn force(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     }
 }
 
-/// A reply as one line: `"allow 3,60,2"`.
-pub(crate) fn render(allow: bool, headers: &[String]) -> String {
+/// A batch of up to `cost` at `at_ms`.
+const fn up(at_ms: i64, cost: u32, expect: &'static str) -> Call {
+    Call {
+        at_ms,
+        cost: Cost::UpTo(cost),
+        expect,
+    }
+}
+
+/// A reply as one line: `"allow 3,60,2"`, and a batch's `"allow 3,60,0 ~2"`: the units it
+/// granted, which its reply carries after the headers.
+pub(crate) fn render(allow: bool, headers: &[String], granted: Option<i64>) -> String {
     let decision = if allow { "allow" } else { "deny" };
-    format!("{decision} {}", headers.join(","))
+    match granted {
+        Some(granted) => format!("{decision} {} ~{granted}", headers.join(",")),
+        None => format!("{decision} {}", headers.join(",")),
+    }
 }
 
 pub(crate) const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "fixed_window grants a batch of what the window has left",
+        limiter: "fixed_window",
+        opts: &["5", "10"],
+        calls: &[
+            up(0, 3, "allow 5,10,2 ~3"),
+            up(1_000, 4, "allow 5,9,0 ~2"),
+            up(1_000, 1, "deny 5,9,0 ~0"),
+            at(1_000, 1, "deny 5,9,0"),
+            back(2_000, 3, "allow 5,8,3"),
+            up(2_000, 2_147_483_647, "allow 5,8,0 ~3"),
+            up(10_000, 2, "allow 5,10,3 ~2"),
+            at(10_500, 1, "allow 5,10,2"),
+            force(11_000, 9, "deny 5,9,0"),
+            up(11_000, 1, "deny 5,9,0 ~0"),
+            up(20_000, 7, "allow 5,10,0 ~5"),
+            up(
+                20_000,
+                0,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '~0'",
+            ),
+            up(
+                20_000,
+                2_147_483_648,
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '~2147483648'",
+            ),
+        ],
+    },
+    Scenario {
+        name: "token_bucket grants a batch of whole tokens within the window's remaining",
+        limiter: "token_bucket",
+        opts: &["5", "2", "3"],
+        calls: &[
+            up(0, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~2"),
+            up(0, 5, "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~1"),
+            up(500, 1, "deny 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~0"),
+            up(
+                1_500,
+                3,
+                "allow 5 5;w=2;burst=3;policy=token_bucket,1,1,1 ~1",
+            ),
+            up(
+                2_000,
+                9,
+                "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~3",
+            ),
+            back(2_000, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            up(2_000, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~1"),
+            up(
+                2_000,
+                0,
+                "error token_bucket: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '~0'",
+            ),
+        ],
+    },
+    Scenario {
+        name: "token_bucket without refill grants a batch until the reset",
+        limiter: "token_bucket",
+        opts: &["2", "60", "2"],
+        calls: &[
+            up(
+                0,
+                5,
+                "allow 2 2;w=60;burst=2;policy=token_bucket,60,0,60 ~2",
+            ),
+            up(
+                30_000,
+                1,
+                "deny 2 2;w=60;burst=2;policy=token_bucket,30,0,30 ~0",
+            ),
+            at(
+                30_000,
+                1,
+                "deny 2 2;w=60;burst=2;policy=token_bucket,30,0,30",
+            ),
+        ],
+    },
+    Scenario {
+        name: "a limiter without batches refuses ~n",
+        limiter: "sliding_window",
+        opts: &["5", "10"],
+        calls: &[up(
+            0,
+            2,
+            "error sliding_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '~2'",
+        )],
+    },
     Scenario {
         name: "fixed_window counts down, peeks, undoes a denied cost and restarts",
         limiter: "fixed_window",
@@ -113,7 +216,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             at(
                 0,
                 2_147_483_648,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '2147483648'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '2147483648'",
             ),
         ],
     },
@@ -308,7 +411,7 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             back(
                 19_000,
                 4_294_967_293,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-4294967293'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '-4294967293'",
             ),
             at(19_000, 1, "allow 3,10,2"),
             back(20_000, 1, "allow 3,10,3"),
@@ -323,22 +426,22 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             back(
                 0,
                 0,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-0'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '-0'",
             ),
             force(
                 0,
                 0,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '+0'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '+0'",
             ),
             back(
                 0,
                 2_147_483_648,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '-2147483648'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '-2147483648'",
             ),
             force(
                 0,
                 4_294_967_295,
-                "error fixed_window: cost must be an integer 0..2147483647, '-n' or '+n' with n 1..2147483647, got '+4294967295'",
+                "error fixed_window: cost must be an integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got '+4294967295'",
             ),
         ],
     },

@@ -111,6 +111,7 @@ fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f6
     Verdict {
         allow: true,
         headers: vec![int(limit), int(reset), int((limit - count).max(0.0))],
+        granted: None,
     }
 }
 

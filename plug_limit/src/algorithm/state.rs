@@ -49,4 +49,6 @@ pub(crate) enum State {
 pub(crate) struct Verdict {
     pub(crate) allow: bool,
     pub(crate) headers: Vec<String>,
+    /// The units a batch's `~n` granted, which its script replies after the headers.
+    pub(crate) granted: Option<u32>,
 }

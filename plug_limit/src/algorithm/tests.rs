@@ -34,6 +34,7 @@ fn charge(cost: Cost) -> Charge {
         Cost::Take(n) => Charge::Take(n),
         Cost::Refund(n) => Charge::Refund(n),
         Cost::Force(n) => Charge::Force(n),
+        Cost::UpTo(n) => Charge::UpTo(n),
     }
 }
 /// An ARGV string as the opt that sends it.
@@ -53,7 +54,7 @@ pub(super) fn run_scenarios(limiter: &str) {
             *slot = None;
         }
         match settle(limiter, opts, charge(cost), now, slot) {
-            Ok(v) => scenarios::render(v.allow, &v.headers),
+            Ok(v) => scenarios::render(v.allow, &v.headers, v.granted.map(i64::from)),
             Err(e) => format!("error {e}"),
         }
     };

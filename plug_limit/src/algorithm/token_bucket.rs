@@ -1,7 +1,7 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
 
-use super::argv::{Argv, Units, fail, int, positive, verdict};
+use super::argv::{Argv, Cost, Units, fail, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
 
 const NAME: &str = "token_bucket";
@@ -17,7 +17,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         Some(n) if n > limit => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
         Some(n) => n,
     };
-    let (units, now) = argv.cost_and_now(NAME, 3)?;
+    let (cost, now) = argv.batch_cost_and_now(NAME, 3)?;
 
     let refill = limit - burst;
     let (limit_s, window_s) = (int(limit), int(window));
@@ -43,19 +43,28 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         )),
         _ => None,
     };
-    let cost = match units {
-        Units::Take(cost) => cost,
-        Units::Refund(_) | Units::Force(_) => {
-            let bucket = Bucket {
-                limit,
-                window,
-                burst,
-                refill,
-                policy,
-                limit_s,
-                window_s,
-            };
-            return settle(&bucket, units, now, current, slot);
+    let bucket = |policy, limit_s, window_s| Bucket {
+        limit,
+        window,
+        burst,
+        refill,
+        policy,
+        limit_s,
+        window_s,
+    };
+    let cost = match cost {
+        Cost::Units(Units::Take(cost)) => cost,
+        Cost::Units(units) => {
+            return settle(
+                &bucket(policy, limit_s, window_s),
+                units,
+                now,
+                current,
+                slot,
+            );
+        }
+        Cost::UpTo(n) => {
+            return up_to(&bucket(policy, limit_s, window_s), n, now, current, slot);
         }
     };
     let need = if cost > 0.0 { cost } else { 1.0 };
@@ -146,9 +155,70 @@ struct Bucket {
     window_s: String,
 }
 
+/// A bucket as the script's `if sign then` block reads it, refilled up to `now`: a live one's
+/// state, or a new window's.
+struct Refilled {
+    tokens: f64,
+    remaining: f64,
+    expiry: f64,
+    ttl: f64,
+    /// The tokens the last take left, before the refill since.
+    taken: f64,
+    elapsed: f64,
+}
+
+impl Refilled {
+    fn new(bucket: &Bucket, now: f64, live: Option<(f64, f64, f64, f64)>) -> Self {
+        let Bucket {
+            limit,
+            window,
+            burst,
+            refill,
+            ..
+        } = *bucket;
+        match live {
+            Some((taken, remaining, last, expiry)) => {
+                let elapsed = (now - last).max(0.0);
+                let mut tokens = taken;
+                if refill > 0.0 {
+                    tokens += refill * elapsed / window / 1000.0;
+                }
+                Self {
+                    tokens,
+                    remaining,
+                    expiry,
+                    ttl: ((expiry - now + 500.0) / 1000.0).floor(),
+                    taken,
+                    elapsed,
+                }
+            }
+            None => Self {
+                tokens: burst,
+                remaining: limit,
+                expiry: now + window * 1000.0,
+                ttl: window,
+                taken: 0.0,
+                elapsed: 0.0,
+            },
+        }
+    }
+
+    /// Writes the bucket back, as the block's `HSET`.
+    #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
+    fn store(&self, now: f64, slot: &mut Option<Stored>) {
+        *slot = Some(Stored {
+            state: State::TokenBucket {
+                tokens: self.tokens,
+                remaining: self.remaining as i64,
+                last_ms: now as i64,
+            },
+            expires_at_ms: self.expiry as i64,
+        });
+    }
+}
+
 /// A refund or forced charge, as the script's `if sign then` block: `current` is the stored
 /// `(tokens, remaining, last, expiry)`.
-#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 fn settle(
     bucket: &Bucket,
     units: Units,
@@ -169,37 +239,27 @@ fn settle(
         let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
         return verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()]);
     }
-    let (mut tokens, mut remaining, expiry, ttl) = match live {
-        Some((mut tokens, remaining, last, expiry)) => {
-            let ttl = ((expiry - now + 500.0) / 1000.0).floor();
-            let elapsed = (now - last).max(0.0);
-            if refill > 0.0 {
-                tokens += refill * elapsed / window / 1000.0;
-            }
-            (tokens, remaining, expiry, ttl)
-        }
-        None => (burst, limit, now + window * 1000.0, window),
-    };
+    let mut state = Refilled::new(bucket, now, live);
+    let (tokens, remaining) = (&mut state.tokens, &mut state.remaining);
     match units {
         Units::Refund(cost) => {
-            if tokens < burst {
-                tokens = (tokens + cost).min(burst);
+            if *tokens < burst {
+                *tokens = (*tokens + cost).min(burst);
             }
-            remaining = (remaining + cost).min(limit);
+            *remaining = (*remaining + cost).min(limit);
         }
         Units::Force(cost) | Units::Take(cost) => {
-            tokens = (tokens - cost).max(-burst);
-            remaining = (remaining - cost).max(-limit);
+            *tokens = (*tokens - cost).max(-burst);
+            *remaining = (*remaining - cost).max(-limit);
         }
     }
-    *slot = Some(Stored {
-        state: State::TokenBucket {
-            tokens,
-            remaining: remaining as i64,
-            last_ms: now as i64,
-        },
-        expires_at_ms: expiry as i64,
-    });
+    state.store(now, slot);
+    let Refilled {
+        tokens,
+        remaining,
+        ttl,
+        ..
+    } = state;
     let mut headers = vec![bucket.policy.clone(), int(ttl), int(remaining.max(0.0))];
     if tokens < 1.0 || remaining < 1.0 {
         let mut retry = ttl;
@@ -211,7 +271,57 @@ fn settle(
     Ok(Verdict {
         allow: refund || (tokens >= 0.0 && remaining >= 0.0),
         headers,
+        granted: None,
     })
+}
+
+/// A batch's `~n`, as the script's `sign == '~'` branch: takes up to `n`, as many as the
+/// bucket has whole tokens and the window has remaining.
+fn up_to(
+    bucket: &Bucket,
+    n: f64,
+    now: f64,
+    current: Option<(f64, f64, f64, f64)>,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, String> {
+    let Bucket { window, refill, .. } = *bucket;
+    let live = current.filter(|&(.., expiry)| expiry > now);
+    let mut state = Refilled::new(bucket, now, live);
+    let Refilled {
+        tokens,
+        remaining,
+        ttl,
+        taken,
+        elapsed,
+        ..
+    } = state;
+    let grant = n.min(tokens.floor()).min(remaining);
+    let policy = bucket.policy.clone();
+    if grant < 1.0 {
+        // As a cost-1 request's deny.
+        let mut retry = ttl;
+        if refill > 0.0 && remaining >= 1.0 {
+            retry = ((1.0 - taken.floor()) * window / refill - elapsed / 1000.0)
+                .ceil()
+                .abs()
+                .min(ttl);
+        }
+        let left = int(remaining.max(0.0));
+        return granted(0.0, [policy, int(ttl), left, int(retry)]);
+    }
+    state.tokens -= grant;
+    state.remaining -= grant;
+    state.store(now, slot);
+    let (reset, left) = (int(ttl), int(state.remaining));
+    if state.tokens >= 1.0 {
+        return granted(grant, [policy, reset, left]);
+    }
+    let retry = if refill > 0.0 {
+        (window / refill).ceil().min(ttl)
+    } else {
+        ttl
+    };
+    granted(grant, [policy, reset, left, int(retry)])
 }
 
 #[cfg(test)]

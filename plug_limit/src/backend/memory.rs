@@ -5,6 +5,7 @@ use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
 
+use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
 use super::sharded::Sharded;
@@ -180,7 +181,12 @@ fn outcome(verdict: Verdict, declared: &[HeaderName]) -> Result<Outcome, Error> 
     } else {
         Decision::Deny
     };
-    Ok(Outcome::new(decision, headers))
+    let granted = verdict.granted.map(|units| Value::Int(units.into()));
+    Ok(Outcome::with_extra(
+        decision,
+        headers,
+        granted.into_iter().collect(),
+    ))
 }
 
 impl fmt::Debug for MemoryBackend {

@@ -68,6 +68,9 @@ pub(crate) enum Charge {
     Refund(u32),
     /// Takes them whatever the limit (the request was served): `+n`.
     Force(u32),
+    /// Takes up to that many, as many as the key has left (fixed_window and token_bucket):
+    /// `~n`, a local batch's reservation. The outcome's first extra value is the units taken.
+    UpTo(u32),
 }
 
 /// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,

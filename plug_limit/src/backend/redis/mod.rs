@@ -393,12 +393,13 @@ fn prefix_pattern(prefix: &str) -> String {
     pattern
 }
 
-/// The script's `cost` argument: `n`, `-n` or `+n`. A take is sent as an integer, as before:
+/// The script's `cost` argument: `n`, `-n`, `+n` or `~n`. A take is sent as an integer, as before:
 /// the hot path formats no text of its own.
 fn cost_arg(cost: Charge) -> Opt {
     match cost {
         Charge::Take(n) => Opt::Int(i64::from(n)),
         Charge::Refund(n) => Opt::Text(format!("-{n}").into()),
         Charge::Force(n) => Opt::Text(format!("+{n}").into()),
+        Charge::UpTo(n) => Opt::Text(format!("~{n}").into()),
     }
 }
