@@ -145,6 +145,7 @@ pub mod test;
 // The pipeline below the handle: one decision module, the backends, the algorithms.
 mod algorithm;
 mod backend;
+mod batch;
 mod decide;
 mod settle;
 mod telemetry;
@@ -165,7 +166,7 @@ pub mod algorithms {}
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
     Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LogLevel, RedisConnection, Rules, Script, ScriptConfig,
+    LocalBatches, LogLevel, RedisConnection, Rules, Script, ScriptConfig,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

@@ -83,14 +83,17 @@ async fn charge(
     cost: Cost,
 ) -> Result<Outcome, plug_limit::Error> {
     match cost {
-        Cost::Take(n) => limits.check_cost(limiter, key, opts, n).await,
+        Cost::UpTo(n) if batches(limiter) => limits.take_up_to(limiter, key, opts, n).await,
+        // A batch on a limiter without batches: a take of as many.
+        Cost::Take(n) | Cost::UpTo(n) => limits.check_cost(limiter, key, opts, n).await,
         Cost::Refund(n) => limits.settle(limiter, key, opts, n, 0).await,
         Cost::Force(n) => limits.settle(limiter, key, opts, 0, n).await,
-        Cost::UpTo(n) if matches!(limiter, "fixed_window" | "token_bucket") => {
-            limits.take_up_to(limiter, key, opts, n).await
-        }
-        Cost::UpTo(n) => limits.check_cost(limiter, key, opts, n).await,
     }
+}
+
+/// Whether `limiter` takes a batch's `~n`.
+fn batches(limiter: &str) -> bool {
+    matches!(limiter, "fixed_window" | "token_bucket")
 }
 
 fn call(limiters: usize) -> impl Strategy<Value = Call> {

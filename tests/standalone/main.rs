@@ -25,6 +25,7 @@ mod ietf_headers;
 mod in_flight;
 mod keys_and_replies;
 mod layer;
+mod local_batches;
 mod memory;
 mod memory_capacity;
 mod metrics;

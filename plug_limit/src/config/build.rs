@@ -14,6 +14,7 @@ use super::script::{Compiled, compile, lua_file, lua_source};
 use super::{Builder, Enabled, FailurePolicy, Limiter};
 use crate::algorithm::Algorithm;
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
+use crate::batch::Batches;
 use crate::clock::SystemClock;
 use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet};
 use crate::error::BuildError;
@@ -134,7 +135,13 @@ impl Builder {
                     .unwrap_or_else(PartitionKeys::process)
             },
         );
+        let batches = limiter.batches.map(|settings| {
+            // `build` refuses 0: the fallback is never taken.
+            let capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
+            Batches::new(settings, program.clone(), capacity, self.timeout)
+        });
         Entry {
+            batches,
             program,
             backend,
             key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
@@ -198,6 +205,25 @@ impl Builder {
         }
         if let Some((list, rule)) = limiter.rules.as_ref().and_then(|rules| rules.invalid()) {
             return Err(BuildError::invalid(format!("{field}.{list}"), rule));
+        }
+        if let Some(batches) = &limiter.batches {
+            let batched = matches!(
+                limiter.source,
+                Source::BuiltIn(Algorithm::FixedWindow | Algorithm::TokenBucket)
+            );
+            let field = format!("{field}.local_batches");
+            if !batched {
+                let rule = "only fixed_window and token_bucket limiters take local batches";
+                return Err(BuildError::invalid(field, rule));
+            }
+            if memory {
+                let rule =
+                    "local batches need the Redis backend: memory decides without a round trip";
+                return Err(BuildError::invalid(field, rule));
+            }
+            if let Some((setting, rule)) = batches.invalid() {
+                return Err(BuildError::invalid(format!("{field}.{setting}"), rule));
+            }
         }
         if memory && limiter.redis.is_some() {
             return Err(BuildError::invalid(

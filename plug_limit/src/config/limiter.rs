@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, KeyFailure, LogLevel, RedisConnection, Rules};
+use super::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, RedisConnection, Rules};
 use crate::algorithm::Algorithm;
 use crate::backend::Pools;
 use crate::hook::Hook;
@@ -58,6 +58,7 @@ pub struct Limiter {
     pub(crate) header_style: Option<HeaderStyle>,
     pub(crate) rules: Option<Rules>,
     pub(crate) hook: Option<Arc<dyn Hook>>,
+    pub(crate) batches: Option<LocalBatches>,
 }
 
 pub(crate) enum Source {
@@ -84,6 +85,7 @@ impl Limiter {
             header_style: None,
             rules: None,
             hook: None,
+            batches: None,
         }
     }
 
@@ -202,6 +204,23 @@ impl Limiter {
         self
     }
 
+    /// Local batches for this limiter's hot keys (`fixed_window` and `token_bucket` on Redis
+    /// only; see [`LocalBatches`] for the bounds): requests take units this instance reserved
+    /// from Redis in batches, without a round trip each. A request costing other than 1, or
+    /// settling after its response, and programmatic checks stay exact.
+    ///
+    /// ```
+    /// use plug_limit::{Limiter, LocalBatches};
+    ///
+    /// // Register under a name of its own: `Builder::limiter("global", hot)`.
+    /// let hot = Limiter::token_bucket().local_batches(LocalBatches::new(100));
+    /// # let _ = hot;
+    /// ```
+    pub fn local_batches(mut self, batches: LocalBatches) -> Self {
+        self.batches = Some(batches);
+        self
+    }
+
     /// This limiter's [`Rules`]: the parts they set replace the global rules of
     /// [`Builder::rules`](crate::Builder::rules), the others are the global ones.
     pub fn rules(mut self, rules: Rules) -> Self {
@@ -231,6 +250,7 @@ impl fmt::Debug for Limiter {
             .field("log_level", &self.log_level)
             .field("header_style", &self.header_style)
             .field("rules", &self.rules)
+            .field("local_batches", &self.batches)
             .finish()
     }
 }

@@ -35,6 +35,7 @@ pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
 pub(crate) use self::rules::RuleSet;
 
+mod batched;
 mod deny_cache;
 mod keys;
 mod log_throttle;
@@ -225,6 +226,11 @@ impl Decider {
         let entry = request.entry;
         request.watch.dispatched(self.backend(entry));
         let backend = self.backend(entry);
+        if let (Some(batches), Backend::Redis(redis)) = (&entry.batches, backend)
+            && request.batchable()
+        {
+            return self.run_batched(batches, redis, request);
+        }
         match backend.start(request.call()) {
             Started::Done(result) => {
                 let result = request.leased(backend, result);

@@ -8,6 +8,7 @@ use super::Decided;
 use super::log_throttle::LogThrottle;
 use super::rules::RuleSet;
 use crate::backend::{Backend, Program};
+use crate::batch::Batches;
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::hook::{self, Hook};
@@ -38,6 +39,8 @@ pub(crate) struct Entry {
     pub(crate) rules: Option<Arc<RuleSet>>,
     /// Sees every result and shapes the response; `None`: the responder and the policies.
     pub(crate) hook: Option<Arc<dyn Hook>>,
+    /// Its local batches, if it takes them (see `batch/`).
+    pub(crate) batches: Option<Batches>,
 }
 
 impl Entry {

@@ -185,6 +185,9 @@ pub enum ReplyError {
         /// What was found instead.
         found: &'static str,
     },
+    /// A batch's reply (cost `~n`) has no count of the units granted after its headers.
+    #[error("a batch's reply must carry the units it granted, an integer, after the headers")]
+    NoGrant,
 }
 
 #[cfg(test)]

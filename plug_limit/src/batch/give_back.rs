@@ -1,0 +1,63 @@
+//! Giving a batch's unused units back to Redis: at once when its window ends too soon to
+//! spend them, else once the batch goes idle, always before the window can have ended.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::held::GiveBack;
+use super::{Inner, Slot};
+use crate::backend::{Call, Charge, RedisBackend};
+use crate::limit::Opt;
+
+/// What a give-back needs once the request that reserved the batch is gone.
+pub(super) struct Owner {
+    pub(super) inner: Arc<Inner>,
+    pub(super) redis: Arc<RedisBackend>,
+    pub(super) key: Vec<String>,
+    pub(super) opts: Vec<Opt>,
+}
+
+impl Owner {
+    /// Gives `units` back now, in the background (a refund `-n`).
+    pub(super) fn refund(self, units: u32) {
+        tokio::spawn(async move { self.send(units).await });
+    }
+
+    /// Looks at batch `generation` of `slot` every `every`, and gives back what it holds once
+    /// it goes unspent that long or would be past its time by the next look.
+    pub(super) fn watch(self, slot: Arc<Slot>, generation: u64) {
+        tokio::spawn(async move {
+            let (every, timeout) = (self.inner.settings.every, self.inner.timeout);
+            loop {
+                tokio::time::sleep(every).await;
+                let units = {
+                    let mut held = slot.held();
+                    let now = Instant::now();
+                    match held.give_back(generation, now, every, timeout) {
+                        GiveBack::Later => continue,
+                        GiveBack::Units(units) if held.can_give_back(now, timeout) => units,
+                        // Spent, replaced, or past the window's safe end: the units are
+                        // dropped there, never given back to a window that may be over.
+                        GiveBack::Done | GiveBack::Units(_) => return,
+                    }
+                };
+                self.send(units).await;
+                return;
+            }
+        });
+    }
+
+    async fn send(&self, units: u32) {
+        let call = Call {
+            program: &self.inner.program,
+            keys: &self.key,
+            opts: &self.opts,
+            cost: Charge::Refund(units),
+            lease: None,
+        };
+        if let Err(error) = self.redis.eval(call).await {
+            // Units not given back are only units not admitted: never an over-admission.
+            tracing::debug!(target: "plug_limit", limiter = %self.inner.program.name, %error, units, "a local batch's units were not given back");
+        }
+    }
+}

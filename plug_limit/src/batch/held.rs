@@ -1,0 +1,335 @@
+//! One key's batch at this instance: the units it holds, until when they may be spent, what
+//! its answers say, and the key's observed rate, which sizes the next batch.
+
+use std::time::{Duration, Instant};
+
+use http::header::RETRY_AFTER;
+use http::{HeaderName, HeaderValue};
+
+use crate::outcome::{Decision, Outcome};
+
+const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+
+/// Redis rounds a reset to the nearest second: the window may end this much before it says.
+const ROUNDING: Duration = Duration::from_millis(500);
+/// Spending stops this much earlier still, for the two clocks' drift and this process's
+/// scheduling: a unit is never spent where the window may already be over.
+const MARGIN: Duration = Duration::from_millis(500);
+
+/// A key's batch, and the requests seen since its last reservation.
+#[derive(Debug)]
+pub(super) struct Held {
+    /// Which limit (a hash of its options) the units are of.
+    opts: u64,
+    units: u32,
+    /// No unit is spent from here on.
+    until: Instant,
+    /// The earliest the window may end: nothing is given back unless it lands before.
+    window_ends: Instant,
+    /// The grant's headers, and its remaining and reset, which the answers count from.
+    headers: Vec<(HeaderName, HeaderValue)>,
+    remaining: i64,
+    reset: u64,
+    granted_at: Instant,
+    last_spent: Instant,
+    /// Requests seen since the last reservation began, and when it began.
+    seen: u32,
+    since: Instant,
+    /// Bumped by every grant: a give-back acts only on its own batch.
+    generation: u64,
+}
+
+/// What a batch's give-back finds.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum GiveBack {
+    /// The batch is spent or replaced: nothing left to do.
+    Done,
+    /// Still in use: look again later.
+    Later,
+    /// Units to give back now; taken out of the batch.
+    Units(u32),
+}
+
+impl Held {
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            opts: 0,
+            units: 0,
+            until: now,
+            window_ends: now,
+            headers: Vec::new(),
+            remaining: 0,
+            reset: 0,
+            granted_at: now,
+            last_spent: now,
+            seen: 0,
+            since: now,
+            generation: 0,
+        }
+    }
+
+    /// Counts one request toward the key's rate.
+    pub(super) fn note(&mut self) {
+        self.seen = self.seen.saturating_add(1);
+    }
+
+    /// One unit of the batch for a request of the limit `opts`, and its answer; `None` when
+    /// the batch is of another limit, spent, or past its time.
+    pub(super) fn take(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.units == 0 || self.opts != opts || now >= self.until {
+            return None;
+        }
+        self.units -= 1;
+        self.last_spent = now;
+        Some(self.answer(now))
+    }
+
+    /// How many units to ask for, 1..=`max`: the key's rate times `every`. Over a period
+    /// shorter than `every`, the requests seen so far in it stand for the rate (short of it,
+    /// so a batch grows by doubling at most); a first request, or a key seen once in a while,
+    /// asks for 1.
+    pub(super) fn size(&mut self, max: u32, every: Duration, now: Instant) -> u32 {
+        let elapsed = now.duration_since(self.since);
+        let mut wanted = f64::from(self.seen);
+        if elapsed >= every {
+            wanted *= every.as_secs_f64() / elapsed.as_secs_f64();
+            self.seen = 0;
+            self.since = now;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped below
+        let wanted = wanted.ceil().min(f64::from(max)) as u32;
+        wanted.max(1)
+    }
+
+    /// Holds the `granted` units Redis answered `outcome` for (a call sent at `sent_at`), one
+    /// of them spent by the request that reserved them. Returns its answer, and the units to
+    /// give back at once: all but that one when the window ends too soon to spend them here.
+    pub(super) fn grant(
+        &mut self,
+        opts: u64,
+        outcome: &Outcome,
+        granted: u32,
+        sent_at: Instant,
+        now: Instant,
+    ) -> (Outcome, u32) {
+        let value = |name: &HeaderName| {
+            let value = outcome.header(name.as_str())?.to_str().ok()?;
+            value.parse::<i64>().ok()
+        };
+        let reset = value(&RESET).and_then(|reset| u64::try_from(reset).ok());
+        self.generation += 1;
+        self.opts = opts;
+        self.headers = outcome.headers().to_vec();
+        self.remaining = value(&REMAINING).unwrap_or(0);
+        self.reset = reset.unwrap_or(0);
+        self.granted_at = now;
+        self.last_spent = now;
+        // The reset counts from when Redis ran the call, which is after it was sent.
+        let lasts = Duration::from_secs(self.reset).saturating_sub(ROUNDING);
+        self.window_ends = sent_at + lasts;
+        self.until = sent_at + lasts.saturating_sub(MARGIN);
+        self.units = granted.saturating_sub(1);
+        let mut leftover = 0;
+        if reset.is_none() || now >= self.until {
+            leftover = std::mem::take(&mut self.units);
+        }
+        (self.answer(now), leftover)
+    }
+
+    /// When the key was last seen or its batch could last be spent.
+    pub(super) fn last_active(&self) -> Instant {
+        self.since.max(self.last_spent).max(self.until)
+    }
+
+    /// The batch's number, to tell it from the next one.
+    pub(super) fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether the units still held may be given back (a refund sent now, answered within
+    /// `timeout`, lands in the window they were granted in).
+    pub(super) fn can_give_back(&self, now: Instant, timeout: Duration) -> bool {
+        now + timeout < self.window_ends
+    }
+
+    /// The give-back of batch `generation`, looked at now: its units once it has gone unspent
+    /// for `idle`, or will be past its time by the next look.
+    pub(super) fn give_back(
+        &mut self,
+        generation: u64,
+        now: Instant,
+        idle: Duration,
+        timeout: Duration,
+    ) -> GiveBack {
+        if generation != self.generation || self.units == 0 {
+            return GiveBack::Done;
+        }
+        let unspent = now.duration_since(self.last_spent) >= idle;
+        let ending = now + idle + timeout >= self.until;
+        if unspent || ending {
+            return GiveBack::Units(std::mem::take(&mut self.units));
+        }
+        GiveBack::Later
+    }
+
+    /// The answer to a request just admitted from the batch: the grant's headers, with
+    /// `x-ratelimit-remaining` what Redis had left at the grant plus what this batch still
+    /// holds, `x-ratelimit-reset` the grant's counted down by the whole seconds since, and a
+    /// `retry-after` only once the batch is spent (the grant's).
+    fn answer(&self, now: Instant) -> Outcome {
+        let passed = now.duration_since(self.granted_at).as_secs();
+        let reset = self.reset.saturating_sub(passed);
+        let remaining = self.remaining.saturating_add(i64::from(self.units)).max(0);
+        let headers = self
+            .headers
+            .iter()
+            .filter(|(name, _)| self.units == 0 || *name != RETRY_AFTER)
+            .map(|(name, value)| {
+                let value = if *name == RESET {
+                    HeaderValue::from(reset)
+                } else if *name == REMAINING {
+                    HeaderValue::from(remaining)
+                } else {
+                    value.clone()
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        Outcome::new(Decision::Allow, headers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn granted(remaining: &str, reset: &str) -> Outcome {
+        let header = |name: &str, value: &str| {
+            (
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            )
+        };
+        Outcome::new(
+            Decision::Allow,
+            vec![
+                header("x-ratelimit-limit", "100"),
+                header("x-ratelimit-reset", reset),
+                header("x-ratelimit-remaining", remaining),
+                header("retry-after", "1"),
+            ],
+        )
+    }
+
+    fn values(outcome: &Outcome) -> Vec<String> {
+        outcome
+            .headers()
+            .iter()
+            .map(|(name, value)| format!("{name}={}", value.to_str().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn answers_count_down_from_the_grant() {
+        let start = Instant::now();
+        let mut held = Held::new(start);
+        let (first, leftover) = held.grant(7, &granted("90", "10"), 10, start, start);
+        assert_eq!(leftover, 0);
+        assert_eq!(
+            values(&first),
+            [
+                "x-ratelimit-limit=100",
+                "x-ratelimit-reset=10",
+                "x-ratelimit-remaining=99"
+            ]
+        );
+        let later = start + Duration::from_millis(2_100);
+        assert_eq!(held.take(8, later), None, "another limit's batch");
+        let second = held.take(7, later).unwrap();
+        assert_eq!(
+            values(&second),
+            [
+                "x-ratelimit-limit=100",
+                "x-ratelimit-reset=8",
+                "x-ratelimit-remaining=98"
+            ]
+        );
+        for _ in 0..7 {
+            held.take(7, later).unwrap();
+        }
+        // The last unit: the grant's retry-after comes back.
+        let last = held.take(7, later).unwrap();
+        assert_eq!(
+            values(&last)[2..],
+            ["x-ratelimit-remaining=90", "retry-after=1"]
+        );
+        assert_eq!(held.take(7, later), None);
+    }
+
+    #[test]
+    fn units_are_spent_only_while_the_window_surely_lasts() {
+        let start = Instant::now();
+        let mut held = Held::new(start);
+        held.grant(1, &granted("0", "3"), 5, start, start);
+        // 3 s rounded: the window lasts at least 2.5 s; spending stops 0.5 s before.
+        assert!(held.take(1, start + Duration::from_millis(1_999)).is_some());
+        assert_eq!(held.take(1, start + Duration::from_millis(2_000)), None);
+        // A window ending within a second leaves nothing to spend: all but one go back.
+        let (_, leftover) = held.grant(1, &granted("0", "1"), 5, start, start);
+        assert_eq!(leftover, 4);
+        assert_eq!(held.take(1, start), None);
+    }
+
+    #[test]
+    fn the_size_follows_the_rate() {
+        let start = Instant::now();
+        let every = Duration::from_millis(25);
+        let mut held = Held::new(start);
+        held.note();
+        assert_eq!(held.size(100, every, start), 1, "a first request");
+        for _ in 0..40 {
+            held.note();
+        }
+        // 41 requests within less than `every`: at least 41 per `every`.
+        assert_eq!(held.size(100, every, start + Duration::from_millis(10)), 41);
+        for _ in 0..400 {
+            held.note();
+        }
+        assert_eq!(
+            held.size(100, every, start + Duration::from_millis(60)),
+            100
+        );
+        held.note();
+        assert_eq!(
+            held.size(100, every, start + Duration::from_secs(5)),
+            1,
+            "cold"
+        );
+    }
+
+    #[test]
+    fn an_idle_batch_goes_back_once() {
+        let start = Instant::now();
+        let (idle, timeout) = (Duration::from_millis(25), Duration::from_millis(100));
+        let mut held = Held::new(start);
+        held.grant(1, &granted("0", "60"), 5, start, start);
+        let generation = held.generation();
+        let soon = start + Duration::from_millis(10);
+        assert_eq!(
+            held.give_back(generation, soon, idle, timeout),
+            GiveBack::Later
+        );
+        let idle_at = start + Duration::from_millis(30);
+        assert_eq!(
+            held.give_back(generation, idle_at, idle, timeout),
+            GiveBack::Units(4)
+        );
+        assert_eq!(
+            held.give_back(generation, idle_at, idle, timeout),
+            GiveBack::Done
+        );
+        assert!(held.can_give_back(idle_at, timeout));
+        assert!(!held.can_give_back(start + Duration::from_millis(59_400), timeout));
+    }
+}

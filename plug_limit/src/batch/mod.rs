@@ -1,0 +1,187 @@
+//! Local batches for hot keys (see [`LocalBatches`](crate::LocalBatches)): one limiter's
+//! batches at this instance, one per key, and the reservations that fill them.
+//!
+//! A request takes a unit of its key's batch without waiting when there is one
+//! ([`Batches::spend`]); otherwise it reserves the next batch ([`Batches::reserve`]), one
+//! reservation per key at a time, the requests behind it waiting their turn and taking from
+//! what it brought. What a batch holds when it goes idle goes back to Redis (`give_back.rs`).
+
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use deadpool_redis::redis::Value;
+
+use self::held::Held;
+use crate::backend::sharded::Sharded;
+use crate::backend::{Call, Charge, Program, RedisBackend};
+use crate::config::LocalBatches;
+use crate::error::Error;
+use crate::outcome::{Outcome, ReplyError};
+
+mod give_back;
+mod held;
+
+const SHARDS: usize = 16;
+
+/// A key's batch is forgotten this long after it was last used or could be spent.
+const FORGET: Duration = Duration::from_secs(10);
+
+/// One limiter's batches at this instance.
+pub(crate) struct Batches {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: LocalBatches,
+    /// The limiter's program, for the give-backs, which outlive the request.
+    program: Program,
+    /// The check's timeout: how long a request waits for its key's reservation, and how
+    /// long a give-back may take to land.
+    timeout: Duration,
+    slots: Sharded<Arc<Slot>>,
+}
+
+/// One key's batch, and the turn to reserve the next one.
+pub(crate) struct Slot {
+    held: Mutex<Held>,
+    reserving: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        // A panic while holding it leaves a consistent batch: every update is one assignment.
+        self.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// When the slot may be forgotten.
+    fn forget_at(&self) -> Instant {
+        self.held().last_active() + FORGET
+    }
+}
+
+impl Batches {
+    /// Batches of `program`'s keys by `settings`, for at most `capacity` keys (past it, the
+    /// keys least recently used go first, with any units they held).
+    pub(crate) fn new(
+        settings: LocalBatches,
+        program: Program,
+        capacity: NonZeroUsize,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                settings,
+                program,
+                timeout,
+                slots: Sharded::bounded(SHARDS, capacity),
+            }),
+        }
+    }
+
+    /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), and
+    /// its answer; else the key's slot, to reserve on.
+    pub(crate) fn spend(&self, key: &str, opts: u64) -> Result<Outcome, Arc<Slot>> {
+        let now = Instant::now();
+        let slot = self.slot(key, now);
+        let mut held = slot.held();
+        held.note();
+        if let Some(outcome) = held.take(opts, now) {
+            return Ok(outcome);
+        }
+        drop(held);
+        Err(slot)
+    }
+
+    /// Reserves `call`'s key a batch in one call of its script, sized by the key's rate, and
+    /// spends its first unit on this request; or, when another request's reservation for the
+    /// key brought units meanwhile, one of those. Waits at most the check's timeout for its
+    /// turn. A denial is Redis's own, as without batches.
+    pub(crate) async fn reserve(
+        &self,
+        slot: Arc<Slot>,
+        redis: &Arc<RedisBackend>,
+        call: Call<'_>,
+        opts: u64,
+    ) -> Result<Outcome, Error> {
+        let timeout = self.inner.timeout;
+        let _turn = tokio::time::timeout(timeout, slot.reserving.lock())
+            .await
+            .map_err(|_| Error::Timeout(timeout))?;
+        let size = {
+            let mut held = slot.held();
+            let now = Instant::now();
+            if let Some(outcome) = held.take(opts, now) {
+                return Ok(outcome);
+            }
+            held.size(self.inner.settings.max, self.inner.settings.every, now)
+        };
+        // A batch of one is a plain take: a cold key's call is the one it makes without batches.
+        let cost = if size == 1 {
+            Charge::Take(1)
+        } else {
+            Charge::UpTo(size)
+        };
+        let sent_at = Instant::now();
+        let outcome = redis.eval(Call { cost, ..call }).await?;
+        let granted = match cost {
+            Charge::UpTo(_) => granted(&outcome)?,
+            _ => u32::from(outcome.is_allowed()),
+        };
+        if granted == 0 {
+            // Redis's answer, as a take's: the granted count is the batch's business.
+            return Ok(Outcome::new(outcome.decision(), outcome.headers().to_vec()));
+        }
+        let (answer, leftover, generation) = {
+            let mut held = slot.held();
+            let (answer, leftover) = held.grant(opts, &outcome, granted, sent_at, Instant::now());
+            // Units of a window that may have ended by the time they land are not given back.
+            let leftover = if held.can_give_back(Instant::now(), timeout) {
+                leftover
+            } else {
+                0
+            };
+            (answer, leftover, held.generation())
+        };
+        let owner = give_back::Owner {
+            inner: Arc::clone(&self.inner),
+            redis: Arc::clone(redis),
+            key: call.keys.to_vec(),
+            opts: call.opts.to_vec(),
+        };
+        if leftover > 0 {
+            owner.refund(leftover);
+        } else if granted > 1 {
+            owner.watch(Arc::clone(&slot), generation);
+        }
+        Ok(answer)
+    }
+
+    /// `key`'s slot, made if need be.
+    fn slot(&self, key: &str, now: Instant) -> Arc<Slot> {
+        let mut shard = self.inner.slots.lock(key);
+        shard.sweep_if_due(|slot| slot.forget_at() > now);
+        if let Some(slot) = shard.get_mut(key) {
+            return Arc::clone(slot);
+        }
+        shard.make_room(now, |slot| slot.forget_at());
+        let slot = Arc::new(Slot {
+            held: Mutex::new(Held::new(now)),
+            reserving: tokio::sync::Mutex::new(()),
+        });
+        shard.insert(key, Arc::clone(&slot));
+        slot
+    }
+}
+
+/// The units a `~n` call granted: its reply's first value after the headers.
+fn granted(outcome: &Outcome) -> Result<u32, Error> {
+    match outcome.extra().first() {
+        Some(Value::Int(units)) => u32::try_from(*units).map_err(|_| bad_grant()),
+        _ => Err(bad_grant()),
+    }
+}
+
+fn bad_grant() -> Error {
+    Error::Reply(ReplyError::NoGrant)
+}

@@ -1,0 +1,43 @@
+//! A request of a limiter with local batches: answered from its key's batch at this
+//! instance, or after reserving the next one (`batch/`), then decided as any other.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::{Decider, Request, Step, opts_id};
+use crate::backend::RedisBackend;
+use crate::batch::Batches;
+
+impl Decider {
+    /// Runs `request` on `batches`, reserving on `redis` when its key's batch is spent.
+    pub(super) fn run_batched<'a>(
+        &'a self,
+        batches: &'a Batches,
+        redis: &'a Arc<RedisBackend>,
+        request: Request<'a>,
+    ) -> Step<'a> {
+        let opts = opts_id(request.opts);
+        match batches.spend(request.keys.first(), opts) {
+            Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
+            Err(slot) => {
+                let span = request.watch.span().clone();
+                Step::Waiting(Box::pin(
+                    async move {
+                        let result = batches.reserve(slot, redis, request.call(), opts).await;
+                        self.settle(&request, result)
+                    }
+                    .instrument(span),
+                ))
+            }
+        }
+    }
+}
+
+impl Request<'_> {
+    /// Whether a batch may admit it: a unit's cost, nothing leased or owed after its
+    /// response (those are counted call by call, exactly).
+    pub(super) fn batchable(&self) -> bool {
+        self.cost == 1 && self.lease.is_none() && !self.terms.owes()
+    }
+}
