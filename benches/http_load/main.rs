@@ -20,6 +20,8 @@
 //! | `memory_no_headers` | `memory` whose handler drops its `RateLimited`: checked, no header sent | `2xx` |
 //! | `evalsha_multiplexed` | one `EVALSHA` of `lua/fixed_window.lua` on one shared `MultiplexedConnection` | `2xx` + headers |
 //! | `fixed_window` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on Redis, keyed by `x-client` | `2xx` + headers |
+//! | `global_fixed_window` | `fixed_window` with one key for every request (`key::global()`): a hot key, each request a Redis call | `2xx` + headers |
+//! | `global_batched` | `global_fixed_window` with `local_batches(LocalBatches::new(1_000))`: the hot key's units reserved in batches | `2xx` + headers |
 //! | `evalsha_token_bucket` | the same as `evalsha_multiplexed` with `lua/token_bucket.lua` | `2xx` + headers |
 //! | `token_bucket` | `RateLimited<TokenBucket<1_000_000_000, 3600, 1_000_000_000>>`, likewise | `2xx` + headers |
 //! | `evalsha_gcra` | the same as `evalsha_multiplexed` with `lua/gcra.lua` | `2xx` + headers |

@@ -81,7 +81,14 @@ impl Measurement {
         match (self.redis_commands, self.served()) {
             (Some(0), _) => "0".to_owned(),
             (Some(commands), served) if served > 0 => {
-                format!("{:.2}", commands as f64 / served as f64)
+                let per_request = commands as f64 / served as f64;
+                // A batched variant makes a few commands per thousand requests: two decimals
+                // would read 0.00.
+                if per_request < 0.1 {
+                    format!("{per_request:.4}")
+                } else {
+                    format!("{per_request:.2}")
+                }
             }
             (Some(commands), _) => format!("{commands} total"),
             (None, _) => "n/a".to_owned(),

@@ -90,7 +90,12 @@ impl Results {
                 self.rps_ratio(quiet, peer),
             ));
         }
-        for (variant, threshold) in [(Variant::Memory, 0.95), (Variant::DenyFlood, 0.9)] {
+        let local = [
+            (Variant::Memory, 0.95),
+            (Variant::DenyFlood, 0.9),
+            (Variant::GlobalBatched, 0.85),
+        ];
+        for (variant, threshold) in local {
             if self.get(variant).is_some() {
                 checks.push((
                     format!("{} req/s / bare", variant.name()),

@@ -9,7 +9,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use http::HeaderValue;
 use plug_limit::{
-    FailurePolicy, FixedWindow, Gcra, KeyExtractor, Limit, Opt, PlugLimit, RateLimited, TokenBucket,
+    FailurePolicy, FixedWindow, Gcra, KeyExtractor, Limit, Limiter, LocalBatches, Opt, PlugLimit,
+    RateLimited, TokenBucket,
 };
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -32,6 +33,24 @@ impl Limit for Everyone {
     const SCOPE: Option<&'static str> = Some("everyone");
     const KEY: Option<&'static dyn KeyExtractor> = Some(&plug_limit::key::global());
 }
+
+/// [`Everyone`] alone: one hot key for every request.
+type GlobalLimited = RateLimited<Everyone>;
+
+/// [`Everyone`]'s fixed window with local batches: registered as `global_batched`.
+struct EveryoneBatched;
+
+impl Limit for EveryoneBatched {
+    const LIMITER: &'static str = "global_batched";
+    const OPTS: &'static [Opt] = Everyone::OPTS;
+    const SCOPE: Option<&'static str> = Everyone::SCOPE;
+    const KEY: Option<&'static dyn KeyExtractor> = Everyone::KEY;
+}
+
+type GlobalBatchedLimited = RateLimited<EveryoneBatched>;
+
+/// The largest batch of `global_batched`: at its rate, a reservation every few milliseconds.
+const BATCH_MAX: u32 = 1_000;
 
 /// Three stacked limits, decided in one `EVALSHA`: the fixed window of `fixed_window`, a token
 /// bucket per client, and one fixed window for everyone.
@@ -67,6 +86,14 @@ async fn bare_headers(State(served): State<Arc<AtomicU64>>) -> impl IntoResponse
 }
 
 async fn fixed_window(limited: FixedWindowLimited) -> (FixedWindowLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn global(limited: GlobalLimited) -> (GlobalLimited, &'static str) {
+    (limited, "ok")
+}
+
+async fn global_batched(limited: GlobalBatchedLimited) -> (GlobalBatchedLimited, &'static str) {
     (limited, "ok")
 }
 
@@ -153,6 +180,15 @@ pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, Box
         Variant::Stacked3 => Router::new()
             .route("/", get(stacked_3))
             .with_state(limits().build()?),
+        Variant::GlobalFixedWindow => Router::new()
+            .route("/", get(global))
+            .with_state(limits().build()?),
+        Variant::GlobalBatched => {
+            let batched = Limiter::fixed_window().local_batches(LocalBatches::new(BATCH_MAX));
+            Router::new()
+                .route("/", get(global_batched))
+                .with_state(limits().limiter("global_batched", batched).build()?)
+        }
         Variant::TokenBucket => Router::new()
             .route("/", get(token_bucket))
             .with_state(limits().build()?),

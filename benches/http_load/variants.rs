@@ -6,6 +6,8 @@ pub(crate) enum Variant {
     BareHeaders,
     FixedWindow,
     Stacked3,
+    GlobalFixedWindow,
+    GlobalBatched,
     TokenBucket,
     Gcra,
     EvalshaMultiplexed,
@@ -24,7 +26,7 @@ impl Variant {
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
     /// variants follow `bare` and `bare_headers`, the pair without headers last of them; each
     /// Redis limiter follows the hand-written check of its own script.
-    pub(crate) const ALL: [Self; 15] = [
+    pub(crate) const ALL: [Self; 17] = [
         Self::Bare,
         Self::BareHeaders,
         Self::Memory,
@@ -35,6 +37,8 @@ impl Variant {
         Self::EvalshaMultiplexed,
         Self::FixedWindow,
         Self::Stacked3,
+        Self::GlobalFixedWindow,
+        Self::GlobalBatched,
         Self::EvalshaTokenBucket,
         Self::TokenBucket,
         Self::EvalshaGcra,
@@ -48,6 +52,8 @@ impl Variant {
             Self::BareHeaders => "bare_headers",
             Self::FixedWindow => "fixed_window",
             Self::Stacked3 => "stacked_3",
+            Self::GlobalFixedWindow => "global_fixed_window",
+            Self::GlobalBatched => "global_batched",
             Self::TokenBucket => "token_bucket",
             Self::Gcra => "gcra",
             Self::EvalshaMultiplexed => "evalsha_multiplexed",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use deadpool_redis::redis::AsyncCommands;
-use plug_limit::{Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, key};
+use plug_limit::{Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, Subject, key};
 use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
 
 /// A hot global limit: 1000 a minute, one key for everyone.
@@ -37,7 +37,11 @@ async fn bucket(limited: RateLimited<HotBucket>) -> (RateLimited<HotBucket>, &'s
 const MAX: u32 = 50;
 
 fn instance(redis: &RedisServer, prefix: &str) -> Router {
-    let limits = PlugLimit::builder(redis.pool())
+    app(limits(redis, prefix))
+}
+
+fn limits(redis: &RedisServer, prefix: &str) -> PlugLimit {
+    PlugLimit::builder(redis.pool())
         .prefix(prefix)
         .key(key::header("x-client"))
         .limiter(
@@ -49,7 +53,10 @@ fn instance(redis: &RedisServer, prefix: &str) -> Router {
             Limiter::token_bucket().local_batches(LocalBatches::new(10)),
         )
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/hot", get(hot))
         .route("/bucket", get(bucket))
@@ -122,7 +129,8 @@ async fn instances_never_admit_past_the_limit_and_give_back_what_they_hold() {
 async fn one_instance_answers_the_headers_of_exact_mode() {
     let redis = RedisServer::start();
     let prefix = unique_prefix("batches");
-    let app = instance(&redis, &prefix);
+    let limits = limits(&redis, &prefix);
+    let app = app(limits.clone());
     for remaining in (970..1000).rev() {
         let reply = send_get(&app, "/hot", "everyone").await;
         assert_eq!(reply.status, 200);
@@ -136,6 +144,15 @@ async fn one_instance_answers_the_headers_of_exact_mode() {
     assert!(calls <= 15, "{calls} script calls for 30 requests");
     idle().await;
     assert_eq!(counted(&redis, &prefix, "hot", "/hot").await, 30);
+
+    // A reset drops what the batch holds: the next request starts the new window.
+    for _ in 0..10 {
+        send_get(&app, "/hot", "everyone").await;
+    }
+    let subject = Subject::scoped("/hot", "everyone");
+    limits.reset("hot", subject).await.unwrap();
+    let after = send_get(&app, "/hot", "everyone").await;
+    assert_eq!(after.header("x-ratelimit-remaining"), Some("999"));
 
     // A token bucket: remaining counts down as without batches, to the denial.
     for remaining in (0..100).rev() {

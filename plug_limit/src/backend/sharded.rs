@@ -162,6 +162,14 @@ impl<V> Sharded<V> {
             .sum()
     }
 
+    /// Calls `f` on every value, one shard locked at a time.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(&V)) {
+        for shard in &*self.shards {
+            let shard = shard.lock().unwrap_or_else(PoisonError::into_inner);
+            shard.entries.iter().for_each(|(_, value)| f(value));
+        }
+    }
+
     /// How many entries the shards hold, expired ones not yet swept included.
     pub(crate) fn len(&self) -> usize {
         self.shards

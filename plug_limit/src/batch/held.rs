@@ -38,6 +38,9 @@ pub(super) struct Held {
     since: Instant,
     /// Bumped by every grant: a give-back acts only on its own batch.
     generation: u64,
+    /// The key was reset: whatever this slot holds or is granted is of a window that no
+    /// longer counts, neither to spend nor to give back.
+    forgotten: bool,
 }
 
 /// What a batch's give-back finds.
@@ -66,7 +69,14 @@ impl Held {
             seen: 0,
             since: now,
             generation: 0,
+            forgotten: false,
         }
+    }
+
+    /// Drops the units held, and any a reservation in flight brings (see `forgotten`).
+    pub(super) fn forget(&mut self) {
+        self.units = 0;
+        self.forgotten = true;
     }
 
     /// Counts one request toward the key's rate.
@@ -131,7 +141,9 @@ impl Held {
         self.until = sent_at + lasts.saturating_sub(MARGIN);
         self.units = granted.saturating_sub(1);
         let mut leftover = 0;
-        if reset.is_none() || now >= self.until {
+        if self.forgotten {
+            self.units = 0;
+        } else if reset.is_none() || now >= self.until {
             leftover = std::mem::take(&mut self.units);
         }
         (self.answer(now), leftover)

@@ -157,6 +157,22 @@ impl Batches {
         Ok(answer)
     }
 
+    /// Drops what this instance holds of `key` (a reset): a unit of the window that was reset
+    /// must not be spent in the next. Other instances' batches end with their windows.
+    pub(crate) fn forget(&self, key: &str) {
+        let mut shard = self.inner.slots.lock(key);
+        if let Some(slot) = shard.get_mut(key) {
+            slot.held().forget();
+        }
+        shard.remove(key);
+    }
+
+    /// Drops what this instance holds of every key.
+    pub(crate) fn clear(&self) {
+        self.inner.slots.for_each(|slot| slot.held().forget());
+        self.inner.slots.clear();
+    }
+
     /// `key`'s slot, made if need be.
     fn slot(&self, key: &str, now: Instant) -> Arc<Slot> {
         let mut shard = self.inner.slots.lock(key);

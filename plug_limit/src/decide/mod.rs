@@ -378,6 +378,9 @@ impl Decider {
         let entry = self.registry.get(limiter)?;
         let keys = self.subject_keys(entry, subject);
         self.denials.remove(keys.first());
+        if let Some(batches) = &entry.batches {
+            batches.forget(keys.first());
+        }
         self.backend(entry).reset(keys.first()).await
     }
 
@@ -385,6 +388,13 @@ impl Decider {
     /// the memory fallback included) and in this instance's deny cache.
     pub(crate) async fn reset_all(&self) -> Result<u64, Error> {
         self.denials.clear();
+        for batches in self
+            .registry
+            .entries()
+            .filter_map(|entry| entry.batches.as_ref())
+        {
+            batches.clear();
+        }
         let own = self
             .registry
             .entries()
