@@ -1,15 +1,20 @@
 //! The memory backend against Redis: random sequences of keys, costs and time steps must get
 //! the same decision and the same header values from both, call for call, for every built-in.
 //!
+//! `concurrency` has a sequence of its own: takes, releases (sent after a response, awaited on
+//! Redis) and expiries.
+//!
 //! Both decide by one shared `ManualClock`: the Redis scripts take it as their trailing `now`
 //! argument, so time moves as fast as the test wants and no test sleeps.
 
 use std::time::Duration;
 
 use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
-use plug_limit_tests::{RedisServer, unique_prefix};
+use plug_limit_tests::{RedisServer, stored_key, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::gated::eventually;
 
 /// Every built-in, with small limits and windows so that sequences cross every boundary.
 const LIMITERS: [(&str, &[Opt]); 8] = [
@@ -272,6 +277,130 @@ fn stacked_limits_agree_call_for_call() {
                         redis_says,
                         memory_says
                     );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// One step of a lease sequence: take a lease (cost 0 peeks), give one back, or let time pass.
+#[derive(Debug, Clone)]
+enum Step {
+    Take { key: u8, cost: u32 },
+    Release { index: usize },
+    Wait { ms: u64 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..2, prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4])
+            .prop_map(|(key, cost)| Step::Take { key, cost }),
+        2 => (0usize..8).prop_map(|index| Step::Release { index }),
+        // Whole seconds too, so that leases end exactly at a call's time.
+        1 => prop_oneof![1..2_000u64, (1..4u64).prop_map(|s| s * 1_000), (27..32u64).prop_map(|s| s * 1_000)]
+            .prop_map(|ms| Step::Wait { ms }),
+    ]
+}
+
+/// Random sequences of takes, releases and waits must get the same answers from the script on
+/// Redis and its native twin, call for call; a release's effect is awaited on Redis (it is sent
+/// after the response, off the request's path) against a count kept by the test itself.
+#[test]
+fn memory_backend_agrees_with_redis_lease_for_lease() {
+    use plug_limit::Clock;
+
+    const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
+    let redis = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let cases = std::env::var("DIFFERENTIAL_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(200);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        ..Config::default()
+    });
+    let strategy = proptest::collection::vec(step(), 1..40);
+    runner
+        .run(&strategy, |steps| {
+            runtime.block_on(async {
+                let clock = ManualClock::new(CALENDAR_START);
+                let prefix = unique_prefix("lease-diff");
+                let on_redis = PlugLimit::builder(redis.pool())
+                    .prefix(prefix.clone())
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                let in_memory = PlugLimit::memory_builder()
+                    .prefix(prefix.clone())
+                    .clock(clock.clone())
+                    .build()
+                    .unwrap();
+                // The leases held: both backends' outcomes, the key, the cost, when taken.
+                let mut held_leases = Vec::new();
+                for (i, step) in steps.iter().enumerate() {
+                    match *step {
+                        Step::Take { key, cost } => {
+                            let key = format!("k{key}");
+                            let fail = |at: &str, e: plug_limit::Error| {
+                                TestCaseError::fail(format!("step {i} on {at}: {e}"))
+                            };
+                            let redis_says = on_redis
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("redis", e))?;
+                            let memory_says = in_memory
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("memory", e))?;
+                            prop_assert_eq!(
+                                render(&redis_says),
+                                render(&memory_says),
+                                "step {} ({:?})",
+                                i,
+                                step
+                            );
+                            if redis_says.is_allowed() && cost > 0 {
+                                held_leases.push((
+                                    redis_says,
+                                    memory_says,
+                                    key,
+                                    cost,
+                                    clock.now_ms(),
+                                ));
+                            }
+                        }
+                        Step::Release { index } if !held_leases.is_empty() => {
+                            let (on_redis, in_memory, key, _, _) =
+                                held_leases.remove(index % held_leases.len());
+                            drop((on_redis, in_memory));
+                            let now = clock.now_ms();
+                            let live: i64 = held_leases
+                                .iter()
+                                .filter(|lease| lease.2 == key && lease.4 + 30_000 > now)
+                                .map(|lease| i64::from(lease.3))
+                                .sum();
+                            let stored = stored_key(&prefix, "concurrency", "", &key);
+                            eventually("the release lands in Redis", async || {
+                                let mut conn = redis.connection().await;
+                                let count: i64 = plug_limit::redis::cmd("ZCOUNT")
+                                    .arg(&stored)
+                                    .arg(format!("({now}"))
+                                    .arg("+inf")
+                                    .query_async(&mut conn)
+                                    .await
+                                    .unwrap();
+                                count == live
+                            })
+                            .await;
+                        }
+                        Step::Release { .. } => {}
+                        Step::Wait { ms } => clock.advance(Duration::from_millis(ms)),
+                    }
                 }
                 Ok(())
             })
