@@ -127,10 +127,9 @@ fn calendar_quotas_agree_across_the_ends_of_their_periods() {
     agree(&CALENDAR, || ManualClock::new(CALENDAR_START));
 }
 
-/// Random call sequences on `limiters`, each on fresh keys and a fresh `clock`, must get the
-/// same answers from both backends.
-fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
-    let redis = RedisServer::start();
+/// A Redis of the test's own, a runtime to drive both backends, and a runner of
+/// `default_cases` sequences (`DIFFERENTIAL_CASES` sets another number).
+fn harness(default_cases: u32) -> (RedisServer, tokio::runtime::Runtime, TestRunner) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -138,27 +137,40 @@ fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
     let cases = std::env::var("DIFFERENTIAL_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(1000);
-    let mut runner = TestRunner::new(Config {
+        .unwrap_or(default_cases);
+    let runner = TestRunner::new(Config {
         cases,
         ..Config::default()
     });
+    (RedisServer::start(), runtime, runner)
+}
+
+/// The same limits on `redis` and in memory, timed by `clock`, under a fresh prefix (returned
+/// first) named after `test`.
+fn both(redis: &RedisServer, clock: &ManualClock, test: &str) -> (String, PlugLimit, PlugLimit) {
+    let prefix = unique_prefix(test);
+    let build = |builder: plug_limit::Builder| {
+        builder
+            .prefix(prefix.clone())
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let on_redis = build(PlugLimit::builder(redis.pool()));
+    let in_memory = build(PlugLimit::memory_builder());
+    (prefix, on_redis, in_memory)
+}
+
+/// Random call sequences on `limiters`, each on fresh keys and a fresh `clock`, must get the
+/// same answers from both backends.
+fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
+    let (redis, runtime, mut runner) = harness(1000);
     let strategy = proptest::collection::vec(call(limiters.len()), 1..60);
     runner
         .run(&strategy, |calls| {
             runtime.block_on(async {
                 let clock = clock();
-                let prefix = unique_prefix("diff");
-                let on_redis = PlugLimit::builder(redis.pool())
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix)
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (_, on_redis, in_memory) = both(&redis, &clock, "diff");
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
                     let (limiter, opts) = limiters[call.limiter];
@@ -214,35 +226,13 @@ fn stack_call() -> impl Strategy<Value = StackCall> {
 /// every answer, and so on what each stack consumed or restored.
 #[test]
 fn stacked_limits_agree_call_for_call() {
-    let redis = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cases = std::env::var("DIFFERENTIAL_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(500);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
+    let (redis, runtime, mut runner) = harness(500);
     let strategy = proptest::collection::vec(stack_call(), 1..40);
     runner
         .run(&strategy, |calls| {
             runtime.block_on(async {
                 let clock = ManualClock::starting_now();
-                let prefix = unique_prefix("diff-stack");
-                let on_redis = PlugLimit::builder(redis.pool())
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix)
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (_, on_redis, in_memory) = both(&redis, &clock, "diff-stack");
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
                     let keys: Vec<String> = call
@@ -311,35 +301,13 @@ fn memory_backend_agrees_with_redis_lease_for_lease() {
     use plug_limit::Clock;
 
     const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
-    let redis = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cases = std::env::var("DIFFERENTIAL_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
+    let (redis, runtime, mut runner) = harness(200);
     let strategy = proptest::collection::vec(step(), 1..40);
     runner
         .run(&strategy, |steps| {
             runtime.block_on(async {
                 let clock = ManualClock::new(CALENDAR_START);
-                let prefix = unique_prefix("lease-diff");
-                let on_redis = PlugLimit::builder(redis.pool())
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (prefix, on_redis, in_memory) = both(&redis, &clock, "lease-diff");
                 // The leases held: both backends' outcomes, the key, the cost, when taken.
                 let mut held_leases = Vec::new();
                 for (i, step) in steps.iter().enumerate() {
