@@ -143,6 +143,37 @@ async fn a_response_tuple_gives_the_slot_back_when_the_response_is_built() {
     }
 }
 
+#[tokio::test]
+async fn a_hook_that_answers_for_the_limit_keeps_the_request_in_flight() {
+    use plug_limit::{Action, Check};
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let with_hook = |builder: plug_limit::Builder| {
+        configured(&clock, "in-flight")(builder).hook(|_: &str, check: Check<'_>| match check {
+            Check::Allowed(_) => {
+                let mut headers = http::HeaderMap::new();
+                headers.insert("x-hooked", http::HeaderValue::from_static("yes"));
+                Action::Proceed(headers)
+            }
+            _ => Action::Default,
+        })
+    };
+    for (backend, limits) in backends(&redis, with_hook) {
+        let gates = Gates::default();
+        let app = app(limits, &gates);
+        let (first_gate, second_gate) = (gates.next(), gates.next());
+        let first = start(&app, "/layer", "a", &[]).await;
+        let second = start(&app, "/layer", "a", &[]).await;
+        assert_eq!(first.headers()["x-hooked"], "yes", "{backend}");
+        assert_eq!(second.status(), http::StatusCode::OK, "{backend}");
+        // The hook's answer replaced the headers, not the leases: both slots are held.
+        let denied = start(&app, "/layer", "a", &[]).await;
+        assert_eq!(seen(&denied), "429 2,60,0,1", "{backend}");
+        finish(first, Some(first_gate)).await;
+        finish(second, Some(second_gate)).await;
+    }
+}
+
 /// Limits on `url` under `prefix`, timed by `clock`.
 fn instance(url: &str, prefix: &str, clock: &ManualClock) -> PlugLimit {
     PlugLimit::builder(pool(url))
