@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::atomic::{self, AtomicU64};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
@@ -27,6 +28,7 @@ use http::StatusCode;
 use http_body::{Frame, SizeHint};
 
 use crate::backend::{Backend, Call, Charge, Program, Started};
+use crate::clock::Clock;
 use crate::limit::Opt;
 
 pub use self::usage::Usage;
@@ -82,12 +84,48 @@ struct Owed {
     usage: Option<Usage>,
     count_if: Option<fn(StatusCode) -> bool>,
     status: OnceLock<StatusCode>,
+    /// Until when a refund goes back to the state the admission charged: before its reset,
+    /// less a second for the reset's rounding. Past it, the units charged have left by
+    /// themselves (a window ended, a bucket refilled), and a refund would be a gift.
+    refund_until: Deadline,
+}
+
+/// A time by the limits' clock: the configured one, else this process's monotonic one.
+pub(crate) enum Deadline {
+    Monotonic(Instant),
+    Clock(Arc<dyn Clock>, i64),
+}
+
+impl Deadline {
+    /// `seconds` from now by `clock`, or by the monotonic clock without one.
+    pub(crate) fn after(clock: Option<&Arc<dyn Clock>>, seconds: u64) -> Self {
+        match clock {
+            Some(clock) => {
+                let ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+                Self::Clock(Arc::clone(clock), clock.now_ms().saturating_add(ms))
+            }
+            None => Self::Monotonic(Instant::now() + Duration::from_secs(seconds)),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        match self {
+            Self::Monotonic(at) => Instant::now() >= *at,
+            Self::Clock(clock, at_ms) => clock.now_ms() >= *at_ms,
+        }
+    }
 }
 
 impl Pending {
     /// What a request admitted by `call` on `backend` owes: its lease, if `call` took one, and
-    /// what `terms` say.
-    pub(crate) fn new(backend: &Backend, call: Call<'_>, terms: Terms) -> Self {
+    /// what `terms` say; past `refund_until`, it owes no refund (the state the admission
+    /// charged is gone).
+    pub(crate) fn new(
+        backend: &Backend,
+        call: Call<'_>,
+        terms: Terms,
+        refund_until: Deadline,
+    ) -> Self {
         let reserved = match call.cost {
             Charge::Take(units) => units,
             Charge::Refund(_) | Charge::Force(_) => 0,
@@ -102,6 +140,7 @@ impl Pending {
             usage: terms.settle.then(Usage::default),
             count_if: terms.count_if,
             status: OnceLock::new(),
+            refund_until,
         }))
     }
 
@@ -138,6 +177,7 @@ impl Owed {
             0
         };
         match used.cmp(&self.reserved) {
+            Ordering::Less if self.refund_until.passed() => None,
             Ordering::Less => Some(Charge::Refund(self.reserved - used)),
             Ordering::Greater => Some(Charge::Force(used - self.reserved)),
             Ordering::Equal => None,
