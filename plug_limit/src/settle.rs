@@ -29,6 +29,7 @@ use http_body::{Frame, SizeHint};
 
 use crate::backend::{Backend, Call, Charge, Program, Started};
 use crate::clock::Clock;
+use crate::decide::DenyCache;
 use crate::limit::Opt;
 
 pub use self::usage::Usage;
@@ -78,6 +79,8 @@ struct Owed {
     opts: Box<[Opt]>,
     /// What the admission charged.
     reserved: u32,
+    /// The deny cache of the limiter, if it keeps one: a refund lifts its cached denials.
+    denials: Option<Arc<DenyCache>>,
     /// The lease the admission took, given back whole.
     lease: Option<String>,
     /// What the handler reported it used, when the cost is an estimate.
@@ -125,6 +128,7 @@ impl Pending {
         call: Call<'_>,
         terms: Terms,
         refund_until: Deadline,
+        denials: Option<&Arc<DenyCache>>,
     ) -> Self {
         let reserved = match call.cost {
             Charge::Take(units) => units,
@@ -136,6 +140,7 @@ impl Pending {
             keys: [call.keys.first().cloned().unwrap_or_default()],
             opts: call.opts.into(),
             reserved,
+            denials: denials.cloned(),
             lease: call.lease.map(str::to_owned),
             usage: terms.settle.then(Usage::default),
             count_if: terms.count_if,
@@ -203,6 +208,10 @@ impl Drop for Pending {
         let Some(charge) = owed.charge() else {
             return;
         };
+        if let (Charge::Refund(_), Some(denials)) = (charge, &owed.denials) {
+            // Units come back: a denial cached meanwhile may no longer hold.
+            denials.remove(&owed.keys[0]);
+        }
         // In memory: settled on the spot.
         if let Started::Done(_) = owed.backend.start(owed.call(charge)) {
             return;

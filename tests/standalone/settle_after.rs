@@ -244,29 +244,6 @@ async fn a_burst_is_limited_while_it_runs_whatever_its_answers() {
 }
 
 #[tokio::test]
-async fn a_refund_never_reaches_a_window_the_admission_did_not_charge() {
-    let redis = RedisServer::start();
-    let clock = ManualClock::new(START);
-    for (backend, limits) in backends(&redis, configured(&clock, "settle")) {
-        let gates = Gates::default();
-        let app = app(limits.clone(), &gates);
-        // Admitted on 300 in the first hour; it will report 0.
-        let gate = gates.next();
-        let old = start(&app, "/chat", "a", &[("x-used", "0")]).await;
-        assert_eq!(seen(&old), "200 700", "{backend}");
-        // The next hour begins, and a request reserves 300 of it.
-        clock.advance(Duration::from_secs(3600));
-        let new = start(&app, "/chat", "a", &[]).await;
-        assert_eq!(seen(&new), "200 700", "{backend}");
-        finish(new, None).await;
-        // The old request ends: its 300 went with its hour, and the new hour keeps its 300.
-        finish(old, Some(gate)).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        settles_to(&limits, "chat", &TOKENS, 300).await;
-    }
-}
-
-#[tokio::test]
 async fn a_handler_finds_its_usage_when_nothing_was_counted() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);

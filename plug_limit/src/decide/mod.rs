@@ -62,7 +62,8 @@ pub(crate) struct Decider {
     pub(crate) on_failure: FailurePolicy,
     /// For a limit naming no registered limiter.
     pub(crate) failures: LogThrottle,
-    pub(crate) denials: DenyCache,
+    /// Shared with what a request owes after its response: a refund lifts a cached denial.
+    pub(crate) denials: Arc<DenyCache>,
     pub(crate) backend: Backend,
     /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
     pub(crate) clock: Option<Arc<dyn Clock>>,
@@ -227,7 +228,7 @@ impl Decider {
         let backend = self.backend(entry);
         match backend.start(request.call()) {
             Started::Done(result) => {
-                let result = self.admitted(backend, request.call(), request.terms, result);
+                let result = self.admit(&request, backend, result);
                 Step::Done(self.settle(&request, result))
             }
             Started::Redis(redis) => {
@@ -235,7 +236,7 @@ impl Decider {
                 Step::Waiting(Box::pin(
                     async move {
                         let result = redis.eval(request.call()).await;
-                        let result = self.admitted(backend, request.call(), request.terms, result);
+                        let result = self.admit(&request, backend, result);
                         self.settle(&request, result)
                     }
                     .instrument(span),
@@ -313,7 +314,7 @@ impl Decider {
             && let Started::Done(result) = self.fallback().start(request.call())
         {
             let fallback = self.fallback();
-            return match self.admitted(fallback, request.call(), request.terms, result) {
+            return match self.admit(request, fallback, result) {
                 Ok(outcome) => {
                     request.watch.fell_back();
                     self.verdict(request, outcome)
@@ -329,14 +330,33 @@ impl Decider {
         refuse_or_pass(entry.on_failure, error)
     }
 
+    /// `result` of `request`'s call on `backend`, holding what it owes after its response.
+    fn admit(
+        &self,
+        request: &Request<'_>,
+        backend: &Backend,
+        result: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
+        let caches_denials = request.cached.is_some();
+        self.admitted(
+            backend,
+            request.call(),
+            request.terms,
+            caches_denials,
+            result,
+        )
+    }
+
     /// `result` of `call` on `backend`, holding what an admitted request owes after its response:
-    /// the lease `call` took, what `terms` say. A call that failed may still have taken its lease
-    /// (a reply lost on the way back): it is given back at once.
+    /// the lease `call` took, what `terms` say, and (`caches_denials`) the deny cache its refund
+    /// must lift. A call that failed may still have taken its lease (a reply lost on the way
+    /// back): it is given back at once.
     fn admitted(
         &self,
         backend: &Backend,
         call: Call<'_>,
         terms: Terms,
+        caches_denials: bool,
         result: Result<Outcome, Error>,
     ) -> Result<Outcome, Error> {
         if call.lease.is_none() && !terms.owes() {
@@ -352,7 +372,8 @@ impl Decider {
                     .unwrap_or(0);
                 // Less a second: the reset is rounded.
                 let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
-                Ok(outcome.owing(Pending::new(backend, call, terms, refund_until)))
+                let denials = caches_denials.then_some(&self.denials);
+                Ok(outcome.owing(Pending::new(backend, call, terms, refund_until, denials)))
             }
             Ok(outcome) => Ok(outcome),
             Err(error) => {
@@ -362,6 +383,7 @@ impl Decider {
                         call,
                         Terms::default(),
                         Deadline::after(None, 0),
+                        None,
                     ));
                 }
                 Err(error)
@@ -398,7 +420,8 @@ impl Decider {
             let backend = self.backend(entry);
             watch.dispatched(backend);
             let result = backend.eval(call).await;
-            let outcome = self.admitted(backend, call, Terms::default(), result)?;
+            let outcome =
+                self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(keys.first(), opts, outcome))
         }
         .instrument(watch.span().clone())
