@@ -52,6 +52,8 @@ use crate::settle::{self, Pending, Usage};
 /// ```
 pub struct RateLimited<L> {
     outcome: Option<Outcome>,
+    /// Where the handler reports what it used, for a limit that settles.
+    usage: Option<Usage>,
     _limit: PhantomData<fn() -> L>,
 }
 
@@ -69,12 +71,13 @@ impl<L> RateLimited<L> {
     }
 
     /// Where the handler reports what the request used, when the limit's cost is an estimate
-    /// ([`Limit::SETTLE`](crate::Limit::SETTLE)); `None` for other limits, and when limits are
-    /// disabled or the check failed open. The extractor also leaves it in the request's
-    /// extensions, for the handler's later arguments (`Extension<Usage>`).
+    /// ([`Limit::SETTLE`](crate::Limit::SETTLE)); `None` for other limits. When nothing was
+    /// counted (limits disabled, the check failed open, a shadow denial), reports to it go
+    /// nowhere. The extractor also leaves it in the request's extensions, for the handler's
+    /// later arguments (`Extension<Usage>`).
     #[must_use]
     pub fn usage(&self) -> Option<Usage> {
-        self.outcome.as_ref()?.pending()?.usage().cloned()
+        self.usage.clone()
     }
 
     /// `response` with the rate-limit headers added, holding what the request owes its limit
@@ -118,26 +121,33 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
         let outcome = limits.decider().decide_all(L::STACK, parts, None).await?;
-        Ok(Self::from_outcome(outcome, parts))
+        let settles = L::STACK.iter().any(|limit| limit.settle);
+        Ok(Self::from_outcome(outcome, parts, settles))
     }
 }
 
 impl<L> RateLimited<L> {
-    /// The extractor of a decided request, whatever chose its limit.
-    pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &mut Parts) -> Self {
+    /// The extractor of a decided request, whatever chose its limit; `settles` when the limit
+    /// takes a [`Usage`] (or may: a resolver's limit unknown), so that the handler finds one
+    /// even when nothing was counted (limits disabled, failed open, a shadow denial).
+    pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &mut Parts, settles: bool) -> Self {
         // Under a `SendHeadersLayer`, the headers reach the response whatever it returns.
         if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
             slot.put(outcome);
         }
-        if let Some(usage) = outcome
+        let usage = outcome
             .as_ref()
             .and_then(Outcome::pending)
             .and_then(Pending::usage)
-        {
+            .cloned()
+            // Reports to it go nowhere: nothing was counted that they could settle.
+            .or_else(|| settles.then(Usage::default));
+        if let Some(usage) = &usage {
             parts.extensions.insert(usage.clone());
         }
         Self {
             outcome,
+            usage,
             _limit: PhantomData,
         }
     }

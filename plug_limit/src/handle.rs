@@ -188,6 +188,10 @@ impl PlugLimit {
     /// `key` is a client key of its own (`&str`), or a route's budget for a client
     /// ([`Subject::scoped`]), counted exactly as that route's requests are. This ignores the enabled flag and the failure policy: the caller sees every error.
     ///
+    /// An allowed check of `concurrency` holds its lease in the returned [`Outcome`]: the slot
+    /// comes back when the outcome (and every clone of it) is dropped, so keep it for as long
+    /// as the work it admits runs.
+    ///
     /// # Errors
     ///
     /// [`Error::UnknownLimiter`] for an unregistered limiter, and any backend, timeout or reply

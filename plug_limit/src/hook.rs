@@ -115,11 +115,12 @@ fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Decided> {
             let extra = outcome
                 .map(|outcome| outcome.extra().to_vec())
                 .unwrap_or_default();
-            Some(Ok(Some(Outcome::with_extra(
-                Decision::Allow,
-                headers,
-                extra,
-            ))))
+            let proceed = Outcome::with_extra(Decision::Allow, headers, extra);
+            // The request proceeds on what its check took: a lease, a reservation to settle.
+            Some(Ok(Some(match outcome {
+                Some(outcome) => proceed.owing_as(outcome),
+                None => proceed,
+            })))
         }
         Action::Respond(response) => Some(Err(RateLimitRejection::answered(response))),
     }

@@ -102,18 +102,22 @@ where
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
         let decider = limits.decider();
+        // Without a limit, a handler reporting `Usage` still finds one (that goes nowhere).
         if !decider.enabled.is_enabled() {
-            return Ok(Self::from_outcome(None, parts));
+            return Ok(Self::from_outcome(None, parts, true));
         }
         let limit = match bounded(decider, R::resolve(parts, state)).await {
             Ok(Some(limit)) => limit,
-            Ok(None) => return Ok(Self::from_outcome(None, parts)),
-            Err(decided) => return decided.map(|outcome| Self::from_outcome(outcome, parts)),
+            Ok(None) => return Ok(Self::from_outcome(None, parts, true)),
+            Err(decided) => {
+                return decided.map(|outcome| Self::from_outcome(outcome, parts, true));
+            }
         };
+        let limit = limit.as_ref();
         let outcome = decider
-            .decide_all(std::slice::from_ref(&limit.as_ref()), parts, None)
+            .decide_all(std::slice::from_ref(&limit), parts, None)
             .await?;
-        Ok(Self::from_outcome(outcome, parts))
+        Ok(Self::from_outcome(outcome, parts, limit.settle))
     }
 }
 

@@ -20,6 +20,7 @@ use std::pin::Pin;
 use std::sync::atomic::{self, AtomicU64};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
@@ -27,6 +28,8 @@ use http::StatusCode;
 use http_body::{Frame, SizeHint};
 
 use crate::backend::{Backend, Call, Charge, Program, Started};
+use crate::clock::Clock;
+use crate::decide::DenyCache;
 use crate::limit::Opt;
 
 pub use self::usage::Usage;
@@ -76,18 +79,57 @@ struct Owed {
     opts: Box<[Opt]>,
     /// What the admission charged.
     reserved: u32,
+    /// The deny cache of the limiter, if it keeps one: a refund lifts its cached denials.
+    denials: Option<Arc<DenyCache>>,
     /// The lease the admission took, given back whole.
     lease: Option<String>,
     /// What the handler reported it used, when the cost is an estimate.
     usage: Option<Usage>,
     count_if: Option<fn(StatusCode) -> bool>,
     status: OnceLock<StatusCode>,
+    /// Until when a refund goes back to the state the admission charged: before its reset,
+    /// less a second for the reset's rounding. Past it, the units charged have left by
+    /// themselves (a window ended, a bucket refilled), and a refund would be a gift.
+    refund_until: Deadline,
+}
+
+/// A time by the limits' clock: the configured one, else this process's monotonic one.
+pub(crate) enum Deadline {
+    Monotonic(Instant),
+    Clock(Arc<dyn Clock>, i64),
+}
+
+impl Deadline {
+    /// `seconds` from now by `clock`, or by the monotonic clock without one.
+    pub(crate) fn after(clock: Option<&Arc<dyn Clock>>, seconds: u64) -> Self {
+        match clock {
+            Some(clock) => {
+                let ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+                Self::Clock(Arc::clone(clock), clock.now_ms().saturating_add(ms))
+            }
+            None => Self::Monotonic(Instant::now() + Duration::from_secs(seconds)),
+        }
+    }
+
+    fn passed(&self) -> bool {
+        match self {
+            Self::Monotonic(at) => Instant::now() >= *at,
+            Self::Clock(clock, at_ms) => clock.now_ms() >= *at_ms,
+        }
+    }
 }
 
 impl Pending {
     /// What a request admitted by `call` on `backend` owes: its lease, if `call` took one, and
-    /// what `terms` say.
-    pub(crate) fn new(backend: &Backend, call: Call<'_>, terms: Terms) -> Self {
+    /// what `terms` say; past `refund_until`, it owes no refund (the state the admission
+    /// charged is gone).
+    pub(crate) fn new(
+        backend: &Backend,
+        call: Call<'_>,
+        terms: Terms,
+        refund_until: Deadline,
+        denials: Option<&Arc<DenyCache>>,
+    ) -> Self {
         let reserved = match call.cost {
             Charge::Take(units) => units,
             Charge::Refund(_) | Charge::Force(_) | Charge::UpTo(_) => 0,
@@ -98,10 +140,12 @@ impl Pending {
             keys: [call.keys.first().cloned().unwrap_or_default()],
             opts: call.opts.into(),
             reserved,
+            denials: denials.cloned(),
             lease: call.lease.map(str::to_owned),
             usage: terms.settle.then(Usage::default),
             count_if: terms.count_if,
             status: OnceLock::new(),
+            refund_until,
         }))
     }
 
@@ -138,6 +182,7 @@ impl Owed {
             0
         };
         match used.cmp(&self.reserved) {
+            Ordering::Less if self.refund_until.passed() => None,
             Ordering::Less => Some(Charge::Refund(self.reserved - used)),
             Ordering::Greater => Some(Charge::Force(used - self.reserved)),
             Ordering::Equal => None,
@@ -163,6 +208,10 @@ impl Drop for Pending {
         let Some(charge) = owed.charge() else {
             return;
         };
+        if let (Charge::Refund(_), Some(denials)) = (charge, &owed.denials) {
+            // Units come back: a denial cached meanwhile may no longer hold.
+            denials.remove(&owed.keys[0]);
+        }
         // In memory: settled on the spot.
         if let Started::Done(_) = owed.backend.start(owed.call(charge)) {
             return;

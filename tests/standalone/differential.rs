@@ -1,15 +1,20 @@
 //! The memory backend against Redis: random sequences of keys, costs and time steps must get
 //! the same decision and the same header values from both, call for call, for every built-in.
 //!
+//! `concurrency` has a sequence of its own: takes, releases (sent after a response, awaited on
+//! Redis) and expiries.
+//!
 //! Both decide by one shared `ManualClock`: the Redis scripts take it as their trailing `now`
 //! argument, so time moves as fast as the test wants and no test sleeps.
 
 use std::time::Duration;
 
 use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
-use plug_limit_tests::{RedisServer, unique_prefix};
+use plug_limit_tests::{RedisServer, stored_key, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+
+use crate::gated::eventually;
 
 /// Every built-in, with small limits and windows so that sequences cross every boundary.
 const LIMITERS: [(&str, &[Opt]); 8] = [
@@ -134,10 +139,9 @@ fn calendar_quotas_agree_across_the_ends_of_their_periods() {
     agree(&CALENDAR, || ManualClock::new(CALENDAR_START));
 }
 
-/// Random call sequences on `limiters`, each on fresh keys and a fresh `clock`, must get the
-/// same answers from both backends.
-fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
-    let redis = RedisServer::start();
+/// A Redis of the test's own, a runtime to drive both backends, and a runner of
+/// `default_cases` sequences (`DIFFERENTIAL_CASES` sets another number).
+fn harness(default_cases: u32) -> (RedisServer, tokio::runtime::Runtime, TestRunner) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -145,27 +149,40 @@ fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
     let cases = std::env::var("DIFFERENTIAL_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .unwrap_or(1000);
-    let mut runner = TestRunner::new(Config {
+        .unwrap_or(default_cases);
+    let runner = TestRunner::new(Config {
         cases,
         ..Config::default()
     });
+    (RedisServer::start(), runtime, runner)
+}
+
+/// The same limits on `redis` and in memory, timed by `clock`, under a fresh prefix (returned
+/// first) named after `test`.
+fn both(redis: &RedisServer, clock: &ManualClock, test: &str) -> (String, PlugLimit, PlugLimit) {
+    let prefix = unique_prefix(test);
+    let build = |builder: plug_limit::Builder| {
+        builder
+            .prefix(prefix.clone())
+            .clock(clock.clone())
+            .build()
+            .unwrap()
+    };
+    let on_redis = build(PlugLimit::builder(redis.pool()));
+    let in_memory = build(PlugLimit::memory_builder());
+    (prefix, on_redis, in_memory)
+}
+
+/// Random call sequences on `limiters`, each on fresh keys and a fresh `clock`, must get the
+/// same answers from both backends.
+fn agree(limiters: &[(&str, &[Opt])], clock: impl Fn() -> ManualClock) {
+    let (redis, runtime, mut runner) = harness(1000);
     let strategy = proptest::collection::vec(call(limiters.len()), 1..60);
     runner
         .run(&strategy, |calls| {
             runtime.block_on(async {
                 let clock = clock();
-                let prefix = unique_prefix("diff");
-                let on_redis = PlugLimit::builder(redis.pool())
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix)
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (_, on_redis, in_memory) = both(&redis, &clock, "diff");
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
                     let (limiter, opts) = limiters[call.limiter];
@@ -221,35 +238,13 @@ fn stack_call() -> impl Strategy<Value = StackCall> {
 /// every answer, and so on what each stack consumed or restored.
 #[test]
 fn stacked_limits_agree_call_for_call() {
-    let redis = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cases = std::env::var("DIFFERENTIAL_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(500);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
+    let (redis, runtime, mut runner) = harness(500);
     let strategy = proptest::collection::vec(stack_call(), 1..40);
     runner
         .run(&strategy, |calls| {
             runtime.block_on(async {
                 let clock = ManualClock::starting_now();
-                let prefix = unique_prefix("diff-stack");
-                let on_redis = PlugLimit::builder(redis.pool())
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix)
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
+                let (_, on_redis, in_memory) = both(&redis, &clock, "diff-stack");
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
                     let keys: Vec<String> = call
@@ -284,6 +279,108 @@ fn stacked_limits_agree_call_for_call() {
                         redis_says,
                         memory_says
                     );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// One step of a lease sequence: take a lease (cost 0 peeks), give one back, or let time pass.
+#[derive(Debug, Clone)]
+enum Step {
+    Take { key: u8, cost: u32 },
+    Release { index: usize },
+    Wait { ms: u64 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u8..2, prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4])
+            .prop_map(|(key, cost)| Step::Take { key, cost }),
+        2 => (0usize..8).prop_map(|index| Step::Release { index }),
+        // Whole seconds too, so that leases end exactly at a call's time.
+        1 => prop_oneof![1..2_000u64, (1..4u64).prop_map(|s| s * 1_000), (27..32u64).prop_map(|s| s * 1_000)]
+            .prop_map(|ms| Step::Wait { ms }),
+    ]
+}
+
+/// Random sequences of takes, releases and waits must get the same answers from the script on
+/// Redis and its native twin, call for call; a release's effect is awaited on Redis (it is sent
+/// after the response, off the request's path) against a count kept by the test itself.
+#[test]
+fn memory_backend_agrees_with_redis_lease_for_lease() {
+    use plug_limit::Clock;
+
+    const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
+    let (redis, runtime, mut runner) = harness(200);
+    let strategy = proptest::collection::vec(step(), 1..40);
+    runner
+        .run(&strategy, |steps| {
+            runtime.block_on(async {
+                let clock = ManualClock::new(CALENDAR_START);
+                let (prefix, on_redis, in_memory) = both(&redis, &clock, "lease-diff");
+                // The leases held: both backends' outcomes, the key, the cost, when taken.
+                let mut held_leases = Vec::new();
+                for (i, step) in steps.iter().enumerate() {
+                    match *step {
+                        Step::Take { key, cost } => {
+                            let key = format!("k{key}");
+                            let fail = |at: &str, e: plug_limit::Error| {
+                                TestCaseError::fail(format!("step {i} on {at}: {e}"))
+                            };
+                            let redis_says = on_redis
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("redis", e))?;
+                            let memory_says = in_memory
+                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .await
+                                .map_err(|e| fail("memory", e))?;
+                            prop_assert_eq!(
+                                render(&redis_says),
+                                render(&memory_says),
+                                "step {} ({:?})",
+                                i,
+                                step
+                            );
+                            if redis_says.is_allowed() && cost > 0 {
+                                held_leases.push((
+                                    redis_says,
+                                    memory_says,
+                                    key,
+                                    cost,
+                                    clock.now_ms(),
+                                ));
+                            }
+                        }
+                        Step::Release { index } if !held_leases.is_empty() => {
+                            let (on_redis, in_memory, key, _, _) =
+                                held_leases.remove(index % held_leases.len());
+                            drop((on_redis, in_memory));
+                            let now = clock.now_ms();
+                            let live: i64 = held_leases
+                                .iter()
+                                .filter(|lease| lease.2 == key && lease.4 + 30_000 > now)
+                                .map(|lease| i64::from(lease.3))
+                                .sum();
+                            let stored = stored_key(&prefix, "concurrency", "", &key);
+                            eventually("the release lands in Redis", async || {
+                                let mut conn = redis.connection().await;
+                                let count: i64 = plug_limit::redis::cmd("ZCOUNT")
+                                    .arg(&stored)
+                                    .arg(format!("({now}"))
+                                    .arg("+inf")
+                                    .query_async(&mut conn)
+                                    .await
+                                    .unwrap();
+                                count == live
+                            })
+                            .await;
+                        }
+                        Step::Release { .. } => {}
+                        Step::Wait { ms } => clock.advance(Duration::from_millis(ms)),
+                    }
                 }
                 Ok(())
             })

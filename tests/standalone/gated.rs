@@ -1,8 +1,10 @@
-//! Responses whose bodies stream until the test lets them end: what a request holds or owes
-//! until its response body ends is seen while it streams.
+//! Responses whose bodies stream until the test lets them end, and waits for what happens after
+//! a response: what a request holds or owes until its body ends is seen while it streams, and
+//! what it gives back once it ended is awaited.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -82,5 +84,18 @@ pub(crate) fn configured(
             .prefix(unique_prefix(test))
             .key(key::header("x-client"))
             .clock(clock.clone())
+    }
+}
+
+/// How long a test waits for what a response sends after it ends; only a broken release or
+/// settlement makes it wait that long.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// Waits until `check` holds; fails the test after [`PATIENCE`].
+pub(crate) async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

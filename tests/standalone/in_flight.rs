@@ -12,13 +12,10 @@ use plug_limit::{
 };
 use plug_limit_tests::{Fault, FaultProxy, RedisServer, backends, pool, stored_key, unique_prefix};
 
-use crate::gated::{Gates, configured, finish, start};
+use crate::gated::{Gates, configured, eventually, finish, start};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
-/// How long a test waits for a release sent after a response; only a broken release makes it
-/// wait that long.
-const PATIENCE: Duration = Duration::from_secs(5);
 
 #[derive(Clone, FromRef)]
 struct State {
@@ -69,15 +66,6 @@ fn seen(response: &Response) -> String {
         value("x-ratelimit-remaining"),
         value("retry-after"),
     )
-}
-
-/// Waits until `check` holds; fails the test after [`PATIENCE`].
-async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
 }
 
 #[tokio::test]
@@ -152,6 +140,37 @@ async fn a_response_tuple_gives_the_slot_back_when_the_response_is_built() {
         })
         .await;
         assert_eq!(seen(&second.unwrap()), "200 1,60,0,-", "{backend}");
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_answers_for_the_limit_keeps_the_request_in_flight() {
+    use plug_limit::{Action, Check};
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    let with_hook = |builder: plug_limit::Builder| {
+        configured(&clock, "in-flight")(builder).hook(|_: &str, check: Check<'_>| match check {
+            Check::Allowed(_) => {
+                let mut headers = http::HeaderMap::new();
+                headers.insert("x-hooked", http::HeaderValue::from_static("yes"));
+                Action::Proceed(headers)
+            }
+            _ => Action::Default,
+        })
+    };
+    for (backend, limits) in backends(&redis, with_hook) {
+        let gates = Gates::default();
+        let app = app(limits, &gates);
+        let (first_gate, second_gate) = (gates.next(), gates.next());
+        let first = start(&app, "/layer", "a", &[]).await;
+        let second = start(&app, "/layer", "a", &[]).await;
+        assert_eq!(first.headers()["x-hooked"], "yes", "{backend}");
+        assert_eq!(second.status(), http::StatusCode::OK, "{backend}");
+        // The hook's answer replaced the headers, not the leases: both slots are held.
+        let denied = start(&app, "/layer", "a", &[]).await;
+        assert_eq!(seen(&denied), "429 2,60,0,1", "{backend}");
+        finish(first, Some(first_gate)).await;
+        finish(second, Some(second_gate)).await;
     }
 }
 
@@ -284,135 +303,4 @@ async fn a_concurrency_limit_cannot_be_stacked_at_run_time() {
     // Alone, it leases.
     let alone = limits.check("concurrency", "k", &OPTS).await.unwrap();
     assert_eq!(remaining(&alone), (true, "1".to_owned()));
-}
-
-/// One step of a lease sequence: take a lease (cost 0 peeks), give one back, or let time pass.
-#[derive(Debug, Clone)]
-enum Step {
-    Take { key: u8, cost: u32 },
-    Release { index: usize },
-    Wait { ms: u64 },
-}
-
-fn step() -> impl proptest::strategy::Strategy<Value = Step> {
-    use proptest::prelude::*;
-    prop_oneof![
-        4 => (0u8..2, prop_oneof![3 => Just(1u32), 1 => Just(0u32), 1 => 2u32..4])
-            .prop_map(|(key, cost)| Step::Take { key, cost }),
-        2 => (0usize..8).prop_map(|index| Step::Release { index }),
-        // Whole seconds too, so that leases end exactly at a call's time.
-        1 => prop_oneof![1..2_000u64, (1..4u64).prop_map(|s| s * 1_000), (27..32u64).prop_map(|s| s * 1_000)]
-            .prop_map(|ms| Step::Wait { ms }),
-    ]
-}
-
-/// Random sequences of takes, releases and waits must get the same answers from the script on
-/// Redis and its native twin, call for call; a release's effect is awaited on Redis (it is sent
-/// after the response, off the request's path) against a count kept by the test itself.
-#[test]
-fn memory_backend_agrees_with_redis_lease_for_lease() {
-    use plug_limit::Clock;
-    use proptest::prop_assert_eq;
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
-
-    const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
-    let render = |outcome: &plug_limit::Outcome| {
-        let headers: Vec<String> = outcome
-            .headers()
-            .iter()
-            .map(|(name, value)| format!("{name}: {}", value.to_str().unwrap()))
-            .collect();
-        (outcome.is_allowed(), headers)
-    };
-    let redis = RedisServer::start();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let cases = std::env::var("DIFFERENTIAL_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(200);
-    let mut runner = TestRunner::new(Config {
-        cases,
-        ..Config::default()
-    });
-    let strategy = proptest::collection::vec(step(), 1..40);
-    runner
-        .run(&strategy, |steps| {
-            runtime.block_on(async {
-                let clock = ManualClock::new(START);
-                let prefix = unique_prefix("lease-diff");
-                let on_redis = instance(&redis.url(), &prefix, &clock);
-                let in_memory = PlugLimit::memory_builder()
-                    .prefix(prefix.clone())
-                    .clock(clock.clone())
-                    .build()
-                    .unwrap();
-                // The leases held: both backends' outcomes, the key, the cost, when taken.
-                let mut held_leases = Vec::new();
-                for (i, step) in steps.iter().enumerate() {
-                    match *step {
-                        Step::Take { key, cost } => {
-                            let key = format!("k{key}");
-                            let fail = |at: &str, e: plug_limit::Error| {
-                                TestCaseError::fail(format!("step {i} on {at}: {e}"))
-                            };
-                            let redis_says = on_redis
-                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
-                                .await
-                                .map_err(|e| fail("redis", e))?;
-                            let memory_says = in_memory
-                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
-                                .await
-                                .map_err(|e| fail("memory", e))?;
-                            prop_assert_eq!(
-                                render(&redis_says),
-                                render(&memory_says),
-                                "step {} ({:?})",
-                                i,
-                                step
-                            );
-                            if redis_says.is_allowed() && cost > 0 {
-                                held_leases.push((
-                                    redis_says,
-                                    memory_says,
-                                    key,
-                                    cost,
-                                    clock.now_ms(),
-                                ));
-                            }
-                        }
-                        Step::Release { index } if !held_leases.is_empty() => {
-                            let (on_redis, in_memory, key, _, _) =
-                                held_leases.remove(index % held_leases.len());
-                            drop((on_redis, in_memory));
-                            let now = clock.now_ms();
-                            let live: i64 = held_leases
-                                .iter()
-                                .filter(|lease| lease.2 == key && lease.4 + 30_000 > now)
-                                .map(|lease| i64::from(lease.3))
-                                .sum();
-                            let stored = stored_key(&prefix, "concurrency", "", &key);
-                            eventually("the release lands in Redis", async || {
-                                let mut conn = redis.connection().await;
-                                let count: i64 = plug_limit::redis::cmd("ZCOUNT")
-                                    .arg(&stored)
-                                    .arg(format!("({now}"))
-                                    .arg("+inf")
-                                    .query_async(&mut conn)
-                                    .await
-                                    .unwrap();
-                                count == live
-                            })
-                            .await;
-                        }
-                        Step::Release { .. } => {}
-                        Step::Wait { ms } => clock.advance(Duration::from_millis(ms)),
-                    }
-                }
-                Ok(())
-            })
-        })
-        .unwrap();
 }

@@ -40,6 +40,7 @@ mod scripts;
 mod send_headers;
 mod settle;
 mod settle_after;
+mod settle_edges;
 mod shadow;
 mod stacked;
 mod token_bucket;

@@ -302,7 +302,7 @@ impl Builder {
             log_level: self.log_level,
             on_failure: self.on_failure,
             failures: LogThrottle::new(),
-            denials: DenyCache::new(memory_capacity),
+            denials: Arc::new(DenyCache::new(memory_capacity)),
             backend,
             clock: self.clock,
             memory_capacity,

@@ -26,7 +26,7 @@ use crate::key::{self, Key, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
-use crate::settle::{self, Pending, Terms};
+use crate::settle::{self, Deadline, Pending, Terms};
 use crate::telemetry::{self, Telemetry, Verdict, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
@@ -63,7 +63,8 @@ pub(crate) struct Decider {
     pub(crate) on_failure: FailurePolicy,
     /// For a limit naming no registered limiter.
     pub(crate) failures: LogThrottle,
-    pub(crate) denials: DenyCache,
+    /// Shared with what a request owes after its response: a refund lifts a cached denial.
+    pub(crate) denials: Arc<DenyCache>,
     pub(crate) backend: Backend,
     /// The clock of a memory backend made here (the fallback of [`FailurePolicy::Memory`]).
     pub(crate) clock: Option<Arc<dyn Clock>>,
@@ -233,7 +234,7 @@ impl Decider {
         }
         match backend.start(request.call()) {
             Started::Done(result) => {
-                let result = request.leased(backend, result);
+                let result = self.admit(&request, backend, result);
                 Step::Done(self.settle(&request, result))
             }
             Started::Redis(redis) => {
@@ -241,7 +242,7 @@ impl Decider {
                 Step::Waiting(Box::pin(
                     async move {
                         let result = redis.eval(request.call()).await;
-                        let result = request.leased(backend, result);
+                        let result = self.admit(&request, backend, result);
                         self.settle(&request, result)
                     }
                     .instrument(span),
@@ -318,7 +319,8 @@ impl Decider {
         if entry.on_failure == FailurePolicy::Memory
             && let Started::Done(result) = self.fallback().start(request.call())
         {
-            return match request.leased(self.fallback(), result) {
+            let fallback = self.fallback();
+            return match self.admit(request, fallback, result) {
                 Ok(outcome) => {
                     request.watch.fell_back();
                     self.verdict(request, outcome)
@@ -332,6 +334,67 @@ impl Decider {
         }
         request.watch.undecided();
         refuse_or_pass(entry.on_failure, error)
+    }
+
+    /// `result` of `request`'s call on `backend`, holding what it owes after its response.
+    fn admit(
+        &self,
+        request: &Request<'_>,
+        backend: &Backend,
+        result: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
+        let caches_denials = request.cached.is_some();
+        self.admitted(
+            backend,
+            request.call(),
+            request.terms,
+            caches_denials,
+            result,
+        )
+    }
+
+    /// `result` of `call` on `backend`, holding what an admitted request owes after its response:
+    /// the lease `call` took, what `terms` say, and (`caches_denials`) the deny cache its refund
+    /// must lift. A call that failed may still have taken its lease (a reply lost on the way
+    /// back): it is given back at once.
+    fn admitted(
+        &self,
+        backend: &Backend,
+        call: Call<'_>,
+        terms: Terms,
+        caches_denials: bool,
+        result: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
+        if call.lease.is_none() && !terms.owes() {
+            return result;
+        }
+        match result {
+            Ok(outcome) if outcome.is_allowed() => {
+                // Every built-in's reset is its second header value.
+                let reset_s: u64 = outcome
+                    .headers()
+                    .get(1)
+                    .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
+                    .unwrap_or(0);
+                // Less a second: the reset is rounded.
+                let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
+                let denials = caches_denials.then_some(&self.denials);
+                Ok(outcome.owing(Pending::new(backend, call, terms, refund_until, denials)))
+            }
+            Ok(outcome) => Ok(outcome),
+            Err(error) => {
+                if call.lease.is_some() {
+                    drop(Pending::new(
+                        backend,
+                        call,
+                        Terms::default(),
+                        Deadline::after(None, 0),
+                        None,
+                    ));
+                }
+                Err(error)
+            }
+        }
     }
 
     /// Evaluates `limiter` for one programmatic `subject`: the same dispatch as a request's, with
@@ -363,7 +426,8 @@ impl Decider {
             let backend = self.backend(entry);
             watch.dispatched(backend);
             let result = backend.eval(call).await;
-            let outcome = admitted(backend, call, Terms::default(), result)?;
+            let outcome =
+                self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(keys.first(), opts, outcome))
         }
         .instrument(watch.span().clone())
@@ -471,42 +535,11 @@ impl Request<'_> {
             lease: self.lease.as_deref(),
         }
     }
-
-    /// `result` of its call on `backend`, holding what it owes after its response.
-    fn leased(&self, backend: &Backend, result: Result<Outcome, Error>) -> Result<Outcome, Error> {
-        admitted(backend, self.call(), self.terms, result)
-    }
 }
 
 /// Whether `entry`'s limiter leases its units (a request holds them until its response ends).
 fn leases(entry: &Entry) -> bool {
     entry.program.algorithm.is_some_and(Algorithm::leases)
-}
-
-/// `result` of `call` on `backend`, holding what an admitted request owes after its response:
-/// the lease `call` took, what `terms` say. A call that failed may still have taken its lease
-/// (a reply lost on the way back): it is given back at once.
-fn admitted(
-    backend: &Backend,
-    call: Call<'_>,
-    terms: Terms,
-    result: Result<Outcome, Error>,
-) -> Result<Outcome, Error> {
-    if call.lease.is_none() && !terms.owes() {
-        return result;
-    }
-    match result {
-        Ok(outcome) if outcome.is_allowed() => {
-            Ok(outcome.owing(Pending::new(backend, call, terms)))
-        }
-        Ok(outcome) => Ok(outcome),
-        Err(error) => {
-            if call.lease.is_some() {
-                drop(Pending::new(backend, call, Terms::default()));
-            }
-            Err(error)
-        }
-    }
 }
 
 /// A limit's options as the deny cache tells limits apart (two limits of different options

@@ -88,6 +88,12 @@ impl Outcome {
         self
     }
 
+    /// The outcome owing what `other`'s request owes: the same request, answered otherwise.
+    pub(crate) fn owing_as(mut self, other: &Self) -> Self {
+        self.pending.clone_from(&other.pending);
+        self
+    }
+
     /// What its request owes, to hold elsewhere (a response body).
     pub(crate) fn take_pending(&mut self) -> Option<Arc<Pending>> {
         self.pending.take()
