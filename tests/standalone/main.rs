@@ -26,6 +26,7 @@ mod in_flight;
 mod keys_and_replies;
 mod layer;
 mod local_batches;
+mod local_batches_edges;
 mod memory;
 mod memory_capacity;
 mod metrics;

@@ -79,6 +79,16 @@ impl Held {
         self.forgotten = true;
     }
 
+    /// Whether a reset dropped the slot: what it is granted is of no window that counts.
+    pub(super) fn is_forgotten(&self) -> bool {
+        self.forgotten
+    }
+
+    /// Whether it holds units of a limit other than `opts` that a grant would replace.
+    pub(super) fn holds_other(&self, opts: u64) -> bool {
+        self.units > 0 && self.opts != opts
+    }
+
     /// Counts one request toward the key's rate.
     pub(super) fn note(&mut self) {
         self.seen = self.seen.saturating_add(1);

@@ -17,6 +17,7 @@ use crate::backend::sharded::Sharded;
 use crate::backend::{Call, Charge, Program, RedisBackend};
 use crate::config::LocalBatches;
 use crate::error::Error;
+use crate::limit::Opt;
 use crate::outcome::{Outcome, ReplyError};
 
 mod give_back;
@@ -26,6 +27,10 @@ const SHARDS: usize = 16;
 
 /// A key's batch is forgotten this long after it was last used or could be spent.
 const FORGET: Duration = Duration::from_secs(10);
+
+/// The shortest window batched: a grant's units are spent until a second before its window
+/// may end (the reset is rounded to the second), so a shorter window leaves no time to spend.
+const MIN_WINDOW_S: i64 = 2;
 
 /// One limiter's batches at this instance.
 pub(crate) struct Batches {
@@ -95,8 +100,12 @@ impl Batches {
 
     /// Reserves `call`'s key a batch in one call of its script, sized by the key's rate, and
     /// spends its first unit on this request; or, when another request's reservation for the
-    /// key brought units meanwhile, one of those. Waits at most the check's timeout for its
-    /// turn. A denial is Redis's own, as without batches.
+    /// key brought units meanwhile, one of those. The wait for its turn and the call share the
+    /// check's timeout. A denial is Redis's own, as without batches.
+    ///
+    /// The call is a plain take of one unit, leaving the slot as it is, when a batch could not
+    /// be spent or would waste units: a window too short to spend one in (under 2 s), a slot
+    /// a reset dropped while this request waited, or one holding another limit's batch.
     pub(crate) async fn reserve(
         &self,
         slot: Arc<Slot>,
@@ -105,16 +114,21 @@ impl Batches {
         opts: u64,
     ) -> Result<Outcome, Error> {
         let timeout = self.inner.timeout;
+        let started = Instant::now();
         let _turn = tokio::time::timeout(timeout, slot.reserving.lock())
             .await
             .map_err(|_| Error::Timeout(timeout))?;
-        let size = {
+        let (size, exact) = {
             let mut held = slot.held();
             let now = Instant::now();
             if let Some(outcome) = held.take(opts, now) {
                 return Ok(outcome);
             }
-            held.size(self.inner.settings.max, self.inner.settings.every, now)
+            let size = held.size(self.inner.settings.max, self.inner.settings.every, now);
+            let exact = held.is_forgotten()
+                || held.holds_other(opts)
+                || window_s(call.opts).is_none_or(|window| window < MIN_WINDOW_S);
+            (if exact { 1 } else { size }, exact)
         };
         // A batch of one is a plain take: a cold key's call is the one it makes without batches.
         let cost = if size == 1 {
@@ -123,7 +137,13 @@ impl Batches {
             Charge::UpTo(size)
         };
         let sent_at = Instant::now();
-        let outcome = redis.eval(Call { cost, ..call }).await?;
+        let left = timeout.saturating_sub(started.elapsed());
+        let outcome = tokio::time::timeout(left, redis.eval(Call { cost, ..call }))
+            .await
+            .map_err(|_| Error::Timeout(timeout))??;
+        if exact {
+            return Ok(outcome);
+        }
         let granted = match cost {
             Charge::UpTo(_) => granted(&outcome)?,
             _ => u32::from(outcome.is_allowed()),
@@ -187,6 +207,14 @@ impl Batches {
         });
         shard.insert(key, Arc::clone(&slot));
         slot
+    }
+}
+
+/// The window of a fixed_window or token_bucket limit, in seconds: its second option.
+fn window_s(opts: &[Opt]) -> Option<i64> {
+    match opts.get(1)? {
+        Opt::Int(window) => Some(*window),
+        text => text.as_str()?.parse().ok(),
     }
 }
 

@@ -221,6 +221,13 @@ impl Builder {
                     "local batches need the Redis backend: memory decides without a round trip";
                 return Err(BuildError::invalid(field, rule));
             }
+            if self.clock.is_some() {
+                // A batch's units are spent by this process's monotonic clock until shortly
+                // before their window ends; a set clock moves windows by itself.
+                let rule = "local batches time their units by the process's own clock: they \
+                            cannot be used with `Builder::clock`";
+                return Err(BuildError::invalid(field, rule));
+            }
             if let Some((setting, rule)) = batches.invalid() {
                 return Err(BuildError::invalid(format!("{field}.{setting}"), rule));
             }

@@ -279,6 +279,10 @@ impl Builder {
     /// Redis, built-in limiters use the server's `TIME` unless a clock is set, which one
     /// clock for every instance keeps exact. Set one to control time in tests and simulations
     /// ([`ManualClock`](crate::ManualClock)); custom scripts always keep their own time.
+    ///
+    /// On Redis, keys expire by the server's own clock: a set clock must not run behind it, or
+    /// a window's key expires as soon as it is written and nothing is counted. Local batches
+    /// ([`Limiter::local_batches`](crate::Limiter::local_batches)) refuse a set clock.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
         self

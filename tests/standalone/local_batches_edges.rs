@@ -1,0 +1,288 @@
+//! Local batches at their edges: a window that moves under a batch (a set clock, a reset seen
+//! by another instance), a reservation whose reply never comes, two limits on one key. Each
+//! test states a bound the README promises for batches.
+
+use std::time::Duration;
+
+use axum::{Router, routing::get};
+use deadpool_redis::redis::AsyncCommands;
+use plug_limit::{
+    FailurePolicy, Limit, Limiter, LocalBatches, ManualClock, Opt, PlugLimit, RateLimited, Subject,
+    key,
+};
+use plug_limit_tests::{
+    Fault, FaultProxy, RedisServer, get as send_get, pool, send, stored_key, unique_prefix,
+};
+
+/// 20 a minute, one key for everyone.
+struct Small;
+
+impl Limit for Small {
+    const LIMITER: &'static str = "small";
+    const OPTS: &'static [Opt] = &[Opt::Int(20), Opt::Int(60)];
+}
+
+/// Another limit of the same limiter on the same route: the same key, other options.
+struct Smaller;
+
+impl Limit for Smaller {
+    const LIMITER: &'static str = "small";
+    const OPTS: &'static [Opt] = &[Opt::Int(15), Opt::Int(60)];
+}
+
+async fn small(limited: RateLimited<Small>) -> (RateLimited<Small>, &'static str) {
+    (limited, "ok")
+}
+
+async fn smaller(limited: RateLimited<Smaller>) -> (RateLimited<Smaller>, &'static str) {
+    (limited, "ok")
+}
+
+fn app(limits: PlugLimit) -> Router {
+    Router::new()
+        .route("/small", get(small).post(smaller))
+        .with_state(limits)
+}
+
+fn batched(every: Duration) -> Limiter {
+    Limiter::fixed_window().local_batches(LocalBatches::new(50).every(every))
+}
+
+fn instance(redis: &RedisServer, prefix: &str, every: Duration) -> PlugLimit {
+    PlugLimit::builder(redis.pool())
+        .prefix(prefix)
+        .key(key::header("x-client"))
+        .limiter("small", batched(every))
+        .build()
+        .unwrap()
+}
+
+async fn counted(redis: &RedisServer, prefix: &str) -> u32 {
+    let mut conn = redis.connection().await;
+    let key = stored_key(prefix, "small", "/small", "everyone");
+    conn.get::<_, Option<u32>>(key).await.unwrap().unwrap_or(0)
+}
+
+/// Sends `n` requests one after another; how many were admitted.
+async fn admitted(app: &Router, n: u32) -> u32 {
+    let mut allowed = 0;
+    for _ in 0..n {
+        let reply = send_get(app, "/small", "everyone").await;
+        match reply.status.as_u16() {
+            200 => allowed += 1,
+            429 => {}
+            other => panic!("status {other}"),
+        }
+    }
+    allowed
+}
+
+/// Ten quick requests: the batch grows to 8, and the instance is left holding units.
+async fn warm(app: &Router) {
+    assert_eq!(admitted(app, 10).await, 10);
+}
+
+/// Builder::clock moves windows by itself, while a batch's units are spent by this process's
+/// monotonic clock: the two cannot go together, or units of an old window would be spent in
+/// the next.
+#[tokio::test]
+async fn local_batches_refuse_a_set_clock() {
+    let redis = RedisServer::start();
+    let refused = PlugLimit::builder(redis.pool())
+        .clock(ManualClock::starting_now())
+        .limiter("small", batched(Duration::from_secs(1)))
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "invalid `limiters.small.local_batches`: local batches time their units by the process's own clock: they cannot be used with `Builder::clock`"
+    );
+}
+
+/// A reservation Redis ran but whose reply was lost: its units are counted and neither spent
+/// nor given back (the README's bound: a lost or timed-out reservation costs at most its own
+/// units), and never more.
+#[tokio::test]
+async fn a_reservation_whose_reply_is_lost_costs_its_units_and_no_more() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let prefix = unique_prefix("batch_lost");
+    let limits = PlugLimit::builder(pool(&proxy.url()))
+        .prefix(&prefix)
+        .key(key::header("x-client"))
+        .timeout(Duration::from_millis(300))
+        .on_failure(FailurePolicy::Closed)
+        .limiter("small", batched(Duration::from_secs(1)))
+        .build()
+        .unwrap();
+    let app = app(limits);
+    // 1, then a batch of 2 spent, then a batch of 4 whose reply is lost.
+    assert_eq!(admitted(&app, 3).await, 3);
+    proxy.set(Fault::DropReplies);
+    let lost = send_get(&app, "/small", "everyone").await;
+    assert_eq!(lost.status, 503);
+    proxy.set(Fault::Forward);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let rest = admitted(&app, 40).await;
+    // The lost batch's 4 units are gone: 16 admitted, 20 counted.
+    assert_eq!(3 + rest, 16);
+    assert_eq!(counted(&redis, &prefix).await, 20);
+}
+
+/// Two limits of one limiter on one route share the key. A request of one, finding the other's
+/// batch, reserves its own over it: the units the other's batch held are dropped, neither
+/// spent nor given back, so Redis counts requests that were never admitted and the smaller
+/// limit denies long before its 15.
+#[tokio::test]
+async fn two_limits_on_one_key_give_back_what_they_do_not_spend() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("batch_opts");
+    let app = app(instance(&redis, &prefix, Duration::from_millis(25)));
+    let mut allowed = 0;
+    for _ in 0..6 {
+        allowed += admitted(&app, 1).await;
+        let post = http::Request::post("/small")
+            .header("x-client", "everyone")
+            .body(axum::body::Body::empty())
+            .unwrap();
+        let status = send(&app, post).await.status;
+        assert_eq!(
+            status,
+            200,
+            "denied after {allowed} admitted of limits of 20 and 15; Redis counts {}",
+            counted(&redis, &prefix).await
+        );
+        allowed += 1;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        counted(&redis, &prefix).await,
+        allowed,
+        "Redis counts more than was admitted, with every batch idle"
+    );
+}
+
+/// An instance of `small` through `proxy`, with `timeout`.
+fn proxied(proxy: &FaultProxy, prefix: &str, timeout: Duration) -> PlugLimit {
+    PlugLimit::builder(pool(&proxy.url()))
+        .prefix(prefix)
+        .key(key::header("x-client"))
+        .timeout(timeout)
+        .on_failure(FailurePolicy::Closed)
+        .limiter("small", batched(Duration::from_secs(1)))
+        .build()
+        .unwrap()
+}
+
+/// `Builder::timeout` is "the most a check may take": a request waiting its turn behind its
+/// key's reservation, then making its own call, does both within one timeout.
+#[tokio::test]
+async fn a_request_behind_a_reservation_takes_at_most_the_timeout() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let prefix = unique_prefix("batch_turn");
+    let timeout = Duration::from_millis(300);
+    let app = app(proxied(&proxy, &prefix, timeout));
+    // Connections open and the script loaded, on another key.
+    let warmups: Vec<_> = (0..4)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move { send_get(&app, "/small", "warmup").await.status })
+        })
+        .collect();
+    for warmup in warmups {
+        assert_eq!(warmup.await.unwrap(), 200);
+    }
+    proxy.set(Fault::Delay(Duration::from_millis(250)));
+    let first = tokio::spawn({
+        let app = app.clone();
+        async move { send_get(&app, "/small", "everyone").await.status }
+    });
+    // The first request's reservation (a batch of one) is in flight.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = std::time::Instant::now();
+    let second = send_get(&app, "/small", "everyone").await;
+    let took = started.elapsed();
+    assert_eq!(first.await.unwrap(), 200);
+    // About 200 ms of its turn, then a call that takes 250 ms: the timeout runs out, and the
+    // limiter fails closed.
+    assert_eq!(second.status, 503);
+    assert!(
+        took <= timeout + Duration::from_millis(50),
+        "a check took {took:?} with a timeout of {timeout:?}"
+    );
+}
+
+/// A reset while a reservation is in flight: the requests waiting behind it on the slot the
+/// reset dropped each reserve a batch of the new window, keep one unit and drop the rest,
+/// neither spent nor given back.
+#[tokio::test]
+async fn requests_waiting_through_a_reset_leave_the_new_window_whole() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let prefix = unique_prefix("batch_reset_waiters");
+    let limits = proxied(&proxy, &prefix, Duration::from_secs(2));
+    let app = app(limits.clone());
+    warm(&app).await;
+    let held = counted(&redis, &prefix).await - 10;
+    proxy.set(Fault::Delay(Duration::from_millis(200)));
+    let requests: Vec<_> = (0..held + 3)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move { send_get(&app, "/small", "everyone").await.status })
+        })
+        .collect();
+    // What the batch held is spent; one reservation is in flight, two requests wait behind it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    limits
+        .reset("small", Subject::scoped("/small", "everyone"))
+        .await
+        .unwrap();
+    for request in requests {
+        assert_eq!(request.await.unwrap(), 200);
+    }
+    proxy.set(Fault::Forward);
+    // The two waiters' calls ran after the reset: the new window counted them.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        counted(&redis, &prefix).await,
+        2,
+        "the new window counts more than the 2 requests it admitted, with the batch idle"
+    );
+}
+
+/// 100 a second.
+struct PerSecond;
+
+impl Limit for PerSecond {
+    const LIMITER: &'static str = "small";
+    const OPTS: &'static [Opt] = &[Opt::Int(100), Opt::Int(1)];
+}
+
+async fn per_second(limited: RateLimited<PerSecond>) -> (RateLimited<PerSecond>, &'static str) {
+    (limited, "ok")
+}
+
+/// A window of one second replies a reset of 1: no unit of a batch may be spent, and none can
+/// be given back within the timeout, so each reservation of n admits one request and drops
+/// n - 1 counted units. One instance admits a fraction of the limit.
+#[tokio::test]
+async fn a_one_second_window_admits_its_limit_from_one_instance() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("batch_second");
+    let limits = instance(&redis, &prefix, Duration::from_millis(25));
+    let app = Router::new()
+        .route("/second", get(per_second))
+        .with_state(limits);
+    let mut allowed = 0;
+    for _ in 0..100 {
+        if send_get(&app, "/second", "everyone").await.status == 200 {
+            allowed += 1;
+        }
+    }
+    // 100 quick requests fit in one or two windows of 100.
+    assert_eq!(
+        allowed, 100,
+        "one instance admitted {allowed} of 100 a second"
+    );
+}
