@@ -15,43 +15,23 @@
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::hash::{BuildHasher, RandomState};
-use std::pin::Pin;
-use std::sync::atomic::{self, AtomicU64};
-use std::sync::{Arc, LazyLock, OnceLock};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, OnceLock};
 
-use axum::body::{Body, Bytes};
-use axum::response::Response;
 use http::StatusCode;
-use http_body::{Frame, SizeHint};
 
 use crate::backend::{Backend, Call, Charge, Program, Started};
-use crate::clock::Clock;
 use crate::decide::DenyCache;
 use crate::limit::Opt;
 
+pub(crate) use self::body::hold;
+pub(crate) use self::deadline::Deadline;
+pub(crate) use self::lease_id::new_id;
 pub use self::usage::Usage;
 
+mod body;
+mod deadline;
+mod lease_id;
 mod usage;
-
-/// This process's part of every lease id: random, so two instances' ids never meet.
-static NONCE: LazyLock<u64> = LazyLock::new(|| {
-    let time = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos());
-    RandomState::new().hash_one((std::process::id(), time))
-});
-
-/// The part of a lease id that tells this process's leases apart.
-static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-
-/// A fresh lease id: unique across instances and within this one, 32 hex digits.
-pub(crate) fn new_id() -> String {
-    let sequence = SEQUENCE.fetch_add(1, atomic::Ordering::Relaxed);
-    format!("{:016x}{sequence:016x}", *NONCE)
-}
 
 /// What a request owes its limit beyond the cost charged when it was admitted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -91,32 +71,6 @@ struct Owed {
     /// less a second for the reset's rounding. Past it, the units charged have left by
     /// themselves (a window ended, a bucket refilled), and a refund would be a gift.
     refund_until: Deadline,
-}
-
-/// A time by the limits' clock: the configured one, else this process's monotonic one.
-pub(crate) enum Deadline {
-    Monotonic(Instant),
-    Clock(Arc<dyn Clock>, i64),
-}
-
-impl Deadline {
-    /// `seconds` from now by `clock`, or by the monotonic clock without one.
-    pub(crate) fn after(clock: Option<&Arc<dyn Clock>>, seconds: u64) -> Self {
-        match clock {
-            Some(clock) => {
-                let ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
-                Self::Clock(Arc::clone(clock), clock.now_ms().saturating_add(ms))
-            }
-            None => Self::Monotonic(Instant::now() + Duration::from_secs(seconds)),
-        }
-    }
-
-    fn passed(&self) -> bool {
-        match self {
-            Self::Monotonic(at) => Instant::now() >= *at,
-            Self::Clock(clock, at_ms) => clock.now_ms() >= *at_ms,
-        }
-    }
 }
 
 impl Pending {
@@ -244,53 +198,5 @@ impl fmt::Debug for Pending {
                 .field("usage", &owed.usage);
         }
         debug.finish_non_exhaustive()
-    }
-}
-
-/// `response`, holding what its request owes until its body ends (or is dropped unfinished),
-/// and telling it the response's status.
-pub(crate) fn hold(response: Response, pending: Option<Arc<Pending>>) -> Response {
-    match pending {
-        Some(pending) => {
-            pending.responded(response.status());
-            response.map(|body| {
-                Body::new(Held {
-                    body,
-                    pending: Some(pending),
-                })
-            })
-        }
-        None => response,
-    }
-}
-
-/// A response body that holds what its request owes while it streams.
-struct Held {
-    body: Body,
-    pending: Option<Arc<Pending>>,
-}
-
-impl http_body::Body for Held {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            // The body ended: its request is no longer in flight, and what it used is known.
-            self.pending = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
     }
 }
