@@ -12,7 +12,7 @@ use crate::limit::Limits;
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::send_headers::HeaderSlot;
-use crate::settle::{self, Pending, Usage};
+use crate::settle::{self, Usage};
 
 /// Extractor that checks the limit `L` before the handler runs: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).
@@ -135,16 +135,8 @@ impl<L> RateLimited<L> {
         if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
             slot.put(outcome);
         }
-        let usage = outcome
-            .as_ref()
-            .and_then(Outcome::pending)
-            .and_then(Pending::usage)
-            .cloned()
-            // Reports to it go nowhere: nothing was counted that they could settle.
-            .or_else(|| settles.then(Usage::default));
-        if let Some(usage) = &usage {
-            parts.extensions.insert(usage.clone());
-        }
+        let pending = outcome.as_ref().and_then(Outcome::pending);
+        let usage = settle::leave_usage(&mut parts.extensions, pending, settles);
         Self {
             outcome,
             usage,

@@ -17,7 +17,7 @@ use crate::config::Skip;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
-use crate::settle::{self, Pending, Usage};
+use crate::settle;
 
 /// Applies the limit `L` to every request of the services it wraps: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).
@@ -211,16 +211,8 @@ where
     };
     let pending = outcome.as_mut().and_then(Outcome::take_pending);
     let mut request = Request::from_parts(parts, body);
-    match pending.as_deref().and_then(Pending::usage) {
-        Some(usage) => {
-            request.extensions_mut().insert(usage.clone());
-        }
-        // Nothing counted (limits disabled, failed open, a shadow denial): reports go nowhere.
-        None if limits_of.iter().any(|limit| limit.settle) => {
-            request.extensions_mut().insert(Usage::default());
-        }
-        None => {}
-    }
+    let settles = limits_of.iter().any(|limit| limit.settle);
+    settle::leave_usage(request.extensions_mut(), pending.as_deref(), settles);
     let response = inner.call(request).await?;
     let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),

@@ -116,6 +116,22 @@ impl Pending {
     }
 }
 
+/// Leaves in `extensions` the [`Usage`] a handler reports to: `pending`'s, or, for a limit
+/// that `settles` but counted nothing (limits disabled, failed open, a shadow denial), one whose
+/// reports go nowhere. Returns it.
+pub(crate) fn leave_usage(
+    extensions: &mut http::Extensions,
+    pending: Option<&Pending>,
+    settles: bool,
+) -> Option<Usage> {
+    let usage = pending
+        .and_then(Pending::usage)
+        .cloned()
+        .or_else(|| settles.then(Usage::default))?;
+    extensions.insert(usage.clone());
+    Some(usage)
+}
+
 impl Owed {
     /// The one call that settles the request; `None` when it owes nothing more.
     fn charge(&self) -> Option<Charge> {
