@@ -190,7 +190,7 @@ impl Decider {
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
                 .then(|| (opts_id(limit.opts), self.now_ms())),
-            lease: (leases(entry) && limit.cost > 0).then(settle::new_id),
+            lease: lease_for(entry, Charge::Take(limit.cost)),
             terms: Terms {
                 count_if: limit.count_if,
                 settle: limit.settle,
@@ -319,8 +319,7 @@ impl Decider {
         if entry.on_failure == FailurePolicy::Memory
             && let Started::Done(result) = self.fallback().start(request.call())
         {
-            let fallback = self.fallback();
-            return match self.admit(request, fallback, result) {
+            return match self.admit(request, self.fallback(), result) {
                 Ok(outcome) => {
                     request.watch.fell_back();
                     self.verdict(request, outcome)
@@ -414,8 +413,7 @@ impl Decider {
                 // Units given back may lift a denial this instance has cached.
                 self.denials.remove(keys.first());
             }
-            // A peek takes nothing, so it has nothing to give back.
-            let lease = (leases(entry) && matches!(cost, Charge::Take(1..))).then(settle::new_id);
+            let lease = lease_for(entry, cost);
             let call = Call {
                 program: &entry.program,
                 keys: keys.as_slice(),
@@ -537,9 +535,12 @@ impl Request<'_> {
     }
 }
 
-/// Whether `entry`'s limiter leases its units (a request holds them until its response ends).
-fn leases(entry: &Entry) -> bool {
-    entry.program.algorithm.is_some_and(Algorithm::leases)
+/// The id of the lease a call of `cost` takes on `entry`'s limiter: a fresh one when the
+/// limiter leases its units (a request holds them until its response ends) and the call takes
+/// some; a peek takes nothing, so it has nothing to give back.
+fn lease_for(entry: &Entry, cost: Charge) -> Option<String> {
+    let leases = entry.program.algorithm.is_some_and(Algorithm::leases);
+    (leases && matches!(cost, Charge::Take(1..))).then(settle::new_id)
 }
 
 /// A limit's options as the deny cache tells limits apart (two limits of different options
