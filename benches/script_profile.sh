@@ -45,54 +45,15 @@ N=${N:-200000}
 RUNS=${RUNS:-3}
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 LUA=${LUA:-lua5.1}
-OPTS_fixed_window=${OPTS_fixed_window:-10 60}
-OPTS_token_bucket=${OPTS_token_bucket:-20 600 5}
-OPTS_sliding_window=${OPTS_sliding_window:-10 60}
-OPTS_sliding_log=${OPTS_sliding_log:-10 60}
-OPTS_leaky_bucket=${OPTS_leaky_bucket:-10 60}
-OPTS_gcra=${OPTS_gcra:-20 600 5}
-OPTS_multi_window=${OPTS_multi_window:-10/60 100/3600}
-OPTS_calendar_quota=${OPTS_calendar_quota:-10000 month -300}
-OPTS_contract_reply=${OPTS_contract_reply:-10 60}
+# shellcheck source=benches/script_bench.sh
+source "$root/benches/script_bench.sh"
 for v in N RUNS STEP_TIMEOUT; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 have_lua=
 if command -v "$LUA" >/dev/null 2>&1; then have_lua=1; fi
 
-tmp=$(mktemp -d)
-pid=
-cleanup() {
-  if [[ -n $pid ]]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# As script_cost.sh: a port is ours once our own process answers on it; 6379 is never tried.
-port=
-for _ in $(seq 20); do
-  p=$((20000 + RANDOM % 40000))
-  (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && continue
-  redis-server --port "$p" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$tmp" --logfile "$tmp/redis.log" &
-  pid=$!
-  for _ in $(seq 50); do
-    kill -0 "$pid" 2>/dev/null || break
-    if [[ $(redis-cli -h 127.0.0.1 -p "$p" INFO server 2>/dev/null | tr -d '\r' | sed -n 's/^process_id://p') == "$pid" ]]; then
-      port=$p
-      break 2
-    fi
-    sleep 0.1
-  done
-  kill "$pid" 2>/dev/null || true
-  wait "$pid" 2>/dev/null || true
-  pid=
-done
-[[ -n $port ]] || die "could not start redis-server on a free loopback port: $(tail -n 3 "$tmp/redis.log" 2>/dev/null)"
+start_private_redis
 
 cli() { timeout "$STEP_TIMEOUT" redis-cli -h 127.0.0.1 -p "$port" "$@"; }
 
