@@ -118,16 +118,24 @@ for i = 1, n do
 end
 
 if sign == '-' then
-  -- Only windows that count something give back; the key's expiry stays.
-  local writes = {}
+  -- Only windows that count something give back; the key's expiry stays. A window begun
+  -- this very millisecond and given back in full is no window: its fields go, as if nothing
+  -- had been taken (a stack's denial gives back this way), and the key with the last of them.
+  local writes, gone = {}, {}
   for i = 1, n do
     if counts[i] > 0 then
       counts[i] = counts[i] > cost and counts[i] - cost or 0
-      writes[#writes + 1] = fields[2 * i - 1]
-      writes[#writes + 1] = fmt('%d', counts[i])
+      if counts[i] == 0 and ends[i] == now + windows[i] * 1000 then
+        gone[#gone + 1] = fields[2 * i - 1]
+        gone[#gone + 1] = fields[2 * i]
+      else
+        writes[#writes + 1] = fields[2 * i - 1]
+        writes[#writes + 1] = fmt('%d', counts[i])
+      end
     end
   end
   if #writes > 0 then redis.call('HSET', key, unpack(writes)) end
+  if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
 elseif sign or (not denied and cost > 0) then
   local writes, last = {}, 0
   for i = 1, n do

@@ -18,20 +18,21 @@
 --          count  how many options follow
 --          opts   its options, as it takes them alone
 -- Each limit runs with ARGV = {opts..., cost, now}. A limit that denies (and
--- is not soft) ends the call: every limit before it is restored to what it
--- held before the call, byte for byte and with its expiry, and the limits
--- after it are not run. A limit's own writes on a denial (fixed_window's
--- counter past its limit) stay, as they would alone.
+-- is not soft) ends the call: every limit before it that took units gets them
+-- back, the latest first, by its own refund (the same script with cost '-n'),
+-- and the limits after it are not run. A refund at the same `now` undoes the
+-- take: the count is what it was, a key the take made is gone (a window begun
+-- this very millisecond and given back in full is no window), and the next
+-- call decides as if the denied one never came. A limit's own denial writes
+-- nothing that counts, as alone.
 -- Reply    {reply_1, ..., reply_k}: each run limit's own reply, in KEYS order;
 --          k < #KEYS when limit k denied. An error of any limit (its error
 --          reply, or a command's error such as WRONGTYPE) is the reply, after
---          the same restore of the limits before it.
--- Needs Redis >= 7: PEXPIRETIME, and `now` given to every limit.
--- Cost     each limit's own commands, plus DUMP and PEXPIRETIME of every key
---          but the last (the last has nothing after it that could deny), and
---          on a denial RESTORE or DEL of every key before the denying one.
---          DUMP is O(size of the key): a sliding_log with many entries costs
---          in proportion, so it is best placed last.
+--          the same give-back of the limits before it.
+-- Needs Redis >= 7: PEXPIRETIME (fixed_window's refund), and `now` given to
+-- every limit.
+-- Cost     each limit's own commands and nothing more when every limit allows;
+--          on a denial, each earlier limit's refund too.
 
 local n = #KEYS
 local now = ARGV[1]
@@ -40,19 +41,18 @@ if now == '' then
   now = string.format('%d', time[1] * 1000 + math.floor(time[2] / 1000))
 end
 
-local saved = {} -- saved[i] = {dump or false, expiry in ms or -1}
+-- taken[i] = the argv limit i took with, when it took units: its refund runs
+-- with the same options and `now`, and the cost as '-n'.
+local runs, taken = {}, {}
 
-local function restore(last)
+local function give_back(last)
   for i = last, 1, -1 do
-    local key, dump, expiry = KEYS[i], saved[i][1], saved[i][2]
-    if dump then
-      if expiry > 0 then
-        redis.call('RESTORE', key, expiry, dump, 'REPLACE', 'ABSTTL')
-      else
-        redis.call('RESTORE', key, 0, dump, 'REPLACE')
-      end
-    else
-      redis.call('DEL', key)
+    local argv = taken[i]
+    if argv then
+      local at = #argv - 1
+      argv[at] = '-' .. argv[at]
+      -- The same script and options that just took: it cannot refuse its own refund.
+      runs[i]({KEYS[i]}, argv)
     end
   end
 end
@@ -62,32 +62,31 @@ for i = 1, n do
   local name, soft, cost, count = ARGV[at], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
   local run = algorithm(name)
   if not (run and count) then
-    restore(i - 1)
+    give_back(i - 1)
     return redis.error_reply("ERR stack: limit " .. i .. " names no built-in, got '" .. tostring(name) .. "'")
   end
   local argv = {}
   for j = 1, count do argv[j] = ARGV[at + 3 + j] end
   argv[count + 1], argv[count + 2] = cost, now
   at = at + 4 + count
-  local key = KEYS[i]
-  if i < n then
-    saved[i] = {redis.call('DUMP', key), redis.call('PEXPIRETIME', key)}
-  end
   -- A command's error (WRONGTYPE) raises: caught, so that the limits before
-  -- are restored all the same.
-  local ok, reply = pcall(run, {key}, argv)
+  -- get their units back all the same.
+  local ok, reply = pcall(run, {KEYS[i]}, argv)
   if not ok then
-    restore(i - 1)
+    give_back(i - 1)
     return redis.error_reply(type(reply) == 'table' and reply.err or tostring(reply))
   end
   if reply.err then
-    restore(i - 1)
+    give_back(i - 1)
     return reply
   end
   replies[i] = reply
   if reply[1] == 'deny' and soft ~= '1' then
-    restore(i - 1)
+    give_back(i - 1)
     return replies
+  end
+  if reply[1] == 'allow' and cost ~= '0' and i < n then
+    runs[i], taken[i] = run, argv
   end
 end
 return replies

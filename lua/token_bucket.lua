@@ -146,6 +146,12 @@ if sign then
     -- Never above a full bucket (refill since may already have filled it) or a full window.
     if tokens < burst then tokens = min(tokens + cost, burst) end
     remaining = min(remaining + cost, limit)
+    if tokens >= burst and remaining >= limit and expiry == now + window * 1000 then
+      -- A window begun this very millisecond and given back in full is no window: the key
+      -- goes, as if nothing had been taken (a stack's denial gives back this way).
+      redis.call('DEL', key)
+      return {'allow', {policy, window_s, limit_s}}
+    end
   else
     -- Debt of at most one bucket, and one window.
     tokens, remaining = tokens - cost, remaining - cost

@@ -143,7 +143,7 @@ pub(crate) fn curve(
                     colour: REDIS_CPU,
                     dashed: false,
                     expected: "O(n)",
-                    because: "one script run per limit, a DUMP per limit but the last",
+                    because: "one script run per limit, and the driver",
                     points: xy(&on_redis, |p| p.inside),
                 },
                 Series {

@@ -220,6 +220,28 @@ struct StackCall {
     advance_ms: u64,
 }
 
+impl StackCall {
+    /// The key of each part.
+    fn keys(&self) -> Vec<String> {
+        self.parts
+            .iter()
+            .map(|(_, key, _)| format!("k{key}"))
+            .collect()
+    }
+
+    /// The stack `check_all` takes, with the parts' `keys`.
+    fn stack<'a>(&self, keys: &'a [String]) -> Vec<(&'static str, &'a str, &'static [Opt], u32)> {
+        self.parts
+            .iter()
+            .zip(keys)
+            .map(|(&(limiter, _, cost), key)| {
+                let (name, opts) = LIMITERS[limiter];
+                (name, key.as_str(), opts, cost)
+            })
+            .collect()
+    }
+}
+
 fn stack_call() -> impl Strategy<Value = StackCall> {
     let part = (
         0..LIMITERS.len(),
@@ -235,7 +257,7 @@ fn stack_call() -> impl Strategy<Value = StackCall> {
 
 /// Random stacks of every built-in, on two keys each (so parts of one stack often share a
 /// key, and stacks share keys with each other): the stack script and its twin must agree on
-/// every answer, and so on what each stack consumed or restored.
+/// every answer, and so on what each stack consumed or gave back.
 #[test]
 fn stacked_limits_agree_call_for_call() {
     let (redis, runtime, mut runner) = harness(500);
@@ -247,20 +269,8 @@ fn stacked_limits_agree_call_for_call() {
                 let (_, on_redis, in_memory) = both(&redis, &clock, "diff-stack");
                 for (i, call) in calls.iter().enumerate() {
                     clock.advance(Duration::from_millis(call.advance_ms));
-                    let keys: Vec<String> = call
-                        .parts
-                        .iter()
-                        .map(|(_, key, _)| format!("k{key}"))
-                        .collect();
-                    let stack: Vec<(&str, &str, &[Opt], u32)> = call
-                        .parts
-                        .iter()
-                        .zip(&keys)
-                        .map(|(&(limiter, _, cost), key)| {
-                            let (name, opts) = LIMITERS[limiter];
-                            (name, key.as_str(), opts, cost)
-                        })
-                        .collect();
+                    let keys = call.keys();
+                    let stack = call.stack(&keys);
                     let redis_says = on_redis
                         .check_all(&stack)
                         .await
@@ -278,6 +288,52 @@ fn stacked_limits_agree_call_for_call() {
                         call,
                         redis_says,
                         memory_says
+                    );
+                }
+                Ok(())
+            })
+        })
+        .unwrap();
+}
+
+/// A denied stack gives back what the limits before the denying one took, by their own
+/// refunds: the limits must then decide every later call as if the denied one never came.
+/// The same random stacks run on two prefixes of one Redis, the second skipping each call the
+/// first denied; every call both make must get the same answer from both.
+#[test]
+fn a_denied_stack_leaves_its_limits_as_if_it_never_came() {
+    let (redis, runtime, mut runner) = harness(500);
+    let strategy = proptest::collection::vec(stack_call(), 1..40);
+    runner
+        .run(&strategy, |calls| {
+            runtime.block_on(async {
+                let clock = ManualClock::starting_now();
+                let (_, denied_too, _) = both(&redis, &clock, "undo-all");
+                let (_, allowed_only, _) = both(&redis, &clock, "undo-allowed");
+                let mut denials = 0;
+                for (i, call) in calls.iter().enumerate() {
+                    clock.advance(Duration::from_millis(call.advance_ms));
+                    let keys = call.keys();
+                    let stack = call.stack(&keys);
+                    let first = denied_too
+                        .check_all(&stack)
+                        .await
+                        .map_err(|e| TestCaseError::fail(format!("call {i}: {e}")))?;
+                    if !first.is_allowed() {
+                        denials += 1;
+                        continue;
+                    }
+                    let second = allowed_only
+                        .check_all(&stack)
+                        .await
+                        .map_err(|e| TestCaseError::fail(format!("call {i}: {e}")))?;
+                    prop_assert_eq!(
+                        render(&first),
+                        render(&second),
+                        "call {} ({:?}) after {} denied stacks",
+                        i,
+                        call,
+                        denials
                     );
                 }
                 Ok(())

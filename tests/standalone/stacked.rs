@@ -560,7 +560,7 @@ async fn check_all_counts_two_windows_of_one_key_apart() {
 }
 
 #[tokio::test]
-async fn a_command_error_mid_stack_restores_the_limits_before_it() {
+async fn a_command_error_mid_stack_gives_back_what_the_limits_before_it_took() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
     let limits = configured(&clock, HeaderStyle::Legacy)(PlugLimit::builder(redis.pool()))
@@ -586,6 +586,14 @@ async fn a_command_error_mid_stack_restores_the_limits_before_it() {
         let error = limits.check_all(&stack).await.unwrap_err();
         assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     }
+    // The bucket the first call made was given back in full at the same `now`: no key.
+    let bucket_key = plug_limit_tests::stored_key("wrongtype", "token_bucket", "", "ann");
+    let exists: i64 = deadpool_redis::redis::cmd("EXISTS")
+        .arg(&bucket_key)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(exists, 0);
     // The bucket took nothing: a peek answers as its first request would.
     let peek = limits.peek("token_bucket", "ann", &bucket).await.unwrap();
     assert_eq!(

@@ -74,7 +74,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
 
     match units {
-        Units::Refund(_) => refund(slot, &mut limits, cost),
+        Units::Refund(_) => refund(slot, &mut limits, cost, now),
         Units::Force(_) => {
             for l in &mut limits {
                 l.count = (l.count + cost).min(CAP as f64);
@@ -155,9 +155,11 @@ fn consume(slot: &mut Option<Stored>, limits: &[Limit<'_>], cost: f64, started: 
     }
 }
 
-/// HSET of the count of every window that counts something, less `cost` (never below 0).
+/// HSET of the count of every window that counts something, less `cost` (never below 0);
+/// HDEL of a window begun at `now` and given back in full, and the key goes with its last
+/// window.
 #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
-fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64) {
+fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64, now: f64) {
     let Some(Stored {
         state: State::MultiWindow { windows },
         ..
@@ -167,9 +169,18 @@ fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64) {
     };
     for l in limits.iter_mut().filter(|l| l.count > 0.0) {
         l.count = if l.count > cost { l.count - cost } else { 0.0 };
-        if let Some(w) = windows.iter_mut().find(|w| w.window_s as f64 == l.window) {
-            w.count = l.count as i64;
+        let begun_now = l.count == 0.0 && l.ends == now + l.window * 1000.0;
+        let at = windows.iter().position(|w| w.window_s as f64 == l.window);
+        match at {
+            Some(at) if begun_now => {
+                windows.remove(at);
+            }
+            Some(at) => windows[at].count = l.count as i64,
+            None => {}
         }
+    }
+    if windows.is_empty() {
+        *slot = None;
     }
 }
 

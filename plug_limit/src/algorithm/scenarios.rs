@@ -545,6 +545,35 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "token_bucket forgets a window begun this millisecond once given back in full",
+        limiter: "token_bucket",
+        opts: &["5", "2", "3"],
+        calls: &[
+            at(0, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3"),
+            back(0, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,5"),
+            // A new window from here: a reset of 2 s, not the 1 s left of one begun at 0.
+            at(1_500, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
+            // Given back a millisecond later, the window stays.
+            back(1_501, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,5"),
+            at(2_500, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,1,4"),
+        ],
+    },
+    Scenario {
+        name: "multi_window forgets a window begun this millisecond once given back in full",
+        limiter: "multi_window",
+        opts: &["2/10", "5/60"],
+        calls: &[
+            at(0, 1, "allow 2,10,1"),
+            back(0, 1, "allow 2,10,2"),
+            // New windows from here: a reset of 10 s, not the 5 s left of one begun at 0.
+            at(5_000, 1, "allow 2,10,1"),
+            // The 60 s window still counts one: only the 10 s one began now.
+            at(15_000, 1, "allow 2,10,1"),
+            back(15_000, 1, "allow 2,10,2"),
+            at(20_000, 1, "allow 2,10,1"),
+        ],
+    },
+    Scenario {
         name: "multi_window refunds the windows that count, forces every window",
         limiter: "multi_window",
         opts: &["2/10", "5/60"],

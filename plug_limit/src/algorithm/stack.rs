@@ -56,17 +56,15 @@ pub(crate) fn script() -> &'static Arc<Lua> {
 /// distinct key and `slot_of[i]` says which is part `i`'s.
 ///
 /// Returns the verdict of every part run, in order: fewer than `parts` when the last one
-/// denied. Every part before a (not soft) denial is restored to the state it had before; the
-/// denying part keeps what it wrote, as the script's does. A part's error restores the same
-/// way and is returned.
+/// denied. Every part before a (not soft) denial that took units gets them back by its own
+/// refund, the latest first, as the script's parts do; a part's error gives back the same way
+/// and is returned.
 pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
     slots: &mut [Option<Stored>],
     slot_of: &[usize],
 ) -> Result<Vec<Verdict>, String> {
-    let last = parts.len().saturating_sub(1);
-    let mut saved: Vec<Option<Stored>> = Vec::with_capacity(last);
     let mut verdicts = Vec::with_capacity(parts.len());
     for (i, part) in parts.iter().enumerate() {
         let slot = &mut slots[slot_of[i]];
@@ -77,36 +75,46 @@ pub(crate) fn evaluate(
         {
             *slot = None;
         }
-        if i < last {
-            saved.push(slot.clone());
-        }
         match part
             .algorithm
             .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
         {
             Err(error) => {
-                saved.truncate(i);
-                restore(slots, slot_of, saved);
+                give_back(&parts[..i], &verdicts, now_ms, slots, slot_of);
                 return Err(error);
             }
             Ok(verdict) => {
                 let denied = !verdict.allow && !part.soft;
-                verdicts.push(verdict);
                 if denied {
-                    saved.truncate(i);
-                    restore(slots, slot_of, saved);
+                    give_back(&parts[..i], &verdicts, now_ms, slots, slot_of);
+                    verdicts.push(verdict);
                     return Ok(verdicts);
                 }
+                verdicts.push(verdict);
             }
         }
     }
     Ok(verdicts)
 }
 
-/// Puts back what the parts before a denial held, the latest first (as the script does, so a
-/// key two parts share ends as it began).
-fn restore(slots: &mut [Option<Stored>], slot_of: &[usize], saved: Vec<Option<Stored>>) {
-    for (i, state) in saved.into_iter().enumerate().rev() {
-        slots[slot_of[i]] = state;
+/// Refunds what each of `parts` took (an allow of a cost above 0), the latest first, as the
+/// script does, so a key two parts share ends as it began.
+fn give_back(
+    parts: &[Part<'_>],
+    verdicts: &[Verdict],
+    now_ms: i64,
+    slots: &mut [Option<Stored>],
+    slot_of: &[usize],
+) {
+    for (i, (part, verdict)) in parts.iter().zip(verdicts).enumerate().rev() {
+        if verdict.allow && part.cost > 0 {
+            // The options just took: their refund cannot be refused.
+            let _ = part.algorithm.evaluate(
+                part.opts,
+                Charge::Refund(part.cost),
+                now_ms,
+                &mut slots[slot_of[i]],
+            );
+        }
     }
 }

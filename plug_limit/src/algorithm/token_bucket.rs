@@ -217,6 +217,12 @@ impl Refilled {
     }
 }
 
+/// A refund's answer when no bucket is left: a new window's, full.
+fn untouched(bucket: &Bucket) -> Result<Verdict, String> {
+    let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
+    verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()])
+}
+
 /// A refund or forced charge, as the script's `if sign then` block: `current` is the stored
 /// `(tokens, remaining, last, expiry)`.
 fn settle(
@@ -236,8 +242,7 @@ fn settle(
     let live = current.filter(|&(.., expiry)| expiry > now);
     let refund = matches!(units, Units::Refund(_));
     if refund && live.is_none() {
-        let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
-        return verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()]);
+        return untouched(bucket);
     }
     let mut state = Refilled::new(bucket, now, live);
     let (tokens, remaining) = (&mut state.tokens, &mut state.remaining);
@@ -247,6 +252,11 @@ fn settle(
                 *tokens = (*tokens + cost).min(burst);
             }
             *remaining = (*remaining + cost).min(limit);
+            if *tokens >= burst && *remaining >= limit && state.expiry == now + window * 1000.0 {
+                // A window begun at `now` and given back in full is no window.
+                *slot = None;
+                return untouched(bucket);
+            }
         }
         Units::Force(cost) | Units::Take(cost) => {
             *tokens = (*tokens - cost).max(-burst);

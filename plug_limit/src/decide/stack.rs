@@ -249,8 +249,8 @@ impl Decider {
     }
 
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
-    /// responder answer, its deny cache remembers; the limits before it were restored, and
-    /// decided nothing.
+    /// responder answer, its deny cache remembers; the limits before it got back what they
+    /// took, and decided nothing.
     fn stack_denied(&self, ran: Vec<Ran<'_, '_>>, denier: usize) -> Decided {
         let mut denial = None;
         for (at, request, _, outcome) in ran {
