@@ -25,10 +25,13 @@
 -- this very millisecond and given back in full is no window), and the next
 -- call decides as if the denied one never came. A limit's own denial writes
 -- nothing that counts, as alone.
--- Reply    {reply_1, ..., reply_k}: each run limit's own reply, in KEYS order;
---          k < #KEYS when limit k denied. An error of any limit (its error
---          reply, or a command's error such as WRONGTYPE) is the reply, after
---          the same give-back of the limits before it.
+-- Reply    one string: each run limit's own reply, in KEYS order, as a record
+--          of its decision, then each of its header values after a '\31'; the
+--          records separated by '\30' (no header value can hold either byte).
+--          Fewer records than KEYS when the last one's limit denied. One string
+--          costs Redis and the client far less than nested arrays. An error of
+--          any limit (its error reply, or a command's error such as WRONGTYPE)
+--          is the reply, after the same give-back of the limits before it.
 -- Needs Redis >= 7: PEXPIRETIME (fixed_window's refund), and `now` given to
 -- every limit.
 -- Cost     each limit's own commands and nothing more when every limit allows;
@@ -57,6 +60,8 @@ local function give_back(last)
   end
 end
 
+local concat = table.concat
+
 local replies, at = {}, 2
 for i = 1, n do
   local name, soft, cost, count = ARGV[at], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
@@ -80,13 +85,14 @@ for i = 1, n do
     give_back(i - 1)
     return reply
   end
-  replies[i] = reply
+  local headers = reply[2]
+  replies[i] = #headers > 0 and reply[1] .. '\31' .. concat(headers, '\31') or reply[1]
   if reply[1] == 'deny' and soft ~= '1' then
     give_back(i - 1)
-    return replies
+    return concat(replies, '\30')
   end
   if reply[1] == 'allow' and cost ~= '0' and i < n then
     runs[i], taken[i] = run, argv
   end
 end
-return replies
+return concat(replies, '\30')

@@ -143,8 +143,16 @@ if sign then
     end
     tokens, remaining = tokens - grant, remaining - grant
   elseif sign == '-' then
-    -- Never above a full bucket (refill since may already have filled it) or a full window.
-    if tokens < burst then tokens = min(tokens + cost, burst) end
+    -- Never above what a bucket untouched since its window began holds now (refill since may
+    -- already have filled it), nor above a full window. Below that bound a refund is the
+    -- exact inverse of a take at the same now: tokens - cost + cost is tokens in a double.
+    local full = burst
+    if refill > 0 then full = burst + refill * (now - (expiry - window * 1000)) / window / 1000 end
+    if tokens + cost <= full then
+      tokens = tokens + cost
+    elseif tokens < full then
+      tokens = full
+    end
     remaining = min(remaining + cost, limit)
     if tokens >= burst and remaining >= limit and expiry == now + window * 1000 then
       -- A window begun this very millisecond and given back in full is no window: the key

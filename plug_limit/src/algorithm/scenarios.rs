@@ -559,6 +559,23 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         ],
     },
     Scenario {
+        name: "token_bucket refunds up to what an untouched bucket holds, past its burst",
+        limiter: "token_bucket",
+        opts: &["5", "2", "2"],
+        calls: &[
+            at(0, 1, "allow 5 5;w=2;burst=2;policy=token_bucket,2,4"),
+            // 1 + 1.512 refilled, less 1: 1.512 left, given back to 2.512, above the burst of 2.
+            at(1_008, 1, "allow 5 5;w=2;burst=2;policy=token_bucket,1,3"),
+            back(1_008, 1, "allow 5 5;w=2;burst=2;policy=token_bucket,1,4"),
+            // 3.001 less 2 leaves 1.001: no retry-after, as if the take and refund never were.
+            at(1_334, 2, "allow 5 5;w=2;burst=2;policy=token_bucket,1,2"),
+            // Never above the untouched bucket: 2 + 3 x 1.4 s / 2 s = 4.1 at most.
+            back(1_400, 5, "allow 5 5;w=2;burst=2;policy=token_bucket,1,5"),
+            at(1_400, 4, "allow 5 5;w=2;burst=2;policy=token_bucket,1,1,1"),
+            at(1_400, 1, "deny 5 5;w=2;burst=2;policy=token_bucket,1,1,1"),
+        ],
+    },
+    Scenario {
         name: "multi_window forgets a window begun this millisecond once given back in full",
         limiter: "multi_window",
         opts: &["2/10", "5/60"],

@@ -248,8 +248,14 @@ fn settle(
     let (tokens, remaining) = (&mut state.tokens, &mut state.remaining);
     match units {
         Units::Refund(cost) => {
-            if *tokens < burst {
-                *tokens = (*tokens + cost).min(burst);
+            let mut full = burst;
+            if refill > 0.0 {
+                full = burst + refill * (now - (state.expiry - window * 1000.0)) / window / 1000.0;
+            }
+            if *tokens + cost <= full {
+                *tokens += cost;
+            } else if *tokens < full {
+                *tokens = full;
             }
             *remaining = (*remaining + cost).min(limit);
             if *tokens >= burst && *remaining >= limit && state.expiry == now + window * 1000.0 {

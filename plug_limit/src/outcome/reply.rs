@@ -39,6 +39,68 @@ pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outco
     Ok(Outcome::with_extra(decision, headers, items.collect()))
 }
 
+/// Between the records of a stack's packed reply (ASCII record separator).
+const RECORD: u8 = 0x1e;
+/// Before each header value of a packed record (ASCII unit separator).
+const UNIT: u8 = 0x1f;
+
+/// Splits the stack script's reply (`lua/stack.lua`): one string, each run limit's reply a
+/// record, `decision` then each header value after a 0x1F, the records separated by 0x1E. No
+/// header value can hold either byte, so the split is exact; each record is then checked as
+/// [`parse_reply`] checks a reply.
+pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>, ReplyError> {
+    let Value::BulkString(packed) = reply else {
+        return Err(ReplyError::NotPacked(kind(&reply)));
+    };
+    // One buffer for the whole reply: every record, and every header value in it, is a view
+    // of it, without a copy.
+    let packed = Bytes::from(packed);
+    let mut at = 0;
+    Ok(std::iter::from_fn(move || {
+        if at > packed.len() {
+            return None;
+        }
+        let end = packed[at..]
+            .iter()
+            .position(|&b| b == RECORD)
+            .map_or(packed.len(), |i| at + i);
+        let record = packed.slice(at..end);
+        at = end + 1;
+        Some(record)
+    }))
+}
+
+/// One record of a stack's packed reply (see [`packed_records`]) as the [`Outcome`] its
+/// limit's own reply would parse to, with header values under `declared` names in order.
+pub(crate) fn parse_record(record: &Bytes, declared: &[HeaderName]) -> Result<Outcome, ReplyError> {
+    let mut fields = record.split(|&b| b == UNIT);
+    let decision = match fields.next() {
+        Some(b"allow") => Decision::Allow,
+        Some(b"deny" | b"block") => Decision::Deny,
+        Some(b"") | None => return Err(ReplyError::Empty),
+        Some(other) => {
+            return Err(ReplyError::UnknownDecision(
+                String::from_utf8_lossy(other).into_owned(),
+            ));
+        }
+    };
+    let mut headers = Vec::with_capacity(declared.len());
+    for (position, field) in fields.enumerate() {
+        let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+            position,
+            declared: declared.len(),
+        })?;
+        let value = HeaderValue::from_maybe_shared(record.slice_ref(field)).map_err(|_| {
+            ReplyError::InvalidHeaderValue {
+                position,
+                found: "bytes not allowed in a header",
+            }
+        })?;
+        headers.push((name.clone(), value));
+    }
+    Ok(Outcome::with_extra(decision, headers, Vec::new()))
+}
+
 fn headers(
     values: Vec<Value>,
     declared: &[HeaderName],
@@ -139,6 +201,9 @@ pub enum ReplyError {
     /// The reply is not an array.
     #[error("reply must be an array `{{decision, {{headers}}, extra...}}`, found {0}")]
     NotAnArray(&'static str),
+    /// A stack's reply is not the one string of records the stack script packs.
+    #[error("a stack's reply must be one string of records, found {0}")]
+    NotPacked(&'static str),
     /// The reply array is empty.
     #[error("reply is empty; expected `\"allow\"` or `\"deny\"` first")]
     Empty,
@@ -214,6 +279,69 @@ mod tests {
             .iter()
             .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
             .collect()
+    }
+
+    /// Each record of a packed stack reply, parsed under [`names`].
+    fn unpacked(reply: Value) -> Vec<Result<(bool, Vec<(String, String)>), ReplyError>> {
+        packed_records(reply)
+            .unwrap()
+            .map(|record| parse_record(&record, &names()).map(|o| (o.is_allowed(), rendered(&o))))
+            .collect()
+    }
+
+    #[test]
+    fn a_packed_stack_reply_is_split_into_each_limits_reply() {
+        let header = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+        let records = unpacked(s(
+            "allow\x1f5 5;w=2\x1f60\x1f4\x1edeny\x1f3\x1f1\x1f0\x1eblock",
+        ));
+        assert_eq!(
+            records,
+            [
+                Ok((
+                    true,
+                    vec![
+                        header("x-ratelimit-limit", "5 5;w=2"),
+                        header("x-ratelimit-reset", "60"),
+                        header("x-ratelimit-remaining", "4"),
+                    ]
+                )),
+                Ok((
+                    false,
+                    vec![
+                        header("x-ratelimit-limit", "3"),
+                        header("x-ratelimit-reset", "1"),
+                        header("x-ratelimit-remaining", "0"),
+                    ]
+                )),
+                Ok((false, vec![])),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_packed_record_out_of_contract_is_an_error() {
+        assert_eq!(
+            unpacked(s(
+                "allow\x1f1\x1f2\x1f3\x1f4\x1emaybe\x1e\x1eallow\x1fa\x7fb"
+            )),
+            [
+                Err(ReplyError::UndeclaredHeader {
+                    position: 3,
+                    declared: 3
+                }),
+                Err(ReplyError::UnknownDecision("maybe".to_owned())),
+                Err(ReplyError::Empty),
+                Err(ReplyError::InvalidHeaderValue {
+                    position: 0,
+                    found: "bytes not allowed in a header"
+                }),
+            ]
+        );
+        assert!(matches!(
+            packed_records(Value::Array(vec![s("allow")])),
+            Err(ReplyError::NotPacked("array"))
+        ));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::Opt;
-use crate::outcome::{Outcome, ReplyError, parse_reply};
+use crate::outcome::{Outcome, packed_records, parse_record, parse_reply};
 use crate::telemetry::BreakerLabel;
 
 mod command;
@@ -145,12 +145,10 @@ impl RedisBackend {
                 args: [&args, &[]],
             };
             let left = self.timeout.saturating_sub(started.elapsed());
-            let Value::Array(replies) = self.send_within(&command, left).await? else {
-                return Err(ReplyError::NotAnArray("a stack's reply: not an array").into());
-            };
+            let records = packed_records(self.send_within(&command, left).await?)?;
             let mut denied = false;
-            for (&i, reply) in group.iter().zip(replies) {
-                let outcome = parse_reply(reply, &parts[i].program.headers)?;
+            for (&i, record) in group.iter().zip(records) {
+                let outcome = parse_record(&record, &parts[i].program.headers)?;
                 denied |= !outcome.is_allowed() && !parts[i].soft;
                 outcomes[i] = Some(outcome);
             }
