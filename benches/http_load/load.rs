@@ -1,5 +1,5 @@
-//! The load generator: keep-alive connections sending requests back to back, and the
-//! measured window around them.
+//! The load generator: keep-alive connections sending requests back to back, or at an offered
+//! rate, and the measured window around them.
 
 use std::io;
 use std::net::SocketAddr;
@@ -25,6 +25,8 @@ pub(crate) struct Run {
     pub(crate) addr: SocketAddr,
     pub(crate) requests: Arc<[Box<[u8]>]>,
     pub(crate) connections: usize,
+    /// Requests a second over all connections together; `None`: back to back.
+    pub(crate) rate: Option<f64>,
     pub(crate) warmup: Duration,
     pub(crate) measure: Duration,
 }
@@ -41,7 +43,9 @@ impl Run {
         let measure_until = measure_from + self.measure;
         let run = Arc::new(self);
         let tasks: Vec<_> = (0..run.connections)
-            .map(|n| tokio::spawn(Arc::clone(&run).connection(n, measure_from, measure_until)))
+            .map(|n| {
+                tokio::spawn(Arc::clone(&run).connection(n, start, measure_from, measure_until))
+            })
             .collect();
 
         tokio::time::sleep_until(measure_from).await;
@@ -113,14 +117,30 @@ impl Run {
         Ok(())
     }
 
-    /// One keep-alive connection sending requests back to back until `until`, then at most
-    /// [`GRACE`] for the last answer.
-    async fn connection(self: Arc<Self>, n: usize, from: Instant, until: Instant) -> Tally {
+    /// One keep-alive connection sending requests until `until`, then at most [`GRACE`] for
+    /// the last answer: back to back, or each at its turn of an offered rate, the connections'
+    /// turns interleaved from `start` (a connection behind its turns sends at once, so a
+    /// server slower than the rate sees requests back to back).
+    async fn connection(
+        self: Arc<Self>,
+        n: usize,
+        start: Instant,
+        from: Instant,
+        until: Instant,
+    ) -> Tally {
         let mut tally = Tally::default();
         let mut next = n * self.requests.len() / self.connections;
         let mut stream: Option<TcpStream> = None;
         let mut buf = Vec::with_capacity(4096);
+        let every = self
+            .rate
+            .map(|rate| Duration::from_secs_f64(self.connections as f64 / rate));
+        let mut turn = every.map(|every| start + every.mul_f64(n as f64 / self.connections as f64));
         while Instant::now() < until {
+            if let (Some(at), Some(every)) = (turn.as_mut(), every) {
+                tokio::time::sleep_until(*at).await;
+                *at += every;
+            }
             let conn = match stream.as_mut() {
                 Some(conn) => conn,
                 None => match tokio::time::timeout_at(until, TcpStream::connect(self.addr)).await {

@@ -69,6 +69,7 @@
 //! | `HTTP_LOAD_CONNECTIONS` | `64` | concurrent keep-alive connections |
 //! | `HTTP_LOAD_CLIENTS` | `10000` | distinct `x-client` values, spread round-robin |
 //! | `HTTP_LOAD_ROUNDS` | `1` | passes over the variants; each keeps its best pass, ratios their median |
+//! | `HTTP_LOAD_RATE` | none: back to back | requests a second offered over all connections: below every variant's capacity, each serves the same rate, so CPU per request compares work at one load, not batching at different ones |
 //! | `HTTP_LOAD_VARIANTS` | all | comma-separated subset; `bare` is always added |
 //! | `REDIS_SERVER` | `redis-server` | the Redis binary |
 
@@ -154,6 +155,7 @@ fn main() -> Result<(), BoxError> {
                 addr: server.addr,
                 requests: Arc::clone(requests),
                 connections: settings.connections,
+                rate: settings.rate,
                 warmup: settings.warmup,
                 measure: settings.measure,
             };

@@ -240,6 +240,9 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
         settings.measure,
         settings.rounds,
     );
+    if let Some(rate) = settings.rate {
+        let _ = write!(out, "; {rate} requests a second offered");
+    }
     out
 }
 

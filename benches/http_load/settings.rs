@@ -13,6 +13,8 @@ pub(crate) struct Settings {
     pub(crate) connections: usize,
     pub(crate) clients: usize,
     pub(crate) rounds: usize,
+    /// Requests a second offered over all connections together; `None`: back to back.
+    pub(crate) rate: Option<f64>,
     pub(crate) variants: Vec<Variant>,
 }
 
@@ -53,12 +55,25 @@ impl Settings {
             }
             Err(_) => Variant::ALL.to_vec(),
         };
+        let rate = if std::env::var("HTTP_LOAD_RATE").is_ok() {
+            let rate: f64 = env_or("HTTP_LOAD_RATE", 0.0)?;
+            if !(1.0..=10_000_000.0).contains(&rate) {
+                return Err(format!(
+                    "HTTP_LOAD_RATE must be between 1 and 10000000 requests a second, got {rate}"
+                )
+                .into());
+            }
+            Some(rate)
+        } else {
+            None
+        };
         Ok(Self {
             measure: secs("HTTP_LOAD_SECS", 5.0)?,
             warmup: secs("HTTP_LOAD_WARMUP_SECS", 1.0)?,
             connections: count("HTTP_LOAD_CONNECTIONS", 64, 4096)?,
             clients: count("HTTP_LOAD_CLIENTS", 10_000, 1_000_000)?,
             rounds: count("HTTP_LOAD_ROUNDS", 1, 20)?,
+            rate,
             variants,
         })
     }
