@@ -53,14 +53,9 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        let suffixes = scope_suffixes(
-            &limits
-                .iter()
-                .map(|limit| (limit.limiter, limit.scope, limit.opts))
-                .collect::<Vec<_>>(),
-        );
         let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
-        for (limit, suffix) in limits.iter().zip(&suffixes) {
+        for (at, limit) in limits.iter().enumerate() {
+            let suffix = scope_suffix(limits, at, |limit| (limit.limiter, limit.scope, limit.opts));
             match self.prepare(*limit, suffix.as_deref(), parts, skip) {
                 Ok(request) => requests.push(request),
                 // Skipped by its rules, or without a key it may pass without.
@@ -120,14 +115,11 @@ impl Decider {
         &self,
         limits: &[(&str, &str, &[Opt], u32)],
     ) -> Result<Outcome, Error> {
-        let suffixes = scope_suffixes(
-            &limits
-                .iter()
-                .map(|&(limiter, client, opts, _)| (limiter, client, opts))
-                .collect::<Vec<_>>(),
-        );
         let mut checks = Vec::with_capacity(limits.len());
-        for (&(limiter, client, opts, cost), suffix) in limits.iter().zip(&suffixes) {
+        for (at, &(limiter, client, opts, cost)) in limits.iter().enumerate() {
+            let suffix = scope_suffix(limits, at, |&(limiter, client, opts, _)| {
+                (limiter, client, opts)
+            });
             let entry = self.registry.get(limiter)?;
             let scope = suffix.as_ref().map(|suffix| format!("\0{suffix}"));
             let subject = Subject::scoped(scope.as_deref().unwrap_or(""), client);
@@ -347,26 +339,28 @@ fn undecided(requests: &[Request<'_>]) {
     }
 }
 
-/// For each limit of a stack, what extends its scope: its options, when another limit of the
-/// stack has the same limiter and scope with other options. Without it, `10 a second` and
-/// `1,000 a day` of one limiter would count in one key. Every such limit is extended, the
-/// first as much as the others, so a limit's key never depends on where it sits in a stack.
-fn scope_suffixes<T: PartialEq>(limits: &[(&str, T, &[Opt])]) -> Vec<Option<String>> {
-    limits
-        .iter()
-        .map(|(limiter, scope, opts)| {
-            let shares = limits.iter().any(|(other, other_scope, other_opts)| {
-                other == limiter && other_scope == scope && other_opts != opts
-            });
-            shares.then(|| {
-                let mut text = String::new();
-                for (n, opt) in opts.iter().enumerate() {
-                    let comma = if n == 0 { "" } else { "," };
-                    // Writing to a `String` cannot fail.
-                    let _ = write!(text, "{comma}{opt}");
-                }
-                text
-            })
-        })
-        .collect()
+/// What extends the scope of the limit at `at` of a stack, whose limits `of` reads as (limiter,
+/// scope, options): its options, when another limit of the stack has the same limiter and
+/// scope with other options. Without it, `10 a second` and `1,000 a day` of one limiter would
+/// count in one key. Every such limit is extended, the first as much as the others, so a
+/// limit's key never depends on where it sits in a stack.
+fn scope_suffix<'l, L, S: PartialEq>(
+    limits: &'l [L],
+    at: usize,
+    of: impl Fn(&'l L) -> (&'l str, S, &'l [Opt]),
+) -> Option<String> {
+    let (limiter, scope, opts) = of(&limits[at]);
+    let shares = limits.iter().any(|other| {
+        let (other, other_scope, other_opts) = of(other);
+        other == limiter && other_scope == scope && other_opts != opts
+    });
+    shares.then(|| {
+        let mut text = String::new();
+        for (n, opt) in opts.iter().enumerate() {
+            let comma = if n == 0 { "" } else { "," };
+            // Writing to a `String` cannot fail.
+            let _ = write!(text, "{comma}{opt}");
+        }
+        text
+    })
 }
