@@ -21,13 +21,17 @@
 //! - `scope`: the route's matched path (`/users/{id}`), the limit's own scope
 //!   ([`Limit::SCOPE`](crate::Limit::SCOPE), `#[rate_limit(scope = ..)]`), `*` for a request no
 //!   route matched, or for [`PlugLimit::check`](crate::PlugLimit::check) the scope of its
-//!   [`Subject`](crate::Subject) (empty for a bare key). Never the client's key: a key may be a
+//!   [`Subject`](crate::Subject) (empty for a bare key, and for each limit of
+//!   [`PlugLimit::check_all`](crate::PlugLimit::check_all)). Never the client's key: a key may be a
 //!   credential, and one series per client would swamp any metrics store.
 //! - `pool`: `default` for the backend of the [`PlugLimit`](crate::PlugLimit), a limiter's
 //!   name for its own pool ([`Limiter::pool`](crate::Limiter::pool)).
 //!
-//! Requests and [`PlugLimit::check`](crate::PlugLimit::check) are counted alike;
-//! [`PlugLimit::peek`](crate::PlugLimit::peek) and checks while the limits are disabled are not.
+//! Requests and [`PlugLimit::check`](crate::PlugLimit::check) are counted alike, and each limit
+//! of a stack as a check of its own: on a denial, the limit that denied counts `denied` and
+//! the others, which gave back what they took or never ran, decided nothing (a latency sample
+//! without a decision). [`PlugLimit::peek`](crate::PlugLimit::peek) and checks while the
+//! limits are disabled are not counted.
 //!
 //! Every check also opens a `tracing` span (with or without this feature), named
 //! `plug_limit.decide`, target `plug_limit::decide`, at `DEBUG`, with the fields `limiter`,

@@ -196,6 +196,72 @@ async fn shadow_denials_and_programmatic_checks_are_counted_apart() {
 }
 
 #[tokio::test]
+async fn each_limit_of_a_programmatic_stack_is_counted_as_a_check_of_its_own() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let limits = PlugLimit::memory_builder().build().unwrap();
+    let window = [Opt::Int(5), Opt::Int(60)];
+    let bucket = [Opt::Int(2), Opt::Int(60), Opt::Int(2)];
+    let stack = [
+        ("fixed_window", CLIENTS[0], &window[..], 1),
+        ("token_bucket", CLIENTS[0], &bucket[..], 1),
+    ];
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        allowed.push(limits.check_all(&stack).await.unwrap().is_allowed());
+    }
+    assert_eq!(allowed, [true, true, false]);
+    // An unknown limiter fails every limit of the stack, each with its own label.
+    let unknown = [
+        ("fixed_window", CLIENTS[0], &window[..], 1),
+        ("nope", CLIENTS[0], &window[..], 1),
+    ];
+    limits.check_all(&unknown).await.unwrap_err();
+    let got = values(&snapshotter);
+    assert_eq!(
+        got,
+        expected([
+            (
+                "counter plug_limit_decisions_total{decision=allowed,limiter=fixed_window,scope=}",
+                "2"
+            ),
+            (
+                "counter plug_limit_decisions_total{decision=allowed,limiter=token_bucket,scope=}",
+                "2"
+            ),
+            // The bucket denied the third: the window, which gave its unit back, decided
+            // nothing.
+            (
+                "counter plug_limit_decisions_total{decision=denied,limiter=token_bucket,scope=}",
+                "1"
+            ),
+            (
+                "counter plug_limit_failures_total{cause=unknown_limiter,limiter=fixed_window,scope=}",
+                "1"
+            ),
+            (
+                "counter plug_limit_failures_total{cause=unknown_limiter,limiter=nope,scope=}",
+                "1"
+            ),
+            (
+                "histogram plug_limit_decision_seconds{limiter=fixed_window,scope=}",
+                "4 samples"
+            ),
+            (
+                "histogram plug_limit_decision_seconds{limiter=nope,scope=}",
+                "1 samples"
+            ),
+            (
+                "histogram plug_limit_decision_seconds{limiter=token_bucket,scope=}",
+                "3 samples"
+            ),
+        ])
+    );
+    assert_no_client_key(&got);
+}
+
+#[tokio::test]
 async fn failures_are_counted_by_cause_and_the_breaker_gauge_follows_the_breaker() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.addr());

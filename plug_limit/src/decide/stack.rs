@@ -11,17 +11,17 @@ use std::fmt::Write;
 use std::sync::Arc;
 
 use http::request::Parts;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass};
-use crate::backend::{Backend, StackPart, Stacked, StartedStack};
+use crate::backend::{Backend, Charge, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::outcome::stack::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
-use crate::telemetry::{self, Verdict};
+use crate::telemetry::{self, Verdict, Watch};
 
 impl Decider {
     /// Decides one request under every limit of `limits` at once; `skip`, a use's own skip
@@ -110,10 +110,38 @@ impl Decider {
     }
 
     /// Evaluates stacked limits for programmatic subjects: the same dispatch as a request's
-    /// stack, with every error returned to the caller.
+    /// stack, with every error returned to the caller. Each limit is watched as a
+    /// programmatic check of its own: the stack's decision is the one that denied it, or every
+    /// limit's allow; the limits that decided nothing (before a denial, or not run after it)
+    /// end undecided, as in a request's stack.
     pub(crate) async fn check_all(
         &self,
         limits: &[(&str, &str, &[Opt], u32)],
+    ) -> Result<Outcome, Error> {
+        let watches: Vec<Watch> = limits
+            .iter()
+            .map(|&(limiter, _, _, cost)| {
+                Watch::call(&self.telemetry, limiter, "", Charge::Take(cost))
+            })
+            .collect();
+        let span = watches
+            .first()
+            .map_or_else(Span::none, |watch| watch.span().clone());
+        let result = self.check_stack(limits, &watches).instrument(span).await;
+        if let Err(error) = &result {
+            for watch in &watches {
+                watch.failed(telemetry::cause(error));
+                watch.undecided();
+            }
+        }
+        result
+    }
+
+    /// [`check_all`](Self::check_all) but for its errors' telemetry.
+    async fn check_stack(
+        &self,
+        limits: &[(&str, &str, &[Opt], u32)],
+        watches: &[Watch],
     ) -> Result<Outcome, Error> {
         let mut checks = Vec::with_capacity(limits.len());
         for (at, &(limiter, client, opts, cost)) in limits.iter().enumerate() {
@@ -126,6 +154,9 @@ impl Decider {
             checks.push((entry, self.subject_keys(entry, subject), opts, cost));
         }
         let backend = self.stack_backend(checks.iter().map(|(entry, ..)| *entry))?;
+        for watch in watches {
+            watch.dispatched(backend);
+        }
         let parts: Vec<StackPart<'_>> = checks
             .iter()
             .map(|(entry, keys, opts, cost)| StackPart {
@@ -140,6 +171,16 @@ impl Decider {
             StartedStack::Done(result) => result?,
             StartedStack::Redis(redis) => redis.eval_stack(&parts).await?,
         };
+        let denier = outcomes
+            .iter()
+            .position(|outcome| outcome.as_ref().is_some_and(|o| !o.is_allowed()));
+        for (at, watch) in watches.iter().enumerate() {
+            match denier {
+                Some(denier) if at == denier => watch.decided(Verdict::Denied),
+                Some(_) => watch.undecided(),
+                None => watch.decided(Verdict::Allowed),
+            }
+        }
         let mut styled = Vec::with_capacity(outcomes.len());
         for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
             let Some(outcome) = outcome else { continue };
