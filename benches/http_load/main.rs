@@ -69,6 +69,7 @@
 //! | `HTTP_LOAD_CONNECTIONS` | `64` | concurrent keep-alive connections |
 //! | `HTTP_LOAD_CLIENTS` | `10000` | distinct `x-client` values, spread round-robin |
 //! | `HTTP_LOAD_ROUNDS` | `1` | passes over the variants; each keeps its best pass, ratios their median |
+//! | `HTTP_LOAD_PIN` | unset | `1`: the server thread alone on CPU 0, the load generator and Redis on CPU 1 (`taskset`), so the server's CPU per request is its own work, not caches and wake-ups shared with a busier Redis |
 //! | `HTTP_LOAD_RATE` | none: back to back | requests a second offered over all connections: below every variant's capacity, each serves the same rate, so CPU per request compares work at one load, not batching at different ones |
 //! | `HTTP_LOAD_VARIANTS` | all | comma-separated subset; `bare` is always added |
 //! | `REDIS_SERVER` | `redis-server` | the Redis binary |
@@ -94,7 +95,7 @@ use deadpool_redis::redis;
 use plug_limit_tests::RedisServer;
 
 use crate::load::Run;
-use crate::machine::{Machine, load_average};
+use crate::machine::{Machine, OTHERS_CPU, load_average, pin, thread_id};
 use crate::measurement::Measurement;
 use crate::redis_stats::redis_version;
 use crate::report::report;
@@ -114,6 +115,8 @@ const FLOOD_CLIENT: &str = "flood";
 fn main() -> Result<(), BoxError> {
     let settings = Settings::from_env()?;
     let load_at_start = load_average();
+    // Read before any pinning narrows this thread's CPUs.
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
     let redis_server = RedisServer::start();
     assert_ne!(
         redis_server.port(),
@@ -124,6 +127,9 @@ fn main() -> Result<(), BoxError> {
         .enable_all()
         .build()?;
     let mut redis_conn = client.block_on(redis_server.connection());
+    if settings.pin {
+        pin_others(&client, &mut redis_conn)?;
+    }
     let spread = requests((0..settings.clients).map(|id| format!("client-{id}")));
     let flood = requests(std::iter::once(FLOOD_CLIENT.to_owned()));
 
@@ -144,7 +150,7 @@ fn main() -> Result<(), BoxError> {
                     .query_async::<()>(&mut redis_conn)
                     .await
             })?;
-            let server = Server::start(variant, redis_server.url())?;
+            let server = Server::start(variant, redis_server.url(), settings.pin)?;
             let requests = if variant == Variant::DenyFlood {
                 &flood
             } else {
@@ -191,6 +197,7 @@ fn main() -> Result<(), BoxError> {
     );
     let redis_version = client.block_on(redis_version(&mut redis_conn));
     let machine = Machine {
+        cpus,
         redis_version,
         load_at_start,
         load_at_end: load_average(),
@@ -208,4 +215,23 @@ fn requests(clients: impl Iterator<Item = String>) -> Arc<[Box<[u8]>]> {
                 .into_boxed_slice()
         })
         .collect()
+}
+
+/// Pins Redis (every thread of it) and the calling thread, the load generator's, to
+/// [`OTHERS_CPU`], leaving the server's CPU to the server.
+fn pin_others(
+    client: &tokio::runtime::Runtime,
+    redis_conn: &mut redis::aio::MultiplexedConnection,
+) -> Result<(), BoxError> {
+    if std::thread::available_parallelism().map_or(1, usize::from) < 2 {
+        return Err("HTTP_LOAD_PIN needs two CPUs".into());
+    }
+    let info: String = client.block_on(redis::cmd("INFO").arg("server").query_async(redis_conn))?;
+    let redis_pid = info
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("process_id:")?.parse().ok())
+        .ok_or("INFO server: no process_id")?;
+    pin(redis_pid, OTHERS_CPU, true)?;
+    pin(thread_id()?, OTHERS_CPU, false)?;
+    Ok(())
 }

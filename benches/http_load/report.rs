@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::machine::{Machine, cpu_model};
+use crate::machine::{Machine, OTHERS_CPU, SERVER_CPU, cpu_model};
 use crate::measurement::Measurement;
 use crate::results::{Measured, Results};
 use crate::settings::Settings;
@@ -229,7 +229,7 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
         out,
         "machine: nproc {}, CPU {}, redis {}, load average {} at start and {} at end; {} \
          connections, {} client ids, {:?} warm-up + {:?} measured per variant, best of {} round(s)",
-        std::thread::available_parallelism().map_or(0, usize::from),
+        machine.cpus,
         cpu_model(),
         machine.redis_version,
         machine.load_at_start,
@@ -242,6 +242,13 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
     );
     if let Some(rate) = settings.rate {
         let _ = write!(out, "; {rate} requests a second offered");
+    }
+    if settings.pin {
+        let _ = write!(
+            out,
+            "; pinned: the server on CPU {SERVER_CPU}, the load generator and Redis on CPU \
+             {OTHERS_CPU}"
+        );
     }
     out
 }

@@ -11,6 +11,7 @@ use tokio::net::TcpListener;
 
 use crate::BoxError;
 use crate::cpu::thread_schedstat;
+use crate::machine::{SERVER_CPU, pin, thread_id};
 use crate::routes::app;
 use crate::variants::Variant;
 
@@ -25,13 +26,22 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    pub(crate) fn start(variant: Variant, redis_url: String) -> Result<Self, BoxError> {
+    /// `pinned`: the server thread runs on [`SERVER_CPU`] alone (`HTTP_LOAD_PIN`).
+    pub(crate) fn start(
+        variant: Variant,
+        redis_url: String,
+        pinned: bool,
+    ) -> Result<Self, BoxError> {
         let (ready_tx, ready_rx) =
             std::sync::mpsc::channel::<Result<(SocketAddr, PathBuf), String>>();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::Builder::new()
             .name(format!("server-{}", variant.name()))
             .spawn(move || {
+                if pinned && let Err(err) = thread_id().and_then(|id| pin(id, SERVER_CPU, false)) {
+                    let _ = ready_tx.send(Err(format!("pinning the server: {err}")));
+                    return;
+                }
                 let runtime = match tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()

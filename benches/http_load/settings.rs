@@ -15,6 +15,8 @@ pub(crate) struct Settings {
     pub(crate) rounds: usize,
     /// Requests a second offered over all connections together; `None`: back to back.
     pub(crate) rate: Option<f64>,
+    /// The server on a CPU of its own, the load generator and Redis on another.
+    pub(crate) pin: bool,
     pub(crate) variants: Vec<Variant>,
 }
 
@@ -74,6 +76,7 @@ impl Settings {
             clients: count("HTTP_LOAD_CLIENTS", 10_000, 1_000_000)?,
             rounds: count("HTTP_LOAD_ROUNDS", 1, 20)?,
             rate,
+            pin: std::env::var_os("HTTP_LOAD_PIN").is_some_and(|v| !v.is_empty() && v != "0"),
             variants,
         })
     }
