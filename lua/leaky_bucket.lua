@@ -94,13 +94,17 @@ local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
 local key, span = KEYS[1], window * 1000
 local capacity, per_s = limit * span, limit * 1000
 local level = 0
+-- The time every write stores: now, or the stored time when now is behind it. TIME can step
+-- back, and another server's clock run ahead: a time behind leaks nothing and never moves the
+-- stored time back, or the leak between would be given again.
+local since = now
 local stored = redis.call('GET', key)
 if stored then
   local q, t = match(stored, '^(%d+) (%d+)$')
   q, t = tonumber(q), tonumber(t)
   if q and t then
     local elapsed = now - t
-    if elapsed < 0 then elapsed = 0 end -- TIME can step back
+    if elapsed < 0 then elapsed, since = 0, t end
     level = q - elapsed * limit
     if level < 0 then level = 0 end
   end
@@ -111,7 +115,7 @@ if sign == '-' then
     level = level - cost * span
     if level > 0 then
       -- Empties sooner: the expiry moves closer, never later.
-      redis.call('SET', key, fmt('%d %d', level, now), 'PXAT', now + ceil(level / limit))
+      redis.call('SET', key, fmt('%d %d', level, since), 'PXAT', since + ceil(level / limit))
     else
       level = 0
       redis.call('DEL', key)
@@ -127,7 +131,7 @@ if sign == '+' then
   local after, top = level + cost * span, 2 * capacity
   if top > 9007199254740992 then top = 9007199254740992 end
   if after > top then after = top end
-  redis.call('SET', key, fmt('%d %d', after, now), 'PXAT', now + ceil(after / limit))
+  redis.call('SET', key, fmt('%d %d', after, since), 'PXAT', since + ceil(after / limit))
   if after <= capacity then
     return {'allow', {limit_s, fmt('%d', ceil(after / per_s)), fmt('%d', floor((capacity - after) / span))}}
   end
@@ -138,7 +142,7 @@ end
 local after = level + need * span
 if after <= capacity then
   if cost > 0 then
-    redis.call('SET', key, fmt('%d %d', after, now), 'PXAT', now + ceil(after / limit))
+    redis.call('SET', key, fmt('%d %d', after, since), 'PXAT', since + ceil(after / limit))
   end
   return {'allow', {limit_s, fmt('%d', ceil(after / per_s)), fmt('%d', floor((capacity - after) / span))}}
 end

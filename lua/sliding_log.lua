@@ -23,7 +23,8 @@
 --          >= 0), retry-after on a deny. Any other cost is refused: "ERR
 --          sliding_log: cost must be an integer 0..2147483647, '-n' or '+n'
 --          with n 1..2147483647, got '<value>'".
---          Refund: ZREMRANGEBYRANK of the n newest entries; the expiry stays.
+--          Refund: ZREMRANGEBYRANK of the n newest entries at or before now
+--          (ZCOUNT finds them), then of the newest after it; the expiry stays.
 --          Force: logs min(n, limit) entries, then trims the log to its newest
 --          limit entries (only those ever decide anything), so the set never
 --          holds more than limit entries; the decision counts all n.
@@ -103,9 +104,15 @@ redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
 local count = redis.call('ZCARD', key)
 
 if sign == '-' then
-  -- The newest entries go first; an empty set is no key.
+  -- The newest entries at or before now go first (a take at now logged its own there), then
+  -- the newest of those a clock ahead logged after now: an entry after now outlives one at
+  -- now, and giving it back in the place of one at now would leave the log looser than
+  -- before the take. An empty set is no key.
   if count > 0 then
-    redis.call('ZREMRANGEBYRANK', key, -cost, -1)
+    local upto = redis.call('ZCOUNT', key, '-inf', now)
+    local back = upto < cost and upto or cost
+    if back > 0 then redis.call('ZREMRANGEBYRANK', key, upto - back, upto - 1) end
+    if cost > back and count > upto then redis.call('ZREMRANGEBYRANK', key, -(cost - back), -1) end
     count = count > cost and count - cost or 0
   end
   local reset = 0

@@ -24,8 +24,10 @@
 --          Any other cost is refused: "ERR token_bucket: cost must be an
 --          integer 0..2147483647, '-n', '+n' or '~n' with n 1..2147483647, got
 --          '<value>'".
---          Refund: tokens back up to burst (never lowering tokens refilled
---          above it), remaining up to limit; the expiry stays. Force: tokens
+--          Refund: tokens back up to what a bucket untouched since its window
+--          began holds now (never lowering tokens above it), remaining up to
+--          limit; the expiry stays, and a window begun at now and given back in
+--          full is deleted. Force: tokens
 --          and remaining go negative, at most one burst of token debt and one
 --          limit of remaining; everything resets with the window as usual. One
 --          HSET (and PEXPIREAT on a new window).
@@ -122,7 +124,10 @@ if sign then
   if live then
     ttl = floor((expiry - now + 500) / 1000)
     elapsed = now - last
-    if elapsed < 0 then elapsed = 0 end -- TIME can step back
+    -- TIME can step back, and another server's clock run ahead: a time behind the last refill
+    -- refills nothing and never moves it back (the writes keep the later), or the refill
+    -- between would be given again.
+    if elapsed < 0 then elapsed = 0 end
     taken = tokens
     if refill > 0 then
       tokens = tokens + refill * elapsed / window / 1000
@@ -168,7 +173,7 @@ if sign then
   end
   local remaining_s = fmt('%d', remaining)
   if live then
-    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', last > now and last or now))
   else
     redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now), 'e', fmt('%d', expiry))
     redis.call('PEXPIREAT', key, expiry)
@@ -222,7 +227,7 @@ end
 -- Same rounding as Redis TTL, without asking for it.
 local ttl = floor((expiry - now + 500) / 1000)
 local elapsed = now - last
-if elapsed < 0 then elapsed = 0 end -- TIME can step back
+if elapsed < 0 then elapsed = 0 end -- TIME can step back: the HSET keeps the later time
 local taken = tokens -- what the last take left
 if refill > 0 then
   tokens = tokens + refill * elapsed / window / 1000
@@ -232,7 +237,7 @@ if tokens >= need and remaining >= need then
   tokens, remaining = tokens - need, remaining - need
   local remaining_s = fmt('%d', remaining)
   if cost > 0 then
-    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', now))
+    redis.call('HSET', key, 'b', tokens, 'r', remaining_s, 't', fmt('%d', last > now and last or now))
   end
   if tokens >= 1 then
     return {'allow', {policy, fmt('%d', ttl), remaining_s}}

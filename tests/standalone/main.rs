@@ -45,3 +45,4 @@ mod settle_edges;
 mod shadow;
 mod stacked;
 mod token_bucket;
+mod undo;

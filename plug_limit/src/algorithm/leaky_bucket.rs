@@ -21,12 +21,15 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let span = window * 1000.0;
     let (capacity, per_s) = (limit * span, limit * 1000.0);
     let mut level = 0.0;
+    // The time every write stores: never behind the stored one (as the script's `since`).
+    let mut since = now;
     if let Some(Stored {
         state: State::LeakyBucket { level: q, at_ms },
         ..
     }) = slot
     {
         let elapsed = (now - *at_ms as f64).max(0.0);
+        since = since.max(*at_ms as f64);
         level = (*q as f64 - elapsed * limit).max(0.0);
     }
 
@@ -34,9 +37,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         Some(Stored {
             state: State::LeakyBucket {
                 level: level as i64,
-                at_ms: now as i64,
+                at_ms: since as i64,
             },
-            expires_at_ms: (now + (level / limit).ceil()) as i64,
+            expires_at_ms: (since + (level / limit).ceil()) as i64,
         })
     };
     let cost = match units {

@@ -84,7 +84,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 }
 
 /// The script's refund: entries that left the window are dropped, then up to `cost` of the
-/// newest; the expiry stays.
+/// newest at or before `now`, then of the newest after it; the expiry stays.
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f64) -> Verdict {
     let span_ms = window as i64 * 1000;
@@ -98,7 +98,11 @@ fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f6
         while stamps.front().is_some_and(|&t| t <= now as i64 - span_ms) {
             stamps.pop_front();
         }
-        stamps.truncate(stamps.len().saturating_sub(cost as usize));
+        // The newest at or before now first, then the newest after it (a clock ahead's).
+        let upto = stamps.partition_point(|&t| t <= now as i64);
+        let back = upto.min(cost as usize);
+        stamps.drain(upto - back..upto);
+        stamps.truncate(stamps.len().saturating_sub(cost as usize - back));
         count = stamps.len() as f64;
         newest = stamps.back().copied();
         if stamps.is_empty() {

@@ -118,7 +118,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 ..
             }) = slot
         {
-            (*stored_tokens, *stored_remaining, *last_ms) = (tokens, remaining as i64, now as i64);
+            // Never back: a time behind the last refill would have the refill between given again.
+            *last_ms = (*last_ms).max(now as i64);
+            (*stored_tokens, *stored_remaining) = (tokens, remaining as i64);
         }
         if tokens >= 1.0 {
             return verdict(true, [policy, int(ttl), int(remaining)]);
@@ -165,6 +167,8 @@ struct Refilled {
     /// The tokens the last take left, before the refill since.
     taken: f64,
     elapsed: f64,
+    /// The time stored as the last refill: never behind the one stored before.
+    since: f64,
 }
 
 impl Refilled {
@@ -190,6 +194,7 @@ impl Refilled {
                     ttl: ((expiry - now + 500.0) / 1000.0).floor(),
                     taken,
                     elapsed,
+                    since: last.max(now),
                 }
             }
             None => Self {
@@ -199,18 +204,19 @@ impl Refilled {
                 ttl: window,
                 taken: 0.0,
                 elapsed: 0.0,
+                since: now,
             },
         }
     }
 
     /// Writes the bucket back, as the block's `HSET`.
     #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
-    fn store(&self, now: f64, slot: &mut Option<Stored>) {
+    fn store(&self, slot: &mut Option<Stored>) {
         *slot = Some(Stored {
             state: State::TokenBucket {
                 tokens: self.tokens,
                 remaining: self.remaining as i64,
-                last_ms: now as i64,
+                last_ms: self.since as i64,
             },
             expires_at_ms: self.expiry as i64,
         });
@@ -269,7 +275,7 @@ fn settle(
             *remaining = (*remaining - cost).max(-limit);
         }
     }
-    state.store(now, slot);
+    state.store(slot);
     let Refilled {
         tokens,
         remaining,
@@ -327,7 +333,7 @@ fn up_to(
     }
     state.tokens -= grant;
     state.remaining -= grant;
-    state.store(now, slot);
+    state.store(slot);
     let (reset, left) = (int(ttl), int(state.remaining));
     if state.tokens >= 1.0 {
         return granted(grant, [policy, reset, left]);
