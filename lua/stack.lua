@@ -19,12 +19,15 @@
 --          opts   its options, as it takes them alone
 -- Each limit runs with ARGV = {opts..., cost, now}. A limit that denies (and
 -- is not soft) ends the call: every limit before it that took units gets them
--- back, the latest first, by its own refund (the same script with cost '-n'),
--- and the limits after it are not run. A refund at the same `now` undoes the
--- take: the count is what it was, a key the take made is gone (a window begun
--- this very millisecond and given back in full is no window), and the next
--- call decides as if the denied one never came. A limit's own denial writes
--- nothing that counts, as alone.
+-- back, the latest first, and the limits after it are not run. Most give back
+-- by their own refund (the same script with cost '-n'): at the same `now` it
+-- undoes the take (the count is what it was, a key the take made is gone, a
+-- window begun this very millisecond and given back in full is no window), so
+-- the next call decides as if the denied one never came. A token_bucket's
+-- refill and retry-after hang on the time of its last take, which a refund
+-- cannot move back: its key is snapshotted (DUMP, PEXPIRETIME) before its
+-- take, when a limit follows it, and restored byte for byte. A limit's own
+-- denial writes nothing that counts, as alone.
 -- Reply    one string: each run limit's own reply, in KEYS order, as a record
 --          of its decision, then each of its header values after a '\31'; the
 --          records separated by '\30' (no header value can hold either byte).
@@ -34,8 +37,9 @@
 --          is the reply, after the same give-back of the limits before it.
 -- Needs Redis >= 7: PEXPIRETIME (fixed_window's refund), and `now` given to
 -- every limit.
--- Cost     each limit's own commands and nothing more when every limit allows;
---          on a denial, each earlier limit's refund too.
+-- Cost     each limit's own commands, plus a DUMP and a PEXPIRETIME for each
+--          token_bucket but the last limit; on a denial, each earlier limit's
+--          refund (a RESTORE or DEL for a token_bucket) too.
 
 local n = #KEYS
 local now = ARGV[1]
@@ -45,13 +49,23 @@ if now == '' then
 end
 
 -- taken[i] = the argv limit i took with, when it took units: its refund runs
--- with the same options and `now`, and the cost as '-n'.
-local runs, taken = {}, {}
+-- with the same options and `now`, and the cost as '-n'. saved[i] = {dump or
+-- false, expiry in ms or -1}: the snapshot of a limit restored instead.
+local runs, taken, saved = {}, {}, {}
 
 local function give_back(last)
   for i = last, 1, -1 do
-    local argv = taken[i]
-    if argv then
+    local argv, snapshot = taken[i], saved[i]
+    if snapshot then
+      local key, dump, expiry = KEYS[i], snapshot[1], snapshot[2]
+      if not dump then
+        redis.call('DEL', key)
+      elseif expiry > 0 then
+        redis.call('RESTORE', key, expiry, dump, 'REPLACE', 'ABSTTL')
+      else
+        redis.call('RESTORE', key, 0, dump, 'REPLACE')
+      end
+    elseif argv then
       local at = #argv - 1
       argv[at] = '-' .. argv[at]
       -- The same script and options that just took: it cannot refuse its own refund.
@@ -74,6 +88,10 @@ for i = 1, n do
   for j = 1, count do argv[j] = ARGV[at + 3 + j] end
   argv[count + 1], argv[count + 2] = cost, now
   at = at + 4 + count
+  local snapshot
+  if name == 'token_bucket' and i < n then
+    snapshot = {redis.call('DUMP', KEYS[i]), redis.call('PEXPIRETIME', KEYS[i])}
+  end
   -- A command's error (WRONGTYPE) raises: caught, so that the limits before
   -- get their units back all the same.
   local ok, reply = pcall(run, {KEYS[i]}, argv)
@@ -92,7 +110,7 @@ for i = 1, n do
     return concat(replies, '\30')
   end
   if reply[1] == 'allow' and cost ~= '0' and i < n then
-    runs[i], taken[i] = run, argv
+    runs[i], taken[i], saved[i] = run, argv, snapshot
   end
 end
 return concat(replies, '\30')

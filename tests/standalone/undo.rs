@@ -1,5 +1,6 @@
-//! A denied stack gives back what the limits before the denying one took, by their own
-//! refunds; the limits must then decide every later call as if the denied one never came.
+//! A denied stack gives back what the limits before the denying one took (by their own
+//! refunds, a token bucket by the state it held before); the limits must then decide every
+//! later call as if the denied one never came.
 //! Each test runs the same calls in two worlds (two prefixes of one Redis): the first also
 //! makes a stack that some later limit denies, the second never makes it. Every later call
 //! must get the same answer in both.
@@ -149,7 +150,6 @@ async fn leaky_bucket_undo_keeps_the_last_leak() {
 /// needs exactly the tokens refilled by then, the bucket that saw the denied stack is
 /// 2^-52 short and denies.
 #[tokio::test]
-#[ignore = "open: a token_bucket refund cannot restore the last refill its take moved to now"]
 async fn token_bucket_undo_on_one_clock_is_exact() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
@@ -211,7 +211,6 @@ async fn token_bucket_undo_on_one_clock_is_exact() {
 /// token_bucket's retry-after counts from the last take: the denied stack's take and refund
 /// make it the last, so a later denial answers another retry-after than without it.
 #[tokio::test]
-#[ignore = "open: a token_bucket refund cannot restore the last refill its take moved to now"]
 async fn token_bucket_undo_keeps_retry_after() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);

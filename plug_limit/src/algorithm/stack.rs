@@ -56,9 +56,9 @@ pub(crate) fn script() -> &'static Arc<Lua> {
 /// distinct key and `slot_of[i]` says which is part `i`'s.
 ///
 /// Returns the verdict of every part run, in order: fewer than `parts` when the last one
-/// denied. Every part before a (not soft) denial that took units gets them back by its own
-/// refund, the latest first, as the script's parts do; a part's error gives back the same way
-/// and is returned.
+/// denied. Every part before a (not soft) denial that took units gets them back, the latest
+/// first, as the script's parts do: by its own refund, or for a token bucket by the state it
+/// held before (see [`restored`]); a part's error gives back the same way and is returned.
 pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
@@ -66,6 +66,7 @@ pub(crate) fn evaluate(
     slot_of: &[usize],
 ) -> Result<Vec<Verdict>, String> {
     let mut verdicts = Vec::with_capacity(parts.len());
+    let mut saved = Vec::with_capacity(parts.len());
     for (i, part) in parts.iter().enumerate() {
         let slot = &mut slots[slot_of[i]];
         // A state past its expiry is a key Redis no longer has.
@@ -75,18 +76,23 @@ pub(crate) fn evaluate(
         {
             *slot = None;
         }
+        saved.push(if restored(part.algorithm) && i + 1 < parts.len() {
+            GiveBack::Restore(slot.clone())
+        } else {
+            GiveBack::Refund
+        });
         match part
             .algorithm
             .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
         {
             Err(error) => {
-                give_back(&parts[..i], &verdicts, now_ms, slots, slot_of);
+                give_back(&parts[..i], &verdicts, saved, now_ms, slots, slot_of);
                 return Err(error);
             }
             Ok(verdict) => {
                 let denied = !verdict.allow && !part.soft;
                 if denied {
-                    give_back(&parts[..i], &verdicts, now_ms, slots, slot_of);
+                    give_back(&parts[..i], &verdicts, saved, now_ms, slots, slot_of);
                     verdicts.push(verdict);
                     return Ok(verdicts);
                 }
@@ -97,24 +103,46 @@ pub(crate) fn evaluate(
     Ok(verdicts)
 }
 
-/// Refunds what each of `parts` took (an allow of a cost above 0), the latest first, as the
-/// script does, so a key two parts share ends as it began.
+/// Whether a stack gives `algorithm`'s units back by restoring the state it held before its
+/// take rather than by its refund: a token bucket's refill and retry-after hang on the time of
+/// its last take, which a refund cannot move back.
+fn restored(algorithm: Algorithm) -> bool {
+    algorithm == Algorithm::TokenBucket
+}
+
+/// How a part of a stack gives back what it took when a later part denies.
+enum GiveBack {
+    /// By its own refund.
+    Refund,
+    /// By the state it held before its take.
+    Restore(Option<Stored>),
+}
+
+/// Gives back what each of `parts` took (an allow of a cost above 0), the latest first, as the
+/// script does, so a key two parts share ends as it began: the state `saved` before its take,
+/// or its refund.
 fn give_back(
     parts: &[Part<'_>],
     verdicts: &[Verdict],
+    saved: Vec<GiveBack>,
     now_ms: i64,
     slots: &mut [Option<Stored>],
     slot_of: &[usize],
 ) {
-    for (i, (part, verdict)) in parts.iter().zip(verdicts).enumerate().rev() {
-        if verdict.allow && part.cost > 0 {
-            // The options just took: their refund cannot be refused.
-            let _ = part.algorithm.evaluate(
-                part.opts,
-                Charge::Refund(part.cost),
-                now_ms,
-                &mut slots[slot_of[i]],
-            );
+    let taken = parts.iter().zip(verdicts).zip(saved).enumerate();
+    for (i, ((part, verdict), give_back)) in taken.rev() {
+        if !(verdict.allow && part.cost > 0) {
+            continue;
+        }
+        let slot = &mut slots[slot_of[i]];
+        match give_back {
+            GiveBack::Restore(before) => *slot = before,
+            GiveBack::Refund => {
+                // The options just took: their refund cannot be refused.
+                let _ = part
+                    .algorithm
+                    .evaluate(part.opts, Charge::Refund(part.cost), now_ms, slot);
+            }
         }
     }
 }

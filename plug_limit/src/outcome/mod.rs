@@ -9,7 +9,9 @@ use http::{HeaderName, HeaderValue};
 use crate::settle::Pending;
 
 pub use self::reply::ReplyError;
-pub(crate) use self::reply::{is_framing, packed_records, parse_record, parse_reply};
+pub(crate) use self::reply::{
+    answered_in_full, is_framing, packed_records, parse_record, parse_reply,
+};
 pub use self::style::HeaderStyle;
 pub(crate) use self::style::Styler;
 

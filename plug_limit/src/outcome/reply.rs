@@ -101,6 +101,20 @@ pub(crate) fn parse_record(record: &Bytes, declared: &[HeaderName]) -> Result<Ou
     Ok(Outcome::with_extra(decision, headers, Vec::new()))
 }
 
+/// Whether a stack call of `limits` limits that answered `records` records answered for every
+/// limit it had to: one record a limit, or fewer when the last one `denied` (a denial ends a
+/// stack). A limit left unanswered otherwise would let the request through uncounted.
+pub(crate) fn answered_in_full(
+    limits: usize,
+    records: usize,
+    denied: bool,
+) -> Result<(), ReplyError> {
+    if records > limits || (records < limits && !denied) {
+        return Err(ReplyError::StackRecords { limits, records });
+    }
+    Ok(())
+}
+
 fn headers(
     values: Vec<Value>,
     declared: &[HeaderName],
@@ -204,6 +218,17 @@ pub enum ReplyError {
     /// A stack's reply is not the one string of records the stack script packs.
     #[error("a stack's reply must be one string of records, found {0}")]
     NotPacked(&'static str),
+    /// A stack's reply answers for more limits than it has, or for fewer without a denial
+    /// that would have ended it.
+    #[error(
+        "a stack of {limits} limits answered {records} records: one a limit, or fewer after a denial"
+    )]
+    StackRecords {
+        /// The limits of the call.
+        limits: usize,
+        /// The records of its reply.
+        records: usize,
+    },
     /// The reply array is empty.
     #[error("reply is empty; expected `\"allow\"` or `\"deny\"` first")]
     Empty,
@@ -342,6 +367,27 @@ mod tests {
             packed_records(Value::Array(vec![s("allow")])),
             Err(ReplyError::NotPacked("array"))
         ));
+    }
+
+    #[test]
+    fn a_stack_answers_every_limit_unless_a_denial_ends_it() {
+        assert_eq!(answered_in_full(3, 3, false), Ok(()));
+        assert_eq!(answered_in_full(3, 3, true), Ok(()));
+        assert_eq!(answered_in_full(3, 2, true), Ok(()));
+        assert_eq!(
+            answered_in_full(3, 2, false),
+            Err(ReplyError::StackRecords {
+                limits: 3,
+                records: 2
+            })
+        );
+        assert_eq!(
+            answered_in_full(3, 4, true),
+            Err(ReplyError::StackRecords {
+                limits: 3,
+                records: 4
+            })
+        );
     }
 
     #[test]

@@ -38,7 +38,7 @@ use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::Opt;
-use crate::outcome::{Outcome, packed_records, parse_record, parse_reply};
+use crate::outcome::{Outcome, answered_in_full, packed_records, parse_record, parse_reply};
 use crate::telemetry::BreakerLabel;
 
 mod command;
@@ -145,13 +145,15 @@ impl RedisBackend {
                 args: [&args, &[]],
             };
             let left = self.timeout.saturating_sub(started.elapsed());
-            let records = packed_records(self.send_within(&command, left).await?)?;
+            let records: Vec<_> =
+                packed_records(self.send_within(&command, left).await?)?.collect();
             let mut denied = false;
-            for (&i, record) in group.iter().zip(records) {
-                let outcome = parse_record(&record, &parts[i].program.headers)?;
+            for (&i, record) in group.iter().zip(&records) {
+                let outcome = parse_record(record, &parts[i].program.headers)?;
                 denied |= !outcome.is_allowed() && !parts[i].soft;
                 outcomes[i] = Some(outcome);
             }
+            answered_in_full(group.len(), records.len(), denied)?;
             if denied {
                 break;
             }
