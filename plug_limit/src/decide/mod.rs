@@ -520,7 +520,7 @@ struct Request<'a> {
     /// What it owes its limit after its response, beyond its cost.
     terms: Terms,
     /// Its span and metrics.
-    watch: Watch,
+    watch: Watch<'a>,
 }
 
 impl Request<'_> {
