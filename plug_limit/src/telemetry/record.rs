@@ -12,6 +12,7 @@ use crate::metrics::{
     BREAKER_OPEN, BREAKER_TRANSITIONS, DECISION_SECONDS, DECISIONS, DENY_CACHE_HITS, FAILURES,
     FALLBACKS, SCRIPT_RELOADS,
 };
+use crate::text::same;
 
 /// What the `metrics` macros would give a recorder for these metrics.
 static METADATA: Metadata<'static> =
@@ -116,14 +117,6 @@ impl SeriesCache {
         }
         SeriesRef::Own(Box::new(Series::new(limiter, scope)))
     }
-}
-
-/// `a == b`, a byte at a time. Not `memcmp`: glibc's AVX-512 one reads a short string with a
-/// masked 32-byte load, which takes a microcode assist of hundreds of cycles when the masked-off
-/// bytes lie on an unmapped page, as they do for a small allocation at the top of the heap: a
-/// quarter of a memory check, measured.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).all(|(x, y)| x == y)
 }
 
 /// A check's [`Series`]: the cache's, or its own when the cache had no room for it.
