@@ -32,6 +32,12 @@ pub(crate) enum Keys {
 }
 
 impl Keys {
+    /// The key of a client of one part, `client`: what [`namespaced`](Self::namespaced) makes
+    /// of `Key::from(client)`, without copying `client` into a `Key` first.
+    pub(crate) fn of_client(client: &str, prefix: &str, limiter: &str, scope: &str) -> Self {
+        Self::One(compose(prefix, tag(client), limiter, scope, client))
+    }
+
     /// The keys of `key`'s parts, under `limiter` and `scope`.
     pub(crate) fn namespaced(key: &Key, prefix: &str, limiter: &str, scope: &str) -> Self {
         let mut parts = key.iter();
@@ -169,6 +175,16 @@ mod tests {
         // The tag depends on the client only.
         assert_eq!(hash_tag(&one("/other", "alice")), tag);
         assert_eq!(tag, "cc60");
+    }
+
+    #[test]
+    fn a_client_of_one_part_keys_as_its_key_does() {
+        for client in ["alice", "", "#x", &"y".repeat(100)] {
+            assert_eq!(
+                Keys::of_client(client, "p", "gcra", "/v1"),
+                Keys::namespaced(&Key::from(client), "p", "gcra", "/v1"),
+            );
+        }
     }
 
     #[test]
