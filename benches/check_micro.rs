@@ -7,8 +7,8 @@
 //!
 //! The library is measured through its public API, `PlugLimit::check` on
 //! `PlugLimit::memory_builder()` with the default settings, which is the whole of a
-//! programmatic check: the limiter's lookup, its span and metrics, the namespaced key (a SHA-1
-//! hash tag and the composed string), the memory backend's shard, the native twin of the Lua
+//! programmatic check: the limiter's lookup, its span and metrics, the namespaced key (its hash
+//! tag and the composed string), the memory backend's shard, the native twin of the Lua
 //! script, and the `Outcome` with its header values. `governor`'s peer is a
 //! `DefaultKeyedRateLimiter<String>`: a `DashMap` of one atomic GCRA state per key, with
 //! std's SipHash (the hasher the memory backend uses too) and the `quanta` clock, checked with

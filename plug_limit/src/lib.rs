@@ -149,6 +149,7 @@ mod batch;
 mod decide;
 mod settle;
 mod telemetry;
+mod text;
 
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]

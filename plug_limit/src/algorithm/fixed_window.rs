@@ -12,7 +12,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let window = positive(NAME, "window", argv.get(1))? as i64;
     let (cost, now) = argv.batch_cost_and_now(NAME, 2)?;
     let now = now as i64;
-    let (limit_s, window_s) = (decimal(limit), decimal(window));
+    let limit_s = decimal(limit);
+    // Only a new (or emptied) window's reset is the whole window: made when one is.
+    let window_s = || decimal(window);
 
     let current = match slot {
         Some(Stored {
@@ -28,7 +30,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         Cost::Units(units) => units,
         Cost::UpTo(n) => {
             // A new window holds nothing yet; a stored one keeps its count and its end.
-            let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));
+            let (count, reset) =
+                current.map_or_else(|| (0, window_s()), |(count, at)| (count, ttl(at)));
             let grant = (limit - count).min(n as i64);
             if grant < 1 {
                 return granted(0.0, [limit_s, reset, "0".to_owned()]);
@@ -60,9 +63,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 // Back to an empty counter, which is no counter at all.
                 Some(_) => {
                     *slot = None;
-                    verdict(true, [limit_s.clone(), window_s, limit_s])
+                    verdict(true, [limit_s.clone(), window_s(), limit_s])
                 }
-                None => verdict(true, [limit_s.clone(), window_s, limit_s]),
+                None => verdict(true, [limit_s.clone(), window_s(), limit_s]),
             };
         }
         Units::Force(cost) => {
@@ -74,7 +77,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                     state: State::FixedWindow { count: cost },
                     expires_at_ms: now + window * 1000,
                 });
-                (cost, window_s)
+                (cost, window_s())
             };
             let count = count.min(CAP);
             set_count(slot, count);
@@ -87,7 +90,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     };
 
     if cost == 0 {
-        let (count, reset) = current.map_or((0, window_s), |(count, at)| (count, ttl(at)));
+        let (count, reset) =
+            current.map_or_else(|| (0, window_s()), |(count, at)| (count, ttl(at)));
         return if count < limit {
             verdict(true, [limit_s, reset, decimal(limit - count - 1)])
         } else {
@@ -99,13 +103,13 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         // A new window: a cost it cannot hold leaves no key behind.
         if cost > limit {
             *slot = None;
-            return verdict(false, [limit_s, window_s, decimal(limit)]);
+            return verdict(false, [limit_s, window_s(), decimal(limit)]);
         }
         *slot = Some(Stored {
             state: State::FixedWindow { count: cost },
             expires_at_ms: now + window * 1000,
         });
-        return verdict(true, [limit_s, window_s, decimal(limit - cost)]);
+        return verdict(true, [limit_s, window_s(), decimal(limit - cost)]);
     };
 
     let reset = ttl(expires_at_ms);

@@ -10,6 +10,8 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
 
+use crate::text::same;
+
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
 const MIN_SWEEP: usize = 64;
@@ -263,7 +265,7 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
     pub(crate) fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         self.shard
             .entries
-            .find_mut(self.hash, |(stored, _)| **stored == *key)
+            .find_mut(self.hash, |(stored, _)| same(stored, key))
             .map(|(_, value)| value)
     }
 
@@ -272,7 +274,7 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
         let hasher = self.hasher;
         let entry = self.shard.entries.entry(
             self.hash,
-            |(stored, _)| **stored == *key,
+            |(stored, _)| same(stored, key),
             |(stored, _)| hasher.hash_one(&**stored),
         );
         match entry {
@@ -288,7 +290,7 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
         if let Ok(occupied) = self
             .shard
             .entries
-            .find_entry(self.hash, |(stored, _)| **stored == *key)
+            .find_entry(self.hash, |(stored, _)| same(stored, key))
         {
             occupied.remove();
         }

@@ -22,7 +22,7 @@ use crate::backend::{Backend, Call, Charge, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::key::{self, Key, KeyExtractor};
+use crate::key::{self, KeyExtractor};
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -478,8 +478,7 @@ impl Decider {
     /// The keys a programmatic check counts under: those of a request from the same client to
     /// a route of the same scope.
     fn subject_keys(&self, entry: &Entry, subject: Subject<'_>) -> Keys {
-        let key = Key::from(subject.client);
-        Keys::namespaced(&key, &self.prefix, entry.name(), subject.scope)
+        Keys::of_client(subject.client, &self.prefix, entry.name(), subject.scope)
     }
 
     /// The deny cache's time: the configured clock's, else a monotonic one (a wall clock
@@ -520,7 +519,7 @@ struct Request<'a> {
     /// What it owes its limit after its response, beyond its cost.
     terms: Terms,
     /// Its span and metrics.
-    watch: Watch,
+    watch: Watch<'a>,
 }
 
 impl Request<'_> {

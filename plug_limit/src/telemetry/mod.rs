@@ -124,20 +124,24 @@ pub(crate) fn script_reloaded(limiter: &str) {
 ///
 /// Every check that reaches a limiter ends in exactly one [`decided`](Self::decided) or
 /// [`undecided`](Self::undecided): each records one latency sample.
-pub(crate) struct Watch {
+pub(crate) struct Watch<'a> {
     span: Span,
     #[cfg(feature = "metrics")]
-    metrics: Option<record::Check>,
+    metrics: Option<record::Check<'a>>,
+    #[cfg(not(feature = "metrics"))]
+    telemetry: std::marker::PhantomData<&'a Telemetry>,
 }
 
-impl Watch {
+impl<'a> Watch<'a> {
     /// A request's check of `limiter` within `scope`.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn request(telemetry: &Telemetry, limiter: &str, scope: &str) -> Self {
+    pub(crate) fn request(telemetry: &'a Telemetry, limiter: &str, scope: &str) -> Self {
         Self {
             span: span(limiter, scope),
             #[cfg(feature = "metrics")]
             metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
+            #[cfg(not(feature = "metrics"))]
+            telemetry: std::marker::PhantomData,
         }
     }
 
@@ -145,19 +149,17 @@ impl Watch {
     /// nor does a settlement (a refund or forced charge of a request already decided), so
     /// neither is watched.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn call(telemetry: &Telemetry, limiter: &str, scope: &str, cost: Charge) -> Self {
+    pub(crate) fn call(telemetry: &'a Telemetry, limiter: &str, scope: &str, cost: Charge) -> Self {
         if !matches!(cost, Charge::Take(1..)) {
             return Self {
                 span: Span::none(),
                 #[cfg(feature = "metrics")]
                 metrics: None,
+                #[cfg(not(feature = "metrics"))]
+                telemetry: std::marker::PhantomData,
             };
         }
-        Self {
-            span: span(limiter, scope),
-            #[cfg(feature = "metrics")]
-            metrics: Some(record::Check::new(telemetry.series.get(limiter, scope))),
-        }
+        Self::request(telemetry, limiter, scope)
     }
 
     /// The check's span, to enter or to instrument its wait on Redis with.

@@ -1,10 +1,10 @@
 //! The `metrics` half of the telemetry: what each event adds to which metric.
 
 use std::hash::{BuildHasher, RandomState};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::ops::Deref;
+use std::sync::OnceLock;
 use std::time::Instant;
 
-use hashbrown::HashTable;
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
 use super::Verdict;
@@ -12,15 +12,19 @@ use crate::metrics::{
     BREAKER_OPEN, BREAKER_TRANSITIONS, DECISION_SECONDS, DECISIONS, DENY_CACHE_HITS, FAILURES,
     FALLBACKS, SCRIPT_RELOADS,
 };
+use crate::text::same;
 
 /// What the `metrics` macros would give a recorder for these metrics.
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
 
-/// The most (limiter, scope) pairs a [`SeriesCache`] keeps; past them a check builds its keys
-/// afresh. Scopes are route templates and limiters are registered, so a program rarely has
-/// more.
-const MAX_CACHED: usize = 1024;
+/// The (limiter, scope) pairs a [`SeriesCache`] has room for; past them, or past
+/// [`MAX_PROBES`] taken slots from a pair's own, a check builds its keys afresh. Scopes are
+/// route templates and limiters are registered, so a program rarely has more. A power of two.
+const SLOTS: usize = 1024;
+
+/// The slots a lookup reads before it gives up: a bound on its work however the pairs collide.
+const MAX_PROBES: usize = 16;
 
 /// The metric keys of one (limiter, scope): built once, so a check neither allocates its
 /// labels nor has the recorder hash them again (a [`Key`] keeps its hash).
@@ -65,49 +69,82 @@ impl Series {
     }
 }
 
-/// The [`Series`] of every (limiter, scope) checked so far.
-#[derive(Debug, Default)]
+/// The [`Series`] of every (limiter, scope) checked so far, in an open-addressed table of
+/// slots each written once and never emptied: a lookup takes no lock and counts no reference
+/// (it reads one atomic per slot), and the series it finds live as long as the cache.
+#[derive(Debug)]
 pub(super) struct SeriesCache {
-    table: RwLock<HashTable<(Box<str>, Box<str>, Arc<Series>)>>,
+    slots: Box<[OnceLock<Box<Cached>>]>,
     hasher: RandomState,
 }
 
+/// One taken slot.
+#[derive(Debug)]
+struct Cached {
+    limiter: Box<str>,
+    scope: Box<str>,
+    series: Series,
+}
+
+impl Default for SeriesCache {
+    fn default() -> Self {
+        Self {
+            slots: (0..SLOTS).map(|_| OnceLock::new()).collect(),
+            hasher: RandomState::new(),
+        }
+    }
+}
+
 impl SeriesCache {
-    pub(super) fn get(&self, limiter: &str, scope: &str) -> Arc<Series> {
-        let hash = self.hasher.hash_one((limiter, scope));
-        let is = |(l, s, _): &(Box<str>, Box<str>, Arc<Series>)| **l == *limiter && **s == *scope;
-        if let Some((_, _, series)) = self
-            .table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .find(hash, is)
-        {
-            return Arc::clone(series);
+    pub(super) fn get(&self, limiter: &str, scope: &str) -> SeriesRef<'_> {
+        // Only the low bits pick a slot: the truncation is the point.
+        #[allow(clippy::cast_possible_truncation)]
+        let start = self.hasher.hash_one((limiter, scope)) as usize;
+        for probe in 0..MAX_PROBES {
+            let slot = &self.slots[start.wrapping_add(probe) % SLOTS];
+            // Two checks filling one slot at once: one writes it, the other reads what it
+            // wrote, and either goes on probing if that is another pair.
+            let cached = slot.get_or_init(|| {
+                Box::new(Cached {
+                    limiter: limiter.into(),
+                    scope: scope.into(),
+                    series: Series::new(limiter, scope),
+                })
+            });
+            if same(&cached.limiter, limiter) && same(&cached.scope, scope) {
+                return SeriesRef::Cached(&cached.series);
+            }
         }
-        let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, _, series)) = table.find(hash, is) {
-            return Arc::clone(series);
+        SeriesRef::Own(Box::new(Series::new(limiter, scope)))
+    }
+}
+
+/// A check's [`Series`]: the cache's, or its own when the cache had no room for it.
+#[derive(Debug)]
+pub(super) enum SeriesRef<'a> {
+    Cached(&'a Series),
+    Own(Box<Series>),
+}
+
+impl Deref for SeriesRef<'_> {
+    type Target = Series;
+
+    fn deref(&self) -> &Series {
+        match self {
+            Self::Cached(series) => series,
+            Self::Own(series) => series,
         }
-        let series = Arc::new(Series::new(limiter, scope));
-        if table.len() < MAX_CACHED {
-            table.insert_unique(
-                hash,
-                (limiter.into(), scope.into(), Arc::clone(&series)),
-                |(l, s, _)| self.hasher.hash_one((&**l, &**s)),
-            );
-        }
-        series
     }
 }
 
 /// The series and start of one check.
-pub(super) struct Check {
-    series: Arc<Series>,
+pub(super) struct Check<'a> {
+    series: SeriesRef<'a>,
     started: Instant,
 }
 
-impl Check {
-    pub(super) fn new(series: Arc<Series>) -> Self {
+impl<'a> Check<'a> {
+    pub(super) fn new(series: SeriesRef<'a>) -> Self {
         Self {
             series,
             started: Instant::now(),
@@ -167,4 +204,26 @@ pub(super) fn breaker(pool: &SharedString, open: bool, transition: bool) {
 
 pub(super) fn script_reloaded(limiter: &str) {
     metrics::counter!(SCRIPT_RELOADS, "limiter" => limiter.to_owned()).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pair_is_cached_once_and_a_full_cache_still_answers() {
+        let cache = SeriesCache::default();
+        let first = cache.get("fixed_window", "/a");
+        assert!(matches!(first, SeriesRef::Cached(_)));
+        assert!(std::ptr::eq(&*first, &*cache.get("fixed_window", "/a")));
+        // "fixed_window" with "/a" is not "fixed_window/" with "a".
+        assert!(!std::ptr::eq(&*first, &*cache.get("fixed_window/", "a")));
+        let cached = (0..4 * SLOTS)
+            .filter(|i| matches!(cache.get("l", &i.to_string()), SeriesRef::Cached(_)))
+            .count();
+        assert_eq!(cached, SLOTS - 2);
+        let own = cache.get("l", "new");
+        assert!(matches!(own, SeriesRef::Own(_)));
+        assert_eq!((&*own.limiter, &*own.scope), ("l", "new"));
+    }
 }
