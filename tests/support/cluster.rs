@@ -27,8 +27,28 @@ impl RedisCluster {
 
     /// Starts three masters, joins them with `redis-cli --cluster create`, and waits until
     /// every node reports `cluster_state:ok`.
+    ///
+    /// A node that exits before it answers lost its port to another process between the
+    /// choice of the ports and the node's bind (tests start clusters in parallel): the
+    /// cluster starts again on new ports, a few times at most.
     #[must_use]
     pub fn start() -> Self {
+        const ATTEMPTS: usize = 5;
+        let mut exits = Vec::new();
+        for _ in 0..ATTEMPTS {
+            match Self::try_start() {
+                Ok(cluster) => return cluster,
+                Err(exit) => exits.push(exit),
+            }
+        }
+        panic!(
+            "no Redis Cluster started in {ATTEMPTS} attempts: {}",
+            exits.join("; ")
+        );
+    }
+
+    /// One attempt of [`start`](Self::start): `Err` when a node exited before it answered.
+    fn try_start() -> Result<Self, String> {
         // Two ports a node: a client port and a bus port. Each node's bus port is chosen
         // rather than the default client port + 10000, which can be taken or above 65535.
         // All six listeners are held at once, so the ports are distinct.
@@ -44,7 +64,8 @@ impl RedisCluster {
         let (ports, bus_ports) = ports.split_at(Self::NODES);
         let dir = std::env::temp_dir().join(format!("plug_limit-cluster-{}", ports[0]));
         std::fs::create_dir_all(&dir).expect("create the cluster's working directory");
-        // Built before the nodes start, so a panic below still kills the ones started.
+        // Built before the nodes start, so a panic below, or a failed attempt, still kills the
+        // ones started.
         let mut cluster = Self {
             nodes: Vec::with_capacity(Self::NODES),
             ports: ports.to_vec(),
@@ -55,11 +76,11 @@ impl RedisCluster {
             cluster.nodes.push(node);
         }
         for (index, &port) in ports.iter().enumerate() {
-            cluster.wait_ping(index, port);
+            cluster.wait_ping(index, port)?;
         }
         cluster.create();
         cluster.wait_ok();
-        cluster
+        Ok(cluster)
     }
 
     fn spawn_node(&self, port: u16, bus_port: u16) -> Child {
@@ -76,14 +97,17 @@ impl RedisCluster {
         spawn_server(port, &self.dir, cluster_args, "the cluster tests")
     }
 
-    fn wait_ping(&mut self, index: usize, port: u16) {
+    /// Waits until the node at `index` answers; `Err` when it exited first.
+    fn wait_ping(&mut self, index: usize, port: u16) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if answers_ping(port) {
-                return;
+                return Ok(());
             }
             if let Ok(Some(status)) = self.nodes[index].try_wait() {
-                panic!("cluster node redis-server on port {port} exited early: {status}");
+                return Err(format!(
+                    "cluster node redis-server on port {port} exited early: {status}"
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -18,20 +18,7 @@ pub fn stored_key(prefix: &str, limiter: &str, scope: &str, client: &str) -> Str
     )
 }
 
-/// The documented hash tag: the length, then each 8-byte little-endian word (the last one
-/// zero-padded) folded in as `FxHasher` folds (`(h <<< 5 ^ word) * K`), the `splitmix64`
-/// finaliser, and its top 16 bits.
+/// The documented hash tag: the top 16 bits of the client's XXH3 (64-bit, no seed).
 fn tag(bytes: &[u8]) -> u16 {
-    const K: u64 = 0x517c_c1b7_2722_0a95;
-    let words = std::iter::once(bytes.len() as u64).chain(bytes.chunks(8).map(|chunk| {
-        chunk
-            .iter()
-            .rev()
-            .fold(0_u64, |word, &byte| (word << 8) | u64::from(byte))
-    }));
-    let mut h = words.fold(0_u64, |h, word| (h.rotate_left(5) ^ word).wrapping_mul(K));
-    h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    h ^= h >> 31;
-    (h >> 48) as u16
+    (xxhash_rust::xxh3::xxh3_64(bytes) >> 48) as u16
 }

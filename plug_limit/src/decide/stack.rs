@@ -118,7 +118,7 @@ impl Decider {
         &self,
         limits: &[(&str, &str, &[Opt], u32)],
     ) -> Result<Outcome, Error> {
-        let watches: Vec<Watch> = limits
+        let watches: Vec<Watch<'_>> = limits
             .iter()
             .map(|&(limiter, _, _, cost)| {
                 Watch::call(&self.telemetry, limiter, "", Charge::Take(cost))
@@ -141,7 +141,7 @@ impl Decider {
     async fn check_stack(
         &self,
         limits: &[(&str, &str, &[Opt], u32)],
-        watches: &[Watch],
+        watches: &[Watch<'_>],
     ) -> Result<Outcome, Error> {
         let mut checks = Vec::with_capacity(limits.len());
         for (at, &(limiter, client, opts, cost)) in limits.iter().enumerate() {
