@@ -6,10 +6,11 @@
 //! - `{TAG}` is a Redis Cluster hash tag the library chooses: four hex digits of a fixed 16-bit
 //!   hash of the client's (first) key part ([`tag_hash`]: the top of its XXH3). Redis hashes
 //!   only the first `{...}` of a key, so braces in a route template (`/users/{id}`) or in a
-//!   client's text never choose the slot, and keys spread over the cluster by client. Every part of one request's key
-//!   shares the tag, so a custom script's `KEYS` are always in one slot. The tag only spreads
-//!   keys: it takes no part in telling keys apart (the client part does), so it needs no
-//!   collision resistance, and a client could search 16 bits for any tag whatever the hash.
+//!   client's text never choose the slot, and keys spread over the cluster by client. Every
+//!   part of one request's key shares the tag, so a custom script's `KEYS` are always in one
+//!   slot. The tag only spreads keys: it takes no part in telling keys apart (the client part
+//!   does), so it needs no collision resistance, and a client could search 16 bits for any
+//!   tag whatever the hash.
 //! - The scope is length-prefixed, so `scope = "/v1/items"` with client `batch:x` can never
 //!   meet `scope = "/v1/items:batch"` with client `x`: the composition is injective.
 //! - A client part longer than [`MAX_VERBATIM`] bytes, or one starting with `#`, is stored as

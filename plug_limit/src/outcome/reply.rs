@@ -17,15 +17,7 @@ pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outco
     };
     let mut items = items.into_iter();
     let decision = match items.next() {
-        Some(Value::BulkString(word)) => match word.as_slice() {
-            b"allow" => Decision::Allow,
-            b"deny" | b"block" => Decision::Deny,
-            other => {
-                return Err(ReplyError::UnknownDecision(
-                    String::from_utf8_lossy(other).into_owned(),
-                ));
-            }
-        },
+        Some(Value::BulkString(word)) => decision(&word)?,
         Some(Value::SimpleString(word)) if word == "allow" => Decision::Allow,
         Some(Value::SimpleString(word)) if word == "deny" || word == "block" => Decision::Deny,
         Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
@@ -75,30 +67,34 @@ pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>
 pub(crate) fn parse_record(record: &Bytes, declared: &[HeaderName]) -> Result<Outcome, ReplyError> {
     let mut fields = record.split(|&b| b == UNIT);
     let decision = match fields.next() {
-        Some(b"allow") => Decision::Allow,
-        Some(b"deny" | b"block") => Decision::Deny,
         Some(b"") | None => return Err(ReplyError::Empty),
-        Some(other) => {
-            return Err(ReplyError::UnknownDecision(
-                String::from_utf8_lossy(other).into_owned(),
-            ));
-        }
+        Some(word) => decision(word)?,
     };
     let mut headers = Vec::with_capacity(declared.len());
     for (position, field) in fields.enumerate() {
-        let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
-            position,
-            declared: declared.len(),
-        })?;
-        let value = HeaderValue::from_maybe_shared(record.slice_ref(field)).map_err(|_| {
-            ReplyError::InvalidHeaderValue {
-                position,
-                found: "bytes not allowed in a header",
-            }
-        })?;
-        headers.push((name.clone(), value));
+        let name = declared_name(declared, position)?.clone();
+        headers.push((name, shared_value(record.slice_ref(field), position)?));
     }
     Ok(Outcome::with_extra(decision, headers, Vec::new()))
+}
+
+/// A reply's decision word: `"allow"`, or `"deny"` and its older spelling `"block"`.
+fn decision(word: &[u8]) -> Result<Decision, ReplyError> {
+    match word {
+        b"allow" => Ok(Decision::Allow),
+        b"deny" | b"block" => Ok(Decision::Deny),
+        other => Err(ReplyError::UnknownDecision(
+            String::from_utf8_lossy(other).into_owned(),
+        )),
+    }
+}
+
+/// The name declared for the header value at `position`.
+fn declared_name(declared: &[HeaderName], position: usize) -> Result<&HeaderName, ReplyError> {
+    declared.get(position).ok_or(ReplyError::UndeclaredHeader {
+        position,
+        declared: declared.len(),
+    })
 }
 
 /// Whether a stack call of `limits` limits that answered `records` records answered for every
@@ -134,13 +130,7 @@ fn headers(
                 (name, header_value(value, position)?)
             }
             value => {
-                let name = declared
-                    .get(position)
-                    .ok_or(ReplyError::UndeclaredHeader {
-                        position,
-                        declared: declared.len(),
-                    })?
-                    .clone();
+                let name = declared_name(declared, position)?.clone();
                 (name, header_value(value, position)?)
             }
         };
@@ -189,7 +179,11 @@ fn text(value: Value, position: usize) -> Result<Vec<u8>, ReplyError> {
 fn header_value(value: Value, position: usize) -> Result<HeaderValue, ReplyError> {
     // The reply's own buffer becomes the header's: `Bytes` takes a `Vec` whose length is its
     // capacity (as the reply parser makes them) without a copy or an allocation.
-    let bytes = Bytes::from(text(value, position)?);
+    shared_value(Bytes::from(text(value, position)?), position)
+}
+
+/// `bytes` as the header value at `position`, sharing its buffer.
+fn shared_value(bytes: Bytes, position: usize) -> Result<HeaderValue, ReplyError> {
     HeaderValue::from_maybe_shared(bytes).map_err(|_| ReplyError::InvalidHeaderValue {
         position,
         found: "bytes not allowed in a header",
