@@ -110,6 +110,13 @@ if stored then
 end
 
 local elapsed = now - start
+-- Seconds until the key holds nothing: two windows after the current count, one after the
+-- previous.
+local function reset_s(current, previous)
+  if current > 0 then return ceil((start + 2 * span - now) / 1000) end
+  if previous > 0 then return ceil((start + span - now) / 1000) end
+  return 0
+end
 local left = limit - (previous * (span - elapsed) / span + current)
 if sign then
   if sign == '-' then
@@ -132,13 +139,7 @@ if sign then
   end
   left = limit - (previous * (span - elapsed) / span + current)
   if sign == '-' or left >= 0 then
-    local reset = 0
-    if current > 0 then
-      reset = ceil((start + 2 * span - now) / 1000)
-    elseif previous > 0 then
-      reset = ceil((start + span - now) / 1000)
-    end
-    return {'allow', {limit_s, fmt('%d', reset), fmt('%d', left > 0 and floor(left) or 0)}}
+    return {'allow', {limit_s, fmt('%d', reset_s(current, previous)), fmt('%d', left > 0 and floor(left) or 0)}}
   end
   need = 1 -- denied: retry_after is when a cost-1 request passes
 elseif need <= left then
@@ -150,12 +151,7 @@ end
 
 local remaining = floor(left)
 if remaining < 0 then remaining = 0 end
-local reset = 0
-if current > 0 then
-  reset = ceil((start + 2 * span - now) / 1000)
-elseif previous > 0 then
-  reset = ceil((start + span - now) / 1000)
-end
+local reset = reset_s(current, previous)
 local retry = reset
 if need <= limit then
   local wait

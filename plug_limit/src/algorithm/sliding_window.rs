@@ -42,6 +42,17 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
 
     let elapsed = now - start;
+    // Seconds until the key holds nothing: two windows after the current count, one after the
+    // previous.
+    let reset_s = |current: f64, previous: f64| {
+        if current > 0.0 {
+            ((start + 2.0 * span - now) / 1000.0).ceil()
+        } else if previous > 0.0 {
+            ((start + span - now) / 1000.0).ceil()
+        } else {
+            0.0
+        }
+    };
     let mut left = limit - (previous * (span - elapsed) / span + current);
     let write = |current: f64, previous: f64, ends: f64| {
         Some(Stored {
@@ -76,12 +87,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         }
         left = limit - (previous * (span - elapsed) / span + current);
         if matches!(units, Units::Refund(_)) || left >= 0.0 {
-            let mut reset = 0.0;
-            if current > 0.0 {
-                reset = ((start + 2.0 * span - now) / 1000.0).ceil();
-            } else if previous > 0.0 {
-                reset = ((start + span - now) / 1000.0).ceil();
-            }
+            let reset = reset_s(current, previous);
             return verdict(true, [limit_s, int(reset), int(left.floor().max(0.0))]);
         }
         need = 1.0;
@@ -94,12 +100,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
 
     let remaining = left.floor().max(0.0);
-    let mut reset = 0.0;
-    if current > 0.0 {
-        reset = ((start + 2.0 * span - now) / 1000.0).ceil();
-    } else if previous > 0.0 {
-        reset = ((start + span - now) / 1000.0).ceil();
-    }
+    let reset = reset_s(current, previous);
     let mut retry = reset;
     if need <= limit {
         let wait = if current + need <= limit {
