@@ -50,6 +50,49 @@ fn render(outcome: &Outcome) -> (bool, Vec<String>) {
     (outcome.is_allowed(), headers)
 }
 
+/// On `world`'s server behind: exhausts the [`DENIER`], then makes a stack of `limiter`
+/// (cost 1) and the denier, which the denier denies.
+async fn deny_a_stack(world: &World, limiter: &str, opts: &[Opt]) {
+    let (denier, denier_opts) = DENIER;
+    assert!(
+        world
+            .behind
+            .check(denier, "d", denier_opts)
+            .await
+            .unwrap()
+            .is_allowed()
+    );
+    let stack = world
+        .behind
+        .check_all(&[(limiter, "k", opts, 1), (denier, "d", denier_opts, 1)])
+        .await
+        .unwrap();
+    assert!(!stack.is_allowed(), "the stack is denied");
+}
+
+/// A check of `limiter` (cost `cost`) on the server behind must get one answer in the world
+/// that saw a denied stack and in the one that never did.
+async fn same_answer(denied_too: &World, never: &World, limiter: &str, opts: &[Opt], cost: u32) {
+    let with_denial = render(
+        &denied_too
+            .behind
+            .check_cost(limiter, "k", opts, cost)
+            .await
+            .unwrap(),
+    );
+    let without = render(
+        &never
+            .behind
+            .check_cost(limiter, "k", opts, cost)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(
+        with_denial, without,
+        "{limiter}: a denied stack changed a later answer (left: after the denied stack, right: without it)"
+    );
+}
+
 /// Runs `before` (cost `first`) on the server ahead in both worlds, then, in the first world
 /// only, a stack on the server behind: `limiter` (cost 1), then the exhausted `DENIER`. Then,
 /// `later` ms on, a check of cost `then` on the server behind must get one answer in both.
@@ -69,42 +112,9 @@ async fn undo_on_a_clock_behind(limiter: &str, opts: &[Opt], first: u32, later: 
                 .is_allowed()
         );
     }
-    // Exhaust the denier, then the stack it denies.
-    let (denier, denier_opts) = DENIER;
-    assert!(
-        denied_too
-            .behind
-            .check(denier, "d", denier_opts)
-            .await
-            .unwrap()
-            .is_allowed()
-    );
-    let stack = denied_too
-        .behind
-        .check_all(&[(limiter, "k", opts, 1), (denier, "d", denier_opts, 1)])
-        .await
-        .unwrap();
-    assert!(!stack.is_allowed(), "the stack is denied");
-
+    deny_a_stack(&denied_too, limiter, opts).await;
     behind.set(START + later);
-    let with_denial = render(
-        &denied_too
-            .behind
-            .check_cost(limiter, "k", opts, then)
-            .await
-            .unwrap(),
-    );
-    let without = render(
-        &never
-            .behind
-            .check_cost(limiter, "k", opts, then)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(
-        with_denial, without,
-        "{limiter}: a denied stack changed a later answer (left: after the denied stack, right: without it)"
-    );
+    same_answer(&denied_too, &never, limiter, opts, then).await;
 }
 
 /// sliding_log: the refund takes the newest entry off the log, and the newest is the one the
@@ -156,7 +166,6 @@ async fn token_bucket_undo_on_one_clock_is_exact() {
     let opts: &[Opt] = &[Opt::Int(4), Opt::Int(1), Opt::Int(2)];
     let denied_too = world(&redis, &clock, &clock, "undo-one-clock-all");
     let never = world(&redis, &clock, &clock, "undo-one-clock-never");
-    let (denier, denier_opts) = DENIER;
 
     for w in [&denied_too, &never] {
         assert!(
@@ -167,45 +176,12 @@ async fn token_bucket_undo_on_one_clock_is_exact() {
                 .is_allowed()
         );
     }
-    assert!(
-        denied_too
-            .behind
-            .check(denier, "d", denier_opts)
-            .await
-            .unwrap()
-            .is_allowed()
-    );
     clock.set(START + 295);
-    let stack = denied_too
-        .behind
-        .check_all(&[
-            ("token_bucket", "k", opts, 1),
-            (denier, "d", denier_opts, 1),
-        ])
-        .await
-        .unwrap();
-    assert!(!stack.is_allowed(), "the stack is denied");
+    deny_a_stack(&denied_too, "token_bucket", opts).await;
 
     // 1 + 2 x 0.5 s = 2 tokens at 500 ms.
     clock.set(START + 500);
-    let with_denial = render(
-        &denied_too
-            .behind
-            .check_cost("token_bucket", "k", opts, 2)
-            .await
-            .unwrap(),
-    );
-    let without = render(
-        &never
-            .behind
-            .check_cost("token_bucket", "k", opts, 2)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(
-        with_denial, without,
-        "left: after the denied stack, right: without it"
-    );
+    same_answer(&denied_too, &never, "token_bucket", opts, 2).await;
 }
 
 /// token_bucket's retry-after counts from the last take: the denied stack's take and refund
@@ -218,7 +194,6 @@ async fn token_bucket_undo_keeps_retry_after() {
     let opts: &[Opt] = &[Opt::Int(10), Opt::Int(10), Opt::Int(2)];
     let denied_too = world(&redis, &clock, &clock, "undo-retry-all");
     let never = world(&redis, &clock, &clock, "undo-retry-never");
-    let (denier, denier_opts) = DENIER;
 
     for w in [&denied_too, &never] {
         assert!(
@@ -240,14 +215,6 @@ async fn token_bucket_undo_keeps_retry_after() {
                 .is_allowed()
         );
     }
-    assert!(
-        denied_too
-            .behind
-            .check(denier, "d", denier_opts)
-            .await
-            .unwrap()
-            .is_allowed()
-    );
     clock.set(START + 2_550);
     // 1.04 tokens: the bucket allows, and the stack is denied by the denier alone.
     assert!(
@@ -258,33 +225,8 @@ async fn token_bucket_undo_keeps_retry_after() {
             .unwrap()
             .is_allowed()
     );
-    let stack = denied_too
-        .behind
-        .check_all(&[
-            ("token_bucket", "k", opts, 1),
-            (denier, "d", denier_opts, 1),
-        ])
-        .await
-        .unwrap();
-    assert!(!stack.is_allowed(), "the stack is denied");
+    deny_a_stack(&denied_too, "token_bucket", opts).await;
 
     clock.set(START + 2_600);
-    let with_denial = render(
-        &denied_too
-            .behind
-            .check_cost("token_bucket", "k", opts, 2)
-            .await
-            .unwrap(),
-    );
-    let without = render(
-        &never
-            .behind
-            .check_cost("token_bucket", "k", opts, 2)
-            .await
-            .unwrap(),
-    );
-    assert_eq!(
-        with_denial, without,
-        "left: after the denied stack, right: without it"
-    );
+    same_answer(&denied_too, &never, "token_bucket", opts, 2).await;
 }
