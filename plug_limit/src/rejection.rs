@@ -63,7 +63,10 @@ impl fmt::Debug for Answered {
 
 impl RateLimitRejection {
     pub(crate) fn denied(outcome: Outcome, responder: Arc<dyn Responder>) -> Self {
-        Self::TooManyRequests(Denied { outcome, responder })
+        Self::TooManyRequests(Denied {
+            outcome: Box::new(outcome),
+            responder,
+        })
     }
 
     pub(crate) fn answered(response: Response) -> Self {
@@ -121,7 +124,8 @@ impl IntoResponse for RateLimitRejection {
 
 /// A denied request: the limiter's [`Outcome`], answered by its [`Responder`].
 pub struct Denied {
-    outcome: Outcome,
+    // Boxed: every check's result carries this enum, and an outcome is large.
+    outcome: Box<Outcome>,
     responder: Arc<dyn Responder>,
 }
 

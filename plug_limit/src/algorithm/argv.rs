@@ -4,6 +4,7 @@
 use super::state::Verdict;
 use crate::backend::Charge;
 use crate::limit::Opt;
+use crate::outcome::Field;
 
 /// The largest opt or cost: every value stays exact in a double.
 pub(super) const MAX: f64 = 2_147_483_647.0;
@@ -197,20 +198,16 @@ pub(super) fn fail(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> Stri
 
 /// `string.format('%d', x)`.
 #[allow(clippy::cast_possible_truncation)] // truncation toward zero is what '%d' does
-pub(super) fn int(x: f64) -> String {
-    decimal(x as i64)
+pub(super) fn int(x: f64) -> Field {
+    Field::Int(x as i64)
 }
 
-/// `n` in decimal digits: what `to_string` makes, without the formatting machinery, which is
-/// a visible share of a memory check.
-pub(super) fn decimal(n: i64) -> String {
-    itoa::Buffer::new().format(n).to_owned()
+/// `n` as a header value: a number, formatted only if the header is sent.
+pub(super) fn decimal(n: i64) -> Field {
+    Field::Int(n)
 }
 
-pub(super) fn verdict<const N: usize>(
-    allow: bool,
-    headers: [String; N],
-) -> Result<Verdict, String> {
+pub(super) fn verdict<const N: usize>(allow: bool, headers: [Field; N]) -> Result<Verdict, String> {
     Ok(Verdict {
         allow,
         headers: headers.into(),
@@ -221,7 +218,7 @@ pub(super) fn verdict<const N: usize>(
 /// [`verdict`] for a batch's `~n`, which reports the units it granted after the headers.
 pub(super) fn granted<const N: usize>(
     granted: f64,
-    headers: [String; N],
+    headers: [Field; N],
 ) -> Result<Verdict, String> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX, whole
     let units = granted as u32;

@@ -6,6 +6,7 @@
 
 use super::argv::{Arg, Argv, CAP, Units, decimal, fail, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "calendar_quota";
 const DAY_MS: i64 = 86_400_000;
@@ -142,7 +143,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             if count <= limit {
                 return verdict(true, [limit_s, reset, decimal(limit - count)]);
             }
-            return verdict(false, [limit_s, reset.clone(), "0".to_owned(), reset]);
+            return verdict(false, [limit_s, reset.clone(), Field::Int(0), reset]);
         }
     };
     let need = cost.max(1);

@@ -3,6 +3,7 @@
 
 use super::argv::{Arg, Argv, MAX, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "concurrency";
 /// The longest lease id the script takes.
@@ -137,7 +138,7 @@ fn members(id: &str, units: u32) -> Vec<Box<str>> {
 #[allow(clippy::cast_precision_loss)] // values stay below 2^53
 fn answer(
     allow: bool,
-    limit_s: &str,
+    limit_s: &Field,
     limit: f64,
     leases: &[(i64, Box<str>)],
     taken: f64,
@@ -149,16 +150,11 @@ fn answer(
         .map_or(0.0, |(oldest, _)| ((*oldest - now) as f64 / 1000.0).ceil());
     let remaining = (limit - held - taken).max(0.0);
     if allow {
-        verdict(true, [limit_s.to_owned(), int(reset), int(remaining)])
+        verdict(true, [limit_s.clone(), int(reset), int(remaining)])
     } else {
         verdict(
             false,
-            [
-                limit_s.to_owned(),
-                int(reset),
-                int(remaining),
-                "1".to_owned(),
-            ],
+            [limit_s.clone(), int(reset), int(remaining), Field::Int(1)],
         )
     }
 }
@@ -194,7 +190,7 @@ mod tests {
             Ok(v) => format!(
                 "{} {}",
                 if v.allow { "allow" } else { "deny" },
-                v.headers.join(" ")
+                v.headers.texts().join(" ")
             ),
             Err(e) => format!("error {e}"),
         }

@@ -3,6 +3,7 @@
 
 use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "fixed_window";
 
@@ -34,7 +35,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 current.map_or_else(|| (0, window_s()), |(count, at)| (count, ttl(at)));
             let grant = (limit - count).min(n as i64);
             if grant < 1 {
-                return granted(0.0, [limit_s, reset, "0".to_owned()]);
+                return granted(0.0, [limit_s, reset, Field::Int(0)]);
             }
             let expires_at_ms = current.map_or(now + window * 1000, |(_, at)| at);
             *slot = Some(Stored {
@@ -84,7 +85,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             return if count <= limit {
                 verdict(true, [limit_s, reset, decimal(limit - count)])
             } else {
-                verdict(false, [limit_s, reset, "0".to_owned()])
+                verdict(false, [limit_s, reset, Field::Int(0)])
             };
         }
     };
@@ -95,7 +96,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         return if count < limit {
             verdict(true, [limit_s, reset, decimal(limit - count - 1)])
         } else {
-            verdict(false, [limit_s, reset, "0".to_owned()])
+            verdict(false, [limit_s, reset, Field::Int(0)])
         };
     }
 

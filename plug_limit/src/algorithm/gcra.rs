@@ -3,6 +3,7 @@
 
 use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "gcra";
 
@@ -62,7 +63,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 return verdict(true, [burst_s, reset, int(remaining)]);
             }
             let retry = ((allow_at + interval - now) / 1_000_000.0).ceil();
-            return verdict(false, [burst_s, reset, "0".to_owned(), int(retry)]);
+            return verdict(false, [burst_s, reset, Field::Int(0), int(retry)]);
         }
     };
     let need = if cost > 0.0 { cost } else { 1.0 };
@@ -79,7 +80,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
     let reset = ((tat - now) / 1_000_000.0).ceil();
     let retry = ((allow_at - now) / 1_000_000.0).ceil();
-    verdict(false, [burst_s, int(reset), "0".to_owned(), int(retry)])
+    verdict(false, [burst_s, int(reset), Field::Int(0), int(retry)])
 }
 
 #[cfg(test)]

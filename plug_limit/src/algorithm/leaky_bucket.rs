@@ -3,6 +3,7 @@
 
 use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "leaky_bucket";
 
@@ -70,7 +71,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 return verdict(true, [limit_s, reset, int(remaining)]);
             }
             let retry = ((after + span - capacity) / per_s).ceil();
-            return verdict(false, [limit_s, reset, "0".to_owned(), int(retry)]);
+            return verdict(false, [limit_s, reset, Field::Int(0), int(retry)]);
         }
     };
     let need = if cost > 0.0 { cost } else { 1.0 };

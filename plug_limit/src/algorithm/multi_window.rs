@@ -3,6 +3,7 @@
 
 use super::argv::{Arg, Argv, CAP, MAX, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "multi_window";
 
@@ -109,7 +110,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         }
     }
     let headers = [
-        limits[pick].text.to_owned(),
+        Field::Text(limits[pick].text.into()),
         int(pick_reset),
         int(pick_left),
     ];

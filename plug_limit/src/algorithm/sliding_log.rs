@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 
 use super::argv::{Argv, Units, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::Field;
 
 const NAME: &str = "sliding_log";
 
@@ -51,7 +52,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         } else {
             let oldest = stamps.front().map_or(now, |&t| t as f64);
             let retry = ((oldest + span - now) / 1000.0).ceil();
-            verdict(false, [limit_s, window_s, "0".to_owned(), int(retry)])
+            verdict(false, [limit_s, window_s, Field::Int(0), int(retry)])
         }
     } else if count + need <= limit {
         if cost > 0.0 {
@@ -114,7 +115,7 @@ fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f6
     });
     Verdict {
         allow: true,
-        headers: vec![int(limit), int(reset), int((limit - count).max(0.0))],
+        headers: [int(limit), int(reset), int((limit - count).max(0.0))].into(),
         granted: None,
     }
 }

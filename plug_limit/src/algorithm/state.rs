@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 
 use super::multi_window::Window;
+use crate::outcome::Fields;
 
 /// A key's state and when Redis would delete it.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,7 +49,7 @@ pub(crate) enum State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Verdict {
     pub(crate) allow: bool,
-    pub(crate) headers: Vec<String>,
+    pub(crate) headers: Fields,
     /// The units a batch's `~n` granted, which its script replies after the headers.
     pub(crate) granted: Option<u32>,
 }

@@ -54,7 +54,7 @@ pub(super) fn run_scenarios(limiter: &str) {
             *slot = None;
         }
         match settle(limiter, opts, charge(cost), now, slot) {
-            Ok(v) => scenarios::render(v.allow, &v.headers, v.granted.map(i64::from)),
+            Ok(v) => scenarios::render(v.allow, &v.headers.texts(), v.granted.map(i64::from)),
             Err(e) => format!("error {e}"),
         }
     };

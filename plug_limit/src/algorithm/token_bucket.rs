@@ -3,6 +3,7 @@
 
 use super::argv::{Argv, Cost, Units, fail, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::outcome::{Field, Fields};
 
 const NAME: &str = "token_bucket";
 
@@ -21,10 +22,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
     let refill = limit - burst;
     let (limit_s, window_s) = (int(limit), int(window));
-    let policy = format!(
+    let policy = Field::from(format!(
         "{limit_s} {limit_s};w={window_s};burst={};policy=token_bucket",
         int(burst)
-    );
+    ));
 
     let current = match slot {
         Some(Stored {
@@ -152,9 +153,9 @@ struct Bucket {
     window: f64,
     burst: f64,
     refill: f64,
-    policy: String,
-    limit_s: String,
-    window_s: String,
+    policy: Field,
+    limit_s: Field,
+    window_s: Field,
 }
 
 /// A bucket as the script's `if sign then` block reads it, refilled up to `now`: a live one's
@@ -282,7 +283,7 @@ fn settle(
         ttl,
         ..
     } = state;
-    let mut headers = vec![bucket.policy.clone(), int(ttl), int(remaining.max(0.0))];
+    let mut headers = Fields::from([bucket.policy.clone(), int(ttl), int(remaining.max(0.0))]);
     if tokens < 1.0 || remaining < 1.0 {
         let mut retry = ttl;
         if refill > 0.0 && remaining >= 1.0 {

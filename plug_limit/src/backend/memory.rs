@@ -6,14 +6,13 @@ use std::num::NonZeroUsize;
 use std::sync::Arc;
 
 use deadpool_redis::redis::Value;
-use http::{HeaderName, HeaderValue};
 
 use super::sharded::Sharded;
 use super::{Call, StackPart, Stacked};
 use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::outcome::{Decision, Outcome, ReplyError};
+use crate::outcome::{Decision, Names, Outcome, ReplyError};
 
 const SHARDS: usize = 64;
 
@@ -162,19 +161,22 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
 }
 
 /// A twin's verdict as the outcome its script's reply would parse to: header values under the
-/// declared names, in order.
-fn outcome(verdict: Verdict, declared: &[HeaderName]) -> Result<Outcome, Error> {
-    let mut headers = Vec::with_capacity(verdict.headers.len());
-    for (position, value) in verdict.headers.into_iter().enumerate() {
-        let name = declared.get(position).ok_or(ReplyError::UndeclaredHeader {
-            position,
+/// declared names, in order, checked as a reply's are and made only when read.
+fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
+    let fields = verdict.headers;
+    if fields.len() > declared.len() {
+        return Err(ReplyError::UndeclaredHeader {
+            position: declared.len(),
             declared: declared.len(),
-        })?;
-        let value = HeaderValue::try_from(value).map_err(|_| ReplyError::InvalidHeaderValue {
+        }
+        .into());
+    }
+    if let Some(position) = fields.iter().position(|field| !field.is_valid()) {
+        return Err(ReplyError::InvalidHeaderValue {
             position,
             found: "bytes not allowed in a header",
-        })?;
-        headers.push((name.clone(), value));
+        }
+        .into());
     }
     let decision = if verdict.allow {
         Decision::Allow
@@ -182,9 +184,10 @@ fn outcome(verdict: Verdict, declared: &[HeaderName]) -> Result<Outcome, Error> 
         Decision::Deny
     };
     let granted = verdict.granted.map(|units| Value::Int(units.into()));
-    Ok(Outcome::with_extra(
+    Ok(Outcome::unmade(
         decision,
-        headers,
+        declared.clone(),
+        fields,
         granted.into_iter().collect(),
     ))
 }

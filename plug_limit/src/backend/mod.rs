@@ -7,13 +7,11 @@
 
 use std::sync::Arc;
 
-use http::HeaderName;
-
 use crate::algorithm::Algorithm;
 use crate::error::Error;
 use crate::limit::Opt;
 use crate::lua::Lua;
-use crate::outcome::Outcome;
+use crate::outcome::{Names, Outcome};
 
 pub(crate) use self::memory::MemoryBackend;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
@@ -38,7 +36,7 @@ pub(crate) struct Program {
     /// The built-in its script implements; `None` for a custom script.
     pub(crate) algorithm: Option<Algorithm>,
     pub(crate) script: Arc<Lua>,
-    pub(crate) headers: Box<[HeaderName]>,
+    pub(crate) headers: Names,
 }
 
 impl Program {
@@ -48,7 +46,7 @@ impl Program {
             name: algorithm.name().into(),
             algorithm: Some(algorithm),
             script: Arc::clone(algorithm.script()),
-            headers: algorithm.headers().into(),
+            headers: Names::Builtin(algorithm.headers()),
         }
     }
 

@@ -20,7 +20,7 @@ use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::outcome::ietf::PartitionKeys;
-use crate::outcome::{Styler, is_framing};
+use crate::outcome::{Names, Styler, is_framing};
 use crate::telemetry::{BreakerLabel, Telemetry};
 
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
@@ -271,8 +271,9 @@ impl Builder {
                     }
                     Ok(header)
                 })
-                .collect::<Result<_, _>>()?,
-            None => algorithm.map_or(&[][..], Algorithm::headers).into(),
+                .collect::<Result<_, _>>()
+                .map(Names::Declared)?,
+            None => Names::Builtin(algorithm.map_or(&[][..], Algorithm::headers)),
         };
         let program = Program {
             name: name.into(),

@@ -8,6 +8,8 @@ use http::{HeaderName, HeaderValue};
 
 use crate::settle::Pending;
 
+use self::headers::Headers;
+pub(crate) use self::headers::{Field, Fields, Names};
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{
     answered_in_full, is_framing, packed_records, parse_record, parse_reply,
@@ -15,6 +17,7 @@ pub(crate) use self::reply::{
 pub use self::style::HeaderStyle;
 pub(crate) use self::style::Styler;
 
+mod headers;
 pub(crate) mod ietf;
 mod reply;
 pub(crate) mod stack;
@@ -34,7 +37,9 @@ pub enum Decision {
 /// values a custom script returned after them.
 ///
 /// Header values come ready-made from the script; Rust only maps each reply position to its
-/// declared header name.
+/// declared header name. On the memory backend they are made from the limiter's numbers when
+/// first read ([`headers`](Self::headers), a response): an outcome whose headers are never
+/// sent never formats them.
 ///
 /// An allowed outcome of a [`Concurrency`](crate::Concurrency) limit holds the request's
 /// lease, and one of a limit that settles after the response
@@ -45,7 +50,7 @@ pub enum Decision {
 #[derive(Debug, Clone)]
 pub struct Outcome {
     decision: Decision,
-    headers: Vec<(HeaderName, HeaderValue)>,
+    headers: Headers,
     extra: Vec<Value>,
     pending: Option<Arc<Pending>>,
 }
@@ -64,7 +69,7 @@ impl Outcome {
     pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
         Self {
             decision,
-            headers,
+            headers: Headers::made(headers),
             extra: Vec::new(),
             pending: None,
         }
@@ -78,10 +83,31 @@ impl Outcome {
     ) -> Self {
         Self {
             decision,
-            headers,
+            headers: Headers::made(headers),
             extra,
             pending: None,
         }
+    }
+
+    /// A native twin's outcome: its header values are made when first read (see
+    /// [`Fields`]); the caller has checked them.
+    pub(crate) fn unmade(
+        decision: Decision,
+        names: Names,
+        fields: Fields,
+        extra: Vec<Value>,
+    ) -> Self {
+        Self {
+            decision,
+            headers: Headers::unmade(names, fields),
+            extra,
+            pending: None,
+        }
+    }
+
+    /// Changes the headers in place.
+    pub(crate) fn edit_headers(&mut self, edit: impl FnOnce(&mut Vec<(HeaderName, HeaderValue)>)) {
+        self.headers.edit(edit);
     }
 
     /// The outcome holding what its request owes after its response, until it drops.
@@ -121,13 +147,13 @@ impl Outcome {
     /// The rate-limit headers, in the order the script returned them.
     #[must_use]
     pub fn headers(&self) -> &[(HeaderName, HeaderValue)] {
-        &self.headers
+        self.headers.get()
     }
 
     /// The value of one rate-limit header, if the script set it.
     #[must_use]
     pub fn header(&self, name: &str) -> Option<&HeaderValue> {
-        self.headers
+        self.headers()
             .iter()
             .find(|(candidate, _)| candidate.as_str().eq_ignore_ascii_case(name))
             .map(|(_, value)| value)
@@ -136,7 +162,7 @@ impl Outcome {
     /// The rate-limit headers as a map, e.g. to add to in a [`Hook`](crate::Hook).
     #[must_use]
     pub fn header_map(&self) -> http::HeaderMap {
-        self.headers.iter().cloned().collect()
+        self.headers().iter().cloned().collect()
     }
 
     /// The values a custom script returned after the headers, for a custom
@@ -151,12 +177,9 @@ impl IntoResponseParts for Outcome {
     type Error = std::convert::Infallible;
 
     fn into_response_parts(self, mut res: ResponseParts) -> Result<ResponseParts, Self::Error> {
-        let headers = res.headers_mut();
         // What is still owed here is settled with this outcome: a response body can hold it
         // only where the body is reachable (`RateLimited::respond`, the layers).
-        for (name, value) in self.headers {
-            headers.insert(name, value);
-        }
+        self.headers.insert_into(res.headers_mut());
         Ok(res)
     }
 }

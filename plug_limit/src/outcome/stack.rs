@@ -77,10 +77,10 @@ pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
     let mut outcome = outcomes.swap_remove(tightest);
     outcome.decision = Decision::Allow;
     if !lists.is_empty() {
-        outcome
-            .headers
-            .retain(|(name, _)| *name != POLICY && *name != RATELIMIT);
-        outcome.headers.splice(0..0, lists);
+        outcome.edit_headers(|headers| {
+            headers.retain(|(name, _)| *name != POLICY && *name != RATELIMIT);
+            headers.splice(0..0, lists);
+        });
     }
     outcome
 }

@@ -123,35 +123,33 @@ impl Styler {
         // a denied client may try again.
         let reset_is_retry_after = algorithm == Algorithm::FixedWindow && !outcome.is_allowed();
         let Some(draft10) = &self.draft10 else {
-            if reset_is_retry_after
-                && outcome.headers.len() == 3
-                && let Some((_, reset)) = outcome.headers.get(1)
-            {
-                let retry_after = reset.clone();
-                outcome.headers.push((RETRY_AFTER, retry_after));
+            if reset_is_retry_after {
+                outcome.edit_headers(|headers| {
+                    if let [_, (_, reset), _] = headers.as_slice() {
+                        let retry_after = reset.clone();
+                        headers.push((RETRY_AFTER, retry_after));
+                    }
+                });
             }
             return outcome;
         };
-        let Some([policy, current]) = draft10.render(
-            algorithm,
-            key,
-            opts,
-            &outcome.headers,
-            !outcome.is_allowed(),
-        ) else {
+        let headers = outcome.headers();
+        let Some([policy, current]) =
+            draft10.render(algorithm, key, opts, headers, !outcome.is_allowed())
+        else {
             tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "header values out of contract: the draft-10 fields are left out");
             return outcome;
         };
-        let retry_after = match outcome.headers.get(3) {
+        let retry_after = match headers.get(3) {
             Some((_, value)) => Some(value.clone()),
-            None if reset_is_retry_after => outcome.headers.get(1).map(|(_, reset)| reset.clone()),
+            None if reset_is_retry_after => headers.get(1).map(|(_, reset)| reset.clone()),
             None => None,
         };
-        outcome.headers.clear();
-        outcome.headers.extend([policy, current]);
-        outcome
-            .headers
-            .extend(retry_after.map(|value| (RETRY_AFTER, value)));
+        outcome.edit_headers(|headers| {
+            headers.clear();
+            headers.extend([policy, current]);
+            headers.extend(retry_after.map(|value| (RETRY_AFTER, value)));
+        });
         outcome
     }
 }

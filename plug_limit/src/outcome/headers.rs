@@ -1,0 +1,286 @@
+//! An outcome's rate-limit headers: ready-made from a script's reply, or a native twin's values
+//! made into header values only when something reads them.
+//!
+//! A twin answers numbers. Formatting them, checking them as header values and collecting them
+//! with their names was a fifth of a memory check, paid even when no header is sent (a handler
+//! that drops its extractor, a layer configured without headers). [`Headers::unmade`] keeps the
+//! numbers; the first read makes the values once, and a response takes them without the
+//! intermediate list.
+
+use std::fmt;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+/// The most header values a built-in answers (`x-ratelimit-limit`, `-reset`, `-remaining`,
+/// `retry-after`).
+const MAX_FIELDS: usize = 4;
+
+/// One header value a twin answered, as its script would send it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// `string.format('%d', n)`.
+    Int(i64),
+    /// Any other text, e.g. token_bucket's policy or an option echoed as given.
+    Text(Box<str>),
+}
+
+impl Field {
+    fn value(&self) -> Option<HeaderValue> {
+        match self {
+            Self::Int(n) => Some(HeaderValue::from(*n)),
+            Self::Text(text) => HeaderValue::from_str(text).ok(),
+        }
+    }
+
+    /// Whether the value can be sent as a header value, as the Redis path checks a reply's.
+    pub(crate) fn is_valid(&self) -> bool {
+        match self {
+            Self::Int(_) => true,
+            Self::Text(text) => HeaderValue::from_str(text).is_ok(),
+        }
+    }
+}
+
+impl fmt::Display for Field {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Int(n) => write!(f, "{n}"),
+            Self::Text(text) => f.write_str(text),
+        }
+    }
+}
+
+impl From<String> for Field {
+    fn from(text: String) -> Self {
+        Self::Text(text.into())
+    }
+}
+
+/// A twin's header values, in reply order, held inline: a verdict allocates nothing for them.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct Fields {
+    items: [Field; MAX_FIELDS],
+    len: usize,
+}
+
+impl Fields {
+    /// Appends a value.
+    ///
+    /// # Panics
+    ///
+    /// Past [`MAX_FIELDS`] values: no built-in answers more.
+    pub(crate) fn push(&mut self, field: Field) {
+        assert!(
+            self.len < MAX_FIELDS,
+            "a built-in answers at most 4 header values"
+        );
+        self.items[self.len] = field;
+        self.len += 1;
+    }
+
+    /// The values as text, as the script's reply would read.
+    #[cfg(test)]
+    pub(crate) fn texts(&self) -> Vec<String> {
+        self.iter().map(ToString::to_string).collect()
+    }
+}
+
+impl<const N: usize> From<[Field; N]> for Fields {
+    fn from(fields: [Field; N]) -> Self {
+        const {
+            assert!(
+                N <= MAX_FIELDS,
+                "a built-in answers at most 4 header values"
+            )
+        };
+        let mut items = [const { Field::Int(0) }; MAX_FIELDS];
+        for (item, field) in items.iter_mut().zip(fields) {
+            *item = field;
+        }
+        Self { items, len: N }
+    }
+}
+
+impl Deref for Fields {
+    type Target = [Field];
+
+    fn deref(&self) -> &[Field] {
+        &self.items[..self.len]
+    }
+}
+
+impl fmt::Debug for Fields {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<const N: usize> PartialEq<[&str; N]> for Fields {
+    fn eq(&self, other: &[&str; N]) -> bool {
+        self.len == N
+            && self
+                .iter()
+                .zip(other)
+                .all(|(field, text)| field.to_string() == *text)
+    }
+}
+
+/// A limiter's header names: a built-in's own, or names it was registered with. Cloning either
+/// touches no shared count for the built-in's own, which every check of it clones.
+#[derive(Debug, Clone)]
+pub(crate) enum Names {
+    Builtin(&'static [HeaderName]),
+    Declared(Arc<[HeaderName]>),
+}
+
+impl Deref for Names {
+    type Target = [HeaderName];
+
+    fn deref(&self) -> &[HeaderName] {
+        match self {
+            Self::Builtin(names) => names,
+            Self::Declared(names) => names,
+        }
+    }
+}
+
+/// An outcome's headers, made at most once.
+#[derive(Clone)]
+pub(crate) struct Headers {
+    made: OnceLock<Vec<(HeaderName, HeaderValue)>>,
+    /// The values not made yet, under their names; `None` once made, or for headers made
+    /// from the start.
+    unmade: Option<(Names, Fields)>,
+}
+
+impl Headers {
+    /// Headers made already (a script's reply, a hand-built outcome).
+    pub(crate) fn made(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self {
+            made: OnceLock::from(headers),
+            unmade: None,
+        }
+    }
+
+    /// A twin's values under `names`, made when first read. The caller has checked that there
+    /// is a name for every value and that every value is valid ([`Field::is_valid`]).
+    pub(crate) fn unmade(names: Names, fields: Fields) -> Self {
+        Self {
+            made: OnceLock::new(),
+            unmade: Some((names, fields)),
+        }
+    }
+
+    /// The headers, made now if they were not.
+    pub(crate) fn get(&self) -> &[(HeaderName, HeaderValue)] {
+        self.made.get_or_init(|| match &self.unmade {
+            Some((names, fields)) => pairs(names, fields).collect(),
+            None => Vec::new(),
+        })
+    }
+
+    /// Changes the headers in place (made first if they were not).
+    pub(crate) fn edit(&mut self, edit: impl FnOnce(&mut Vec<(HeaderName, HeaderValue)>)) {
+        let mut made = match (self.made.take(), self.unmade.take()) {
+            (Some(made), _) => made,
+            (None, Some((names, fields))) => pairs(&names, &fields).collect(),
+            (None, None) => Vec::new(),
+        };
+        edit(&mut made);
+        *self = Self::made(made);
+    }
+
+    /// Sets each header in `map`, replacing what it held under the name.
+    pub(crate) fn insert_into(self, map: &mut HeaderMap) {
+        match (self.made.into_inner(), self.unmade) {
+            (Some(made), _) => {
+                for (name, value) in made {
+                    map.insert(name, value);
+                }
+            }
+            (None, Some((names, fields))) => {
+                for (name, value) in pairs(&names, &fields) {
+                    map.insert(name, value);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// The values made, each under its name.
+fn pairs<'a>(
+    names: &'a [HeaderName],
+    fields: &'a [Field],
+) -> impl Iterator<Item = (HeaderName, HeaderValue)> + 'a {
+    names
+        .iter()
+        .zip(fields)
+        .filter_map(|(name, field)| Some((name.clone(), field.value()?)))
+}
+
+impl PartialEq for Headers {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl fmt::Debug for Headers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.get()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static NAMES: [HeaderName; 2] = [
+        HeaderName::from_static("x-a"),
+        HeaderName::from_static("x-b"),
+    ];
+
+    #[test]
+    fn unmade_values_read_as_the_made_ones() {
+        let fields = Fields::from([Field::Int(-3), Field::Text("7 7;w=1".into())]);
+        let unmade = Headers::unmade(Names::Builtin(&NAMES), fields);
+        // Never read before it is sent: its values go straight to the map.
+        let sent_unread = unmade.clone();
+        let made = Headers::made(vec![
+            (NAMES[0].clone(), HeaderValue::from_static("-3")),
+            (NAMES[1].clone(), HeaderValue::from_static("7 7;w=1")),
+        ]);
+        assert_eq!(unmade.get(), made.get());
+        let (mut from_unmade, mut from_made) = (HeaderMap::new(), HeaderMap::new());
+        sent_unread.insert_into(&mut from_unmade);
+        made.insert_into(&mut from_made);
+        assert_eq!(from_unmade, from_made);
+        assert_eq!(from_unmade["x-b"], "7 7;w=1");
+    }
+
+    #[test]
+    fn changed_in_place_they_stay_changed() {
+        let fields = Fields::from([Field::Int(1), Field::Int(2)]);
+        let mut headers = Headers::unmade(Names::Builtin(&NAMES), fields);
+        headers.edit(|made| {
+            made.pop();
+        });
+        assert_eq!(headers.get().len(), 1);
+        let mut map = HeaderMap::new();
+        headers.insert_into(&mut map);
+        assert_eq!(map.len(), 1);
+        assert_eq!(map["x-a"], "1");
+    }
+
+    #[test]
+    fn fields_compare_as_their_texts() {
+        let mut fields = Fields::from([Field::Int(10)]);
+        fields.push(Field::Text("0".into()));
+        assert_eq!(fields, ["10", "0"]);
+        assert_ne!(fields, ["10"]);
+        assert_eq!(fields.texts(), ["10", "0"]);
+        assert!(!Field::Text("a\nb".into()).is_valid());
+    }
+}
