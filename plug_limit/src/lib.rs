@@ -149,6 +149,7 @@ mod batch;
 mod decide;
 mod settle;
 mod telemetry;
+#[cfg(feature = "metrics")]
 mod text;
 
 #[cfg(feature = "metrics")]

@@ -5,7 +5,7 @@
 //! top of the heap, the load takes a microcode assist of hundreds of cycles: measured at about
 //! 80 ns a call, 15% of a memory check, for a limiter name kept in such an allocation.
 
-/// `a == b`, eight bytes at a time with plain loads: limiter names, scopes and keys are tens
+/// `a == b`, eight bytes at a time with plain loads: limiter names and scopes are tens
 /// of bytes, where the loop costs less than the call it replaces.
 pub(crate) fn same(a: &str, b: &str) -> bool {
     if a.len() != b.len() {

@@ -53,13 +53,13 @@ impl MemoryBackend {
         let mut shard = self.states.lock(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         // An existing key is evaluated in place: one lookup, no allocation.
-        if let Some(slot) = shard.get_mut(key) {
+        if let Some(slot) = shard.get_mut() {
             if expires_at(slot.as_ref()) <= now_ms {
                 *slot = None;
             }
             let verdict = algorithm.evaluate_leased(opts, cost, lease, now_ms, slot);
             if slot.is_none() {
-                shard.remove(key);
+                shard.remove();
             }
             return verdict;
         }
@@ -68,7 +68,7 @@ impl MemoryBackend {
         if slot.is_some() {
             // Only a new key can fill a shard: a known one was evaluated in place above.
             shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
-            shard.insert(key, slot);
+            shard.insert(slot);
         }
         verdict
     }
@@ -108,25 +108,23 @@ impl MemoryBackend {
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut slots: Vec<Option<Stored>> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, key)| {
-                let stored = locked.key(i).get_mut(key)?.take()?;
+        let mut slots: Vec<Option<Stored>> = (0..keys.len())
+            .map(|i| {
+                let stored = locked.key(i).get_mut()?.take()?;
                 (stored.expires_at_ms > now_ms).then_some(stored)
             })
             .collect();
         let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
-        for (i, (key, slot)) in keys.iter().zip(slots).enumerate() {
+        for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
             match slot {
                 Some(stored) => {
-                    if shard.get_mut(key).is_none() {
+                    if shard.get_mut().is_none() {
                         shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
                     }
-                    shard.insert(key, Some(stored));
+                    shard.insert(Some(stored));
                 }
-                None => shard.remove(key),
+                None => shard.remove(),
             }
         }
         let verdicts = verdicts.map_err(Error::Input)?;
@@ -140,7 +138,7 @@ impl MemoryBackend {
 
     /// Deletes `key`'s state.
     pub(crate) fn reset(&self, key: &str) {
-        self.states.lock(key).remove(key);
+        self.states.lock(key).remove();
     }
 
     /// Forgets every key; returns how many held state.

@@ -181,10 +181,10 @@ impl Batches {
     /// must not be spent in the next. Other instances' batches end with their windows.
     pub(crate) fn forget(&self, key: &str) {
         let mut shard = self.inner.slots.lock(key);
-        if let Some(slot) = shard.get_mut(key) {
+        if let Some(slot) = shard.get_mut() {
             slot.held().forget();
         }
-        shard.remove(key);
+        shard.remove();
     }
 
     /// Drops what this instance holds of every key.
@@ -197,7 +197,7 @@ impl Batches {
     fn slot(&self, key: &str, now: Instant) -> Arc<Slot> {
         let mut shard = self.inner.slots.lock(key);
         shard.sweep_if_due(|slot| slot.forget_at() > now);
-        if let Some(slot) = shard.get_mut(key) {
+        if let Some(slot) = shard.get_mut() {
             return Arc::clone(slot);
         }
         shard.make_room(now, |slot| slot.forget_at());
@@ -205,7 +205,7 @@ impl Batches {
             held: Mutex::new(Held::new(now)),
             reserving: tokio::sync::Mutex::new(()),
         });
-        shard.insert(key, Arc::clone(&slot));
+        shard.insert(Arc::clone(&slot));
         slot
     }
 }

@@ -49,7 +49,7 @@ impl DenyCache {
     /// the denial. A denial of a costlier request says nothing about a cheaper one.
     pub(crate) fn get(&self, key: &str, opts: u64, cost: u32, now_ms: i64) -> Option<Outcome> {
         let mut shard = self.denials.lock(key);
-        let denials = shard.get_mut(key)?;
+        let denials = shard.get_mut()?;
         denials.retain(|denial| now_ms < denial.until_ms);
         let denial = denials.iter().find(|denial| denial.opts == opts)?;
         if cost < denial.cost {
@@ -81,14 +81,14 @@ impl DenyCache {
         };
         let mut shard = self.denials.lock(key);
         shard.sweep_if_due(|denials| denials.iter().any(|denial| denial.until_ms > now_ms));
-        if let Some(denials) = shard.get_mut(key) {
+        if let Some(denials) = shard.get_mut() {
             denials.retain(|old| old.opts != opts && old.until_ms > now_ms);
             denials.push(denial);
             return;
         }
         let ends = |denials: &Vec<Denial>| denials.iter().map(|d| d.until_ms).max();
         shard.make_room(Some(now_ms), ends);
-        shard.insert(key, vec![denial]);
+        shard.insert(vec![denial]);
     }
 
     /// Forgets every denial.
@@ -98,7 +98,7 @@ impl DenyCache {
 
     /// Forgets every denial of `key`, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
     pub(crate) fn remove(&self, key: &str) {
-        self.denials.lock(key).remove(key);
+        self.denials.lock(key).remove();
     }
 }
 
