@@ -63,10 +63,7 @@ impl fmt::Debug for Answered {
 
 impl RateLimitRejection {
     pub(crate) fn denied(outcome: Outcome, responder: Arc<dyn Responder>) -> Self {
-        Self::TooManyRequests(Denied {
-            outcome: Box::new(outcome),
-            responder,
-        })
+        Self::TooManyRequests(Denied { outcome, responder })
     }
 
     pub(crate) fn answered(response: Response) -> Self {
@@ -124,8 +121,7 @@ impl IntoResponse for RateLimitRejection {
 
 /// A denied request: the limiter's [`Outcome`], answered by its [`Responder`].
 pub struct Denied {
-    // Boxed: every check's result carries this enum, and an outcome is large.
-    outcome: Box<Outcome>,
+    outcome: Outcome,
     responder: Arc<dyn Responder>,
 }
 

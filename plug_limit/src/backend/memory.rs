@@ -162,19 +162,22 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
 /// declared names, in order, checked as a reply's are and made only when read.
 fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     let fields = verdict.headers;
-    if fields.len() > declared.len() {
-        return Err(ReplyError::UndeclaredHeader {
-            position: declared.len(),
-            declared: declared.len(),
+    // Position by position, as a reply's headers are checked.
+    for (position, field) in fields.iter().enumerate() {
+        if position >= declared.len() {
+            return Err(ReplyError::UndeclaredHeader {
+                position,
+                declared: declared.len(),
+            }
+            .into());
         }
-        .into());
-    }
-    if let Some(position) = fields.iter().position(|field| !field.is_valid()) {
-        return Err(ReplyError::InvalidHeaderValue {
-            position,
-            found: "bytes not allowed in a header",
+        if !field.is_valid() {
+            return Err(ReplyError::InvalidHeaderValue {
+                position,
+                found: "bytes not allowed in a header",
+            }
+            .into());
         }
-        .into());
     }
     let decision = if verdict.allow {
         Decision::Allow

@@ -9,7 +9,7 @@ use std::ops::DerefMut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
-use siphasher::sip128::SipHasher13;
+use siphasher::sip128::SipHasher24;
 
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
@@ -21,10 +21,11 @@ const EVICT_SHARE: usize = 8;
 
 /// Independent locks, so concurrent requests for different keys rarely wait on each other.
 ///
-/// A key is stored as its [`Digest`], not as its text: 128 bits of SipHash-1-3 under a key
-/// drawn at random per map. Keys come from clients, and SipHash is a keyed pseudorandom
-/// function, so a client can neither choose where its keys land nor make two keys collide
-/// (by chance, two of ten million keys share a digest with odds below 10^-24). An entry holds
+/// A key is stored as its [`Digest`], not as its text: 128 bits of SipHash-2-4 under a key
+/// drawn at random per map. Keys come from clients, and SipHash-2-4 is a keyed pseudorandom
+/// function, so a client that does not know the key can neither choose where its keys land nor
+/// find two keys that share a digest (by chance, two of ten million keys share one with odds
+/// below 10^-24). The key is never printed: the map's `Debug` leaves it out. An entry holds
 /// no allocation of its own, and a lookup compares the digest where the table holds it,
 /// without a second read from the heap: at ten thousand keys and more, that read missed the
 /// CPU's caches on most checks.
@@ -33,13 +34,12 @@ const EVICT_SHARE: usize = 8;
 /// and probes the shard's table (which reads that half's low bits and its top seven). A client
 /// cannot choose which shard its keys land in, which is what spreads a bound kept per shard
 /// evenly over a spray.
-#[derive(Debug)]
 pub(crate) struct Sharded<V> {
     shards: Box<[Mutex<Shard<V>>]>,
-    hasher: SipHasher13,
+    hasher: SipHasher24,
 }
 
-/// What a key is stored as: its two 64-bit halves of SipHash-1-3-128.
+/// What a key is stored as: its two 64-bit halves of SipHash-2-4-128.
 type Digest = (u64, u64);
 
 /// One shard: its entries, when it sweeps next, and how many entries it may hold.
@@ -108,7 +108,7 @@ impl<V> Sharded<V> {
                     })
                 })
                 .collect(),
-            hasher: SipHasher13::new_with_keys(random_u64(), random_u64()),
+            hasher: SipHasher24::new_with_keys(random_u64(), random_u64()),
         }
     }
 
@@ -198,17 +198,29 @@ impl<V> Sharded<V> {
     }
 }
 
+impl<V> std::fmt::Debug for Sharded<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the hasher: its key is what keeps digests unpredictable.
+        f.debug_struct("Sharded")
+            .field("shards", &self.shards.len())
+            .finish_non_exhaustive()
+    }
+}
+
 /// The shard a key of `digest` lives in.
 fn shard_index((hash, _): Digest, shards: usize) -> usize {
-    // Truncation is the point: any bits of the hash pick a shard, and these are bits the table
-    // does not probe by.
+    // Truncation is the point: any bits of the hash pick a shard. With a power-of-two count of
+    // shards (the default 64) these are bits the table does not probe by; with fewer shards
+    // than 64 (a capacity under 64 keys) the modulo also mixes in the control bits, which
+    // only costs those tiny tables a little spread.
     #[allow(clippy::cast_possible_truncation)]
     let index = (hash >> 32) as usize % shards;
     index
 }
 
-/// A value no client can predict: std's hasher is keyed at random per process, and SipHash's
-/// output under an unknown key reveals nothing of it.
+/// A value no client can predict: SipHash of a fixed text under std's hasher keys, which the
+/// OS's randomness seeds (once per thread; each new `RandomState` steps them), so each call
+/// gives another value and none reveals the keys.
 fn random_u64() -> u64 {
     RandomState::new().hash_one("plug_limit::sharded")
 }
@@ -443,6 +455,12 @@ mod tests {
         let map = Sharded::new(4);
         store(&map, 10, keyed(1..=1000));
         assert_eq!(map.len(), 1000);
+    }
+
+    #[test]
+    fn debug_shows_no_hasher_key() {
+        let map: Sharded<u32> = Sharded::new(4);
+        assert_eq!(format!("{map:?}"), "Sharded { shards: 4, .. }");
     }
 
     #[test]

@@ -100,9 +100,6 @@ impl Decider {
     /// A request's check up to its dispatch: the limiter, the rules, the key. `Err` when that
     /// settles it: refused, or let through uncounted. A `suffix` extends the route's scope
     /// (see `stack.rs`).
-    // The `Err` side is a whole decision (an outcome with its unmade headers), moved once to
-    // the caller: boxing it would allocate on every check the rules settle.
-    #[allow(clippy::result_large_err)]
     fn prepare<'a>(
         &'a self,
         limit: LimitRef<'a>,

@@ -59,7 +59,7 @@ impl From<String> for Field {
 }
 
 /// A twin's header values, in reply order, held inline: a verdict allocates nothing for them.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub(crate) struct Fields {
     items: [Field; MAX_FIELDS],
     len: usize,
@@ -111,6 +111,14 @@ impl Deref for Fields {
     }
 }
 
+impl PartialEq for Fields {
+    fn eq(&self, other: &Self) -> bool {
+        self[..] == other[..]
+    }
+}
+
+impl Eq for Fields {}
+
 impl fmt::Debug for Fields {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
@@ -147,65 +155,90 @@ impl Deref for Names {
 }
 
 /// An outcome's headers, made at most once.
+///
+/// The unmade side is boxed: an outcome is moved through every layer of a check and its
+/// response, and inline it would triple the outcome's size; one allocation costs less than
+/// those copies.
 #[derive(Clone)]
-pub(crate) struct Headers {
+pub(crate) enum Headers {
+    /// Made already (a script's reply, a hand-built outcome, or an edited one).
+    Made(Vec<(HeaderName, HeaderValue)>),
+    /// A twin's values under their names, made when first read.
+    Unmade(Box<Unmade>),
+}
+
+#[derive(Clone)]
+pub(crate) struct Unmade {
+    names: Names,
+    fields: Fields,
     made: OnceLock<Vec<(HeaderName, HeaderValue)>>,
-    /// The values not made yet, under their names; `None` once made, or for headers made
-    /// from the start.
-    unmade: Option<(Names, Fields)>,
 }
 
 impl Headers {
     /// Headers made already (a script's reply, a hand-built outcome).
     pub(crate) fn made(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
-        Self {
-            made: OnceLock::from(headers),
-            unmade: None,
-        }
+        Self::Made(headers)
     }
 
     /// A twin's values under `names`, made when first read. The caller has checked that there
     /// is a name for every value and that every value is valid ([`Field::is_valid`]).
     pub(crate) fn unmade(names: Names, fields: Fields) -> Self {
-        Self {
+        debug_assert!(
+            fields.len() <= names.len() && fields.iter().all(Field::is_valid),
+            "unchecked header values",
+        );
+        Self::Unmade(Box::new(Unmade {
+            names,
+            fields,
             made: OnceLock::new(),
-            unmade: Some((names, fields)),
-        }
+        }))
     }
 
     /// The headers, made now if they were not.
     pub(crate) fn get(&self) -> &[(HeaderName, HeaderValue)] {
-        self.made.get_or_init(|| match &self.unmade {
-            Some((names, fields)) => pairs(names, fields).collect(),
-            None => Vec::new(),
-        })
+        match self {
+            Self::Made(made) => made,
+            Self::Unmade(unmade) => unmade
+                .made
+                .get_or_init(|| pairs(&unmade.names, &unmade.fields).collect()),
+        }
     }
 
     /// Changes the headers in place (made first if they were not).
     pub(crate) fn edit(&mut self, edit: impl FnOnce(&mut Vec<(HeaderName, HeaderValue)>)) {
-        let mut made = match (self.made.take(), self.unmade.take()) {
-            (Some(made), _) => made,
-            (None, Some((names, fields))) => pairs(&names, &fields).collect(),
-            (None, None) => Vec::new(),
-        };
-        edit(&mut made);
-        *self = Self::made(made);
+        if let Self::Unmade(unmade) = self {
+            let made = unmade
+                .made
+                .take()
+                .unwrap_or_else(|| pairs(&unmade.names, &unmade.fields).collect());
+            *self = Self::Made(made);
+        }
+        if let Self::Made(made) = self {
+            edit(made);
+        }
     }
 
     /// Sets each header in `map`, replacing what it held under the name.
     pub(crate) fn insert_into(self, map: &mut HeaderMap) {
-        match (self.made.into_inner(), self.unmade) {
-            (Some(made), _) => {
-                for (name, value) in made {
-                    map.insert(name, value);
-                }
+        let made = match self {
+            Self::Made(made) => made,
+            Self::Unmade(unmade) => {
+                let Unmade {
+                    names,
+                    fields,
+                    made,
+                } = *unmade;
+                let Some(made) = made.into_inner() else {
+                    for (name, value) in pairs(&names, &fields) {
+                        map.insert(name, value);
+                    }
+                    return;
+                };
+                made
             }
-            (None, Some((names, fields))) => {
-                for (name, value) in pairs(&names, &fields) {
-                    map.insert(name, value);
-                }
-            }
-            (None, None) => {}
+        };
+        for (name, value) in made {
+            map.insert(name, value);
         }
     }
 }
