@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use http::header::RETRY_AFTER;
 use http::{HeaderName, HeaderValue};
 
-use crate::outcome::{Decision, Outcome};
+use crate::outcome::{Decision, Outcome, number};
 
 const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -209,9 +209,9 @@ impl Held {
             .filter(|(name, _)| self.units == 0 || *name != RETRY_AFTER)
             .map(|(name, value)| {
                 let value = if *name == RESET {
-                    HeaderValue::from(reset)
+                    number(reset)
                 } else if *name == REMAINING {
-                    HeaderValue::from(remaining)
+                    number(remaining)
                 } else {
                     value.clone()
                 };

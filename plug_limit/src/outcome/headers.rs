@@ -26,10 +26,21 @@ pub(crate) enum Field {
     Text(Box<str>),
 }
 
+/// `n` as a header value, in one allocation of its exact size: `HeaderValue::from(n)` keeps
+/// spare capacity, which costs its buffer a second allocation and a shared count.
+pub(crate) fn number<N: itoa::Integer>(n: N) -> HeaderValue
+where
+    HeaderValue: From<N>,
+{
+    // Decimal digits are always a valid value; the fallback only keeps this free of panics.
+    HeaderValue::try_from(itoa::Buffer::new().format(n).to_owned())
+        .unwrap_or_else(|_| HeaderValue::from(n))
+}
+
 impl Field {
     fn value(&self) -> Option<HeaderValue> {
         match self {
-            Self::Int(n) => Some(HeaderValue::from(*n)),
+            Self::Int(n) => Some(number(*n)),
             Self::Text(text) => HeaderValue::from_str(text).ok(),
         }
     }
@@ -305,6 +316,13 @@ mod tests {
         headers.insert_into(&mut map);
         assert_eq!(map.len(), 1);
         assert_eq!(map["x-a"], "1");
+    }
+
+    #[test]
+    fn numbers_read_as_their_digits() {
+        assert_eq!(number(0_i64), "0");
+        assert_eq!(number(-42_i64), "-42");
+        assert_eq!(number(u64::MAX), "18446744073709551615");
     }
 
     #[test]

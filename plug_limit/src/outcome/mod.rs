@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue};
 use crate::settle::Pending;
 
 use self::headers::Headers;
-pub(crate) use self::headers::{Field, Fields, Names};
+pub(crate) use self::headers::{Field, Fields, Names, number};
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{
     answered_in_full, is_framing, packed_records, parse_record, parse_reply,
