@@ -61,8 +61,12 @@ impl Entry {
 }
 
 /// Limiters by name: the built-ins and the custom ones.
+///
+/// Hashed with foldhash, not std's SipHash: every check looks its limiter up, and only
+/// registration fills the table, so a name from a request (a run-time limit's) cannot crowd it;
+/// an unknown name costs one probe like any other.
 #[derive(Default)]
-pub(crate) struct Registry(HashMap<Box<str>, Entry>);
+pub(crate) struct Registry(HashMap<Box<str>, Entry, foldhash::fast::RandomState>);
 
 impl Registry {
     /// Registers `entry` under its name; `false` when the name was taken.

@@ -1,6 +1,6 @@
 //! The `metrics` half of the telemetry: what each event adds to which metric.
 
-use std::hash::{BuildHasher, RandomState};
+use std::hash::BuildHasher;
 use std::ops::Deref;
 use std::sync::OnceLock;
 use std::time::Instant;
@@ -75,7 +75,9 @@ impl Series {
 #[derive(Debug)]
 pub(super) struct SeriesCache {
     slots: Box<[OnceLock<Box<Cached>>]>,
-    hasher: RandomState,
+    /// foldhash, not std's SipHash: limiters are registered and scopes are route templates,
+    /// so no client chooses what fills the slots, and the probes are bounded anyway.
+    hasher: foldhash::fast::RandomState,
 }
 
 /// One taken slot.
@@ -90,7 +92,7 @@ impl Default for SeriesCache {
     fn default() -> Self {
         Self {
             slots: (0..SLOTS).map(|_| OnceLock::new()).collect(),
-            hasher: RandomState::new(),
+            hasher: foldhash::fast::RandomState::default(),
         }
     }
 }
