@@ -3,10 +3,10 @@
 
 use std::num::NonZeroUsize;
 
-use http::{HeaderName, HeaderValue, header::RETRY_AFTER};
+use http::{HeaderName, header::RETRY_AFTER};
 
 use crate::backend::sharded::Sharded;
-use crate::outcome::{Outcome, ietf};
+use crate::outcome::{Outcome, ietf, number};
 
 const SHARDS: usize = 16;
 
@@ -131,7 +131,7 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
                 (name == RETRY_AFTER || name == RESET)
                     .then(|| value.to_str().ok()?.parse::<u64>().ok())
                     .flatten()
-                    .map(|secs| HeaderValue::from(secs.saturating_sub(passed)))
+                    .map(|secs| number(secs.saturating_sub(passed)))
             };
             (name.clone(), counted.unwrap_or_else(|| value.clone()))
         })
@@ -143,6 +143,7 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
 mod tests {
     use super::*;
     use crate::outcome::Decision;
+    use http::HeaderValue;
 
     fn denied(retry_after: Option<&'static str>, reset: &'static str) -> Outcome {
         let mut headers = vec![
