@@ -70,6 +70,19 @@ async fn deny_a_stack(world: &World, limiter: &str, opts: &[Opt]) {
     assert!(!stack.is_allowed(), "the stack is denied");
 }
 
+/// A check of `limiter` (cost `cost`) that each of `servers` must allow.
+async fn allowed_on_each(servers: [&PlugLimit; 2], limiter: &str, opts: &[Opt], cost: u32) {
+    for server in servers {
+        assert!(
+            server
+                .check_cost(limiter, "k", opts, cost)
+                .await
+                .unwrap()
+                .is_allowed()
+        );
+    }
+}
+
 /// A check of `limiter` (cost `cost`) on the server behind must get one answer in the world
 /// that saw a denied stack and in the one that never did.
 async fn same_answer(denied_too: &World, never: &World, limiter: &str, opts: &[Opt], cost: u32) {
@@ -103,15 +116,7 @@ async fn undo_on_a_clock_behind(limiter: &str, opts: &[Opt], first: u32, later: 
     let denied_too = world(&redis, &ahead, &behind, "undo-skew-all");
     let never = world(&redis, &ahead, &behind, "undo-skew-never");
 
-    for w in [&denied_too, &never] {
-        assert!(
-            w.ahead
-                .check_cost(limiter, "k", opts, first)
-                .await
-                .unwrap()
-                .is_allowed()
-        );
-    }
+    allowed_on_each([&denied_too.ahead, &never.ahead], limiter, opts, first).await;
     deny_a_stack(&denied_too, limiter, opts).await;
     behind.set(START + later);
     same_answer(&denied_too, &never, limiter, opts, then).await;
@@ -167,15 +172,8 @@ async fn token_bucket_undo_on_one_clock_is_exact() {
     let denied_too = world(&redis, &clock, &clock, "undo-one-clock-all");
     let never = world(&redis, &clock, &clock, "undo-one-clock-never");
 
-    for w in [&denied_too, &never] {
-        assert!(
-            w.behind
-                .check("token_bucket", "k", opts)
-                .await
-                .unwrap()
-                .is_allowed()
-        );
-    }
+    let behind = [&denied_too.behind, &never.behind];
+    allowed_on_each(behind, "token_bucket", opts, 1).await;
     clock.set(START + 295);
     deny_a_stack(&denied_too, "token_bucket", opts).await;
 
@@ -195,26 +193,11 @@ async fn token_bucket_undo_keeps_retry_after() {
     let denied_too = world(&redis, &clock, &clock, "undo-retry-all");
     let never = world(&redis, &clock, &clock, "undo-retry-never");
 
-    for w in [&denied_too, &never] {
-        assert!(
-            w.behind
-                .check_cost("token_bucket", "k", opts, 2)
-                .await
-                .unwrap()
-                .is_allowed()
-        );
-    }
+    let behind = [&denied_too.behind, &never.behind];
+    allowed_on_each(behind, "token_bucket", opts, 2).await;
     clock.set(START + 2_400);
-    for w in [&denied_too, &never] {
-        // 1.92 tokens, 0.92 left.
-        assert!(
-            w.behind
-                .check("token_bucket", "k", opts)
-                .await
-                .unwrap()
-                .is_allowed()
-        );
-    }
+    // 1.92 tokens, 0.92 left.
+    allowed_on_each(behind, "token_bucket", opts, 1).await;
     clock.set(START + 2_550);
     // 1.04 tokens: the bucket allows, and the stack is denied by the denier alone.
     assert!(
