@@ -118,3 +118,44 @@ async fn memory_policy_decides_in_process_while_redis_is_down() {
         "{text}"
     );
 }
+
+/// A built-in registered with header names of its own answers its values under them, in
+/// memory as on Redis; fewer names than values is the reply error Redis gives, never a header
+/// left out.
+#[tokio::test]
+async fn a_built_in_answers_under_the_header_names_it_was_given() {
+    let limits = PlugLimit::memory_builder()
+        .limiter(
+            "named",
+            Limiter::fixed_window().headers(["x-quota", "x-reset", "x-left"]),
+        )
+        .limiter("short", Limiter::fixed_window().headers(["x-quota"]))
+        .build()
+        .unwrap();
+    let opts = [Opt::Int(5), Opt::Int(60)];
+    let named = limits.check("named", "k", &opts).await.unwrap();
+    let headers: Vec<(String, String)> = named
+        .headers()
+        .iter()
+        .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(
+        headers,
+        [
+            ("x-quota".to_owned(), "5".to_owned()),
+            ("x-reset".to_owned(), "60".to_owned()),
+            ("x-left".to_owned(), "4".to_owned()),
+        ]
+    );
+    let short = limits.check("short", "k", &opts).await.unwrap_err();
+    assert!(
+        matches!(
+            short,
+            plug_limit::Error::Reply(plug_limit::ReplyError::UndeclaredHeader {
+                position: 1,
+                declared: 1
+            })
+        ),
+        "{short:?}"
+    );
+}

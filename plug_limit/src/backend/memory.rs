@@ -12,7 +12,7 @@ use super::{Call, StackPart, Stacked};
 use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::outcome::{Decision, Names, Outcome, ReplyError};
+use crate::outcome::{Decision, Names, Outcome, ReplyError, declared_name};
 
 const SHARDS: usize = 64;
 
@@ -164,13 +164,7 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     let fields = verdict.headers;
     // Position by position, as a reply's headers are checked.
     for (position, field) in fields.iter().enumerate() {
-        if position >= declared.len() {
-            return Err(ReplyError::UndeclaredHeader {
-                position,
-                declared: declared.len(),
-            }
-            .into());
-        }
+        declared_name(declared, position)?;
         if !field.is_valid() {
             return Err(ReplyError::InvalidHeaderValue {
                 position,

@@ -12,7 +12,7 @@ use self::headers::Headers;
 pub(crate) use self::headers::{Field, Fields, Names, number};
 pub use self::reply::ReplyError;
 pub(crate) use self::reply::{
-    answered_in_full, is_framing, packed_records, parse_record, parse_reply,
+    answered_in_full, declared_name, is_framing, packed_records, parse_record, parse_reply,
 };
 pub use self::style::HeaderStyle;
 pub(crate) use self::style::Styler;

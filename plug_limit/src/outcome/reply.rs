@@ -90,7 +90,10 @@ fn decision(word: &[u8]) -> Result<Decision, ReplyError> {
 }
 
 /// The name declared for the header value at `position`.
-fn declared_name(declared: &[HeaderName], position: usize) -> Result<&HeaderName, ReplyError> {
+pub(crate) fn declared_name(
+    declared: &[HeaderName],
+    position: usize,
+) -> Result<&HeaderName, ReplyError> {
     declared.get(position).ok_or(ReplyError::UndeclaredHeader {
         position,
         declared: declared.len(),
