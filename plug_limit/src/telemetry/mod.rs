@@ -8,6 +8,8 @@
 #[cfg(feature = "metrics")]
 mod record;
 
+use std::time::Instant;
+
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -162,6 +164,15 @@ impl<'a> Watch<'a> {
         Self::request(telemetry, limiter, scope)
     }
 
+    /// When the check began, if its metrics read the clock for it (the `metrics` feature): a
+    /// later use of the same instant needs no second read.
+    pub(crate) fn started(&self) -> Option<Instant> {
+        #[cfg(feature = "metrics")]
+        return self.metrics.as_ref().map(record::Check::started);
+        #[cfg(not(feature = "metrics"))]
+        None
+    }
+
     /// The check's span, to enter or to instrument its wait on Redis with.
     pub(crate) fn span(&self) -> &Span {
         &self.span
@@ -236,8 +247,13 @@ impl<'a> Watch<'a> {
 
 /// The span of one decision. At `DEBUG`, so that a subscriber at the usual `INFO` leaves it
 /// disabled: then it costs a level check and allocates nothing.
+///
+/// A disabled span still looks up each field it is given by name, and checks the `log`
+/// level each time it is entered (`tracing`'s `log` feature, which axum's default features
+/// turn on, prints spans that no subscriber takes). When no subscriber takes it and no `log`
+/// logger would print it either, it is replaced by [`Span::none`], which does neither.
 fn span(limiter: &str, scope: &str) -> Span {
-    tracing::debug_span!(
+    let span = tracing::debug_span!(
         target: "plug_limit::decide",
         "plug_limit.decide",
         limiter,
@@ -245,5 +261,9 @@ fn span(limiter: &str, scope: &str) -> Span {
         decision = Empty,
         backend = Empty,
         cause = Empty,
-    )
+    );
+    if span.is_disabled() && log::max_level() < log::LevelFilter::Debug {
+        return Span::none();
+    }
+    span
 }

@@ -153,6 +153,10 @@ impl<'a> Check<'a> {
         }
     }
 
+    pub(super) fn started(&self) -> Instant {
+        self.started
+    }
+
     pub(super) fn deny_cache_hit(&self) {
         count(&self.series.deny_cache_hits);
     }
