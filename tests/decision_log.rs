@@ -42,11 +42,17 @@ async fn a_log_logger_at_debug_sees_each_decision_and_one_below_it_sees_none() {
     let opts = [Opt::Int(1), Opt::Int(60)];
 
     log::set_max_level(log::LevelFilter::Info);
-    limits.check("fixed_window", "client-a", &opts).await.unwrap();
+    limits
+        .check("fixed_window", "client-a", &opts)
+        .await
+        .unwrap();
     assert_eq!(recorded(), Vec::<String>::new());
 
     log::set_max_level(log::LevelFilter::Debug);
-    let denied = limits.check("fixed_window", "client-a", &opts).await.unwrap();
+    let denied = limits
+        .check("fixed_window", "client-a", &opts)
+        .await
+        .unwrap();
     assert!(!denied.is_allowed());
     assert_eq!(
         recorded(),

@@ -485,14 +485,13 @@ impl Decider {
     /// stepped back would stretch every cached denial), read at `started` when the check has
     /// read it already.
     fn now_ms(&self, started: Option<Instant>) -> i64 {
-        match &self.clock {
-            Some(clock) => clock.now_ms(),
-            None => {
-                let now = started.unwrap_or_else(Instant::now);
-                let since_epoch = now.saturating_duration_since(self.epoch);
-                i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
-            }
+        if let Some(clock) = &self.clock {
+            return clock.now_ms();
         }
+        let since_epoch = started
+            .unwrap_or_else(Instant::now)
+            .saturating_duration_since(self.epoch);
+        i64::try_from(since_epoch.as_millis()).unwrap_or(i64::MAX)
     }
 
     fn backend<'a>(&'a self, entry: &'a Entry) -> &'a Backend {

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use tracing::Span;
 use tracing::field::Empty;
+use tracing::level_filters::LevelFilter;
 
 use crate::backend::{Backend, Charge};
 use crate::error::Error;
@@ -166,6 +167,7 @@ impl<'a> Watch<'a> {
 
     /// When the check began, if its metrics read the clock for it (the `metrics` feature): a
     /// later use of the same instant needs no second read.
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn started(&self) -> Option<Instant> {
         #[cfg(feature = "metrics")]
         return self.metrics.as_ref().map(record::Check::started);
@@ -248,11 +250,16 @@ impl<'a> Watch<'a> {
 /// The span of one decision. At `DEBUG`, so that a subscriber at the usual `INFO` leaves it
 /// disabled: then it costs a level check and allocates nothing.
 ///
-/// A disabled span still looks up each field it is given by name, and checks the `log`
-/// level each time it is entered (`tracing`'s `log` feature, which axum's default features
-/// turn on, prints spans that no subscriber takes). When no subscriber takes it and no `log`
-/// logger would print it either, it is replaced by [`Span::none`], which does neither.
+/// A disabled span still records its fields for `log`, looks up each field it is given by
+/// name, and checks the `log` level each time it is entered (`tracing`'s `log` feature, which
+/// axum's default features turn on, prints spans that no subscriber takes). When no subscriber
+/// takes it and no `log` logger would print it either, it is [`Span::none`], which does none
+/// of that; when nothing anywhere is enabled at `DEBUG`, it is not even made.
 fn span(limiter: &str, scope: &str) -> Span {
+    let log_quiet = log::max_level() < log::LevelFilter::Debug;
+    if log_quiet && LevelFilter::current() < LevelFilter::DEBUG {
+        return Span::none();
+    }
     let span = tracing::debug_span!(
         target: "plug_limit::decide",
         "plug_limit.decide",
@@ -262,7 +269,7 @@ fn span(limiter: &str, scope: &str) -> Span {
         backend = Empty,
         cause = Empty,
     );
-    if span.is_disabled() && log::max_level() < log::LevelFilter::Debug {
+    if log_quiet && span.is_disabled() {
         return Span::none();
     }
     span
