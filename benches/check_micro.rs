@@ -2,14 +2,15 @@
 //! nanoseconds, with criterion.
 //!
 //! ```text
-//! cargo bench --bench check_micro
+//! cargo bench -p plug_limit_bench --bench check_micro
 //! ```
 //!
 //! The library is measured through its public API, `PlugLimit::check` on
 //! `PlugLimit::memory_builder()` with the default settings, which is the whole of a
-//! programmatic check: the limiter's lookup, its span and metrics, the namespaced key (its hash
-//! tag and the composed string), the memory backend's shard, the native twin of the Lua
-//! script, and the `Outcome` with its header values. `governor`'s peer is a
+//! programmatic check: the limiter's lookup, its span, the namespaced key (its hash tag and the
+//! composed string), the memory backend's shard, the native twin of the Lua script, and the
+//! `Outcome` with its header values. With `--features metrics`, its metrics too (no recorder
+//! installed). `governor`'s peer is a
 //! `DefaultKeyedRateLimiter<String>`: a `DashMap` of one atomic GCRA state per key, with
 //! std's SipHash (the hasher the memory backend uses too) and the `quanta` clock, checked with
 //! `check_key`. Both allow every request (a limit of 10^9), so every check is a full allow.
@@ -28,7 +29,7 @@
 //! Keys are made before the timing. After criterion's own report, a table prints each
 //! function's median time per check and its ratio to `governor`'s in the same case, read back
 //! from criterion's `estimates.json` of this run; a function filtered out reads `n/a`.
-//! Criterion's arguments work as usual (`cargo bench --bench check_micro -- hit`,
+//! Criterion's arguments work as usual (`cargo bench -p plug_limit_bench --bench check_micro -- hit`,
 //! `--measurement-time 10`, ...).
 
 use std::cell::OnceCell;
@@ -312,6 +313,12 @@ fn main() {
     println!(
         "ratio: the library's ns per check over governor's (lower is faster; the target is <= 1.5x)"
     );
+    let features = if cfg!(feature = "metrics") {
+        "default and metrics"
+    } else {
+        "default"
+    };
+    println!("library features: {features}");
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
         println!(
             "load average: {}",

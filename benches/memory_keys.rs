@@ -2,7 +2,7 @@
 //! the process's resident memory before and after (Linux `/proc/self/statm`), without a key
 //! bound and with `memory_capacity` at a tenth of the keys sent, so that the bound evicts.
 //!
-//! Run with: `cargo bench --bench memory_keys` (`MEMORY_KEYS` sets the number of keys).
+//! Run with: `cargo bench -p plug_limit_bench --bench memory_keys` (`MEMORY_KEYS` sets the number of keys).
 
 use std::time::Instant;
 

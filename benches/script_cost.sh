@@ -43,7 +43,7 @@ RUNS=${RUNS:-3}
 MEM_KEYS=${MEM_KEYS:-100000}
 STEP_TIMEOUT=${STEP_TIMEOUT:-120}
 # lua/stack.lua is no script of its own (it drives the others; its cost per stacked limit is
-# the `stacked` curve of `cargo bench --bench cost_curves`).
+# the `stacked` curve of `cargo bench -p plug_limit_bench --bench cost_curves`).
 SCRIPTS=${SCRIPTS:-$(cd "$root" && ls lua/*.lua | grep -v '^lua/stack\.lua$' | tr '\n' ' ')}
 FLOORS=${FLOORS-$(cd "$root" && echo benches/floors/*.lua)}
 # shellcheck source=benches/script_bench.sh

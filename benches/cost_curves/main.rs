@@ -5,7 +5,7 @@
 //! `lua/*.lua`) leads to expect.
 //!
 //! ```text
-//! cargo bench --bench cost_curves
+//! cargo bench -p plug_limit_bench --bench cost_curves
 //! ```
 //!
 //! | curve | file | what grows | measured |

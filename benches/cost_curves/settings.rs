@@ -70,7 +70,7 @@ impl Settings {
                 if quick {
                     std::env::temp_dir().join("cost_curves")
                 } else {
-                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/curves")
+                    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("curves")
                 }
             },
             PathBuf::from,

@@ -3,7 +3,7 @@
 //! in the same run on the same machine.
 //!
 //! ```text
-//! cargo bench --bench http_load
+//! cargo bench -p plug_limit_bench --bench http_load
 //! ```
 //!
 //! Variants, each served alone on `GET /`, in the order a round runs them (see

@@ -243,6 +243,12 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
     if let Some(rate) = settings.rate {
         let _ = write!(out, "; {rate} requests a second offered");
     }
+    let features = if cfg!(feature = "metrics") {
+        "default and metrics"
+    } else {
+        "default"
+    };
+    let _ = write!(out, "; library features: {features}");
     if settings.pin {
         let _ = write!(
             out,

@@ -211,7 +211,7 @@ impl Builder {
     /// [`FailurePolicy::Memory`] falls back on while Redis fails. The default is far above the
     /// distinct clients one instance sees within their windows (more is a case for Redis), and
     /// holds a spray to 0.2 to 0.3 GB rather than to the process's memory: a full backend
-    /// takes about 220 to 300 bytes per key, by limiter (`cargo bench --bench memory_keys`).
+    /// takes about 220 to 300 bytes per key, by limiter (`cargo bench -p plug_limit_bench --bench memory_keys`).
     /// A lower bound saves memory but makes evicting a key cheaper (see below).
     /// `usize::MAX` lifts the bound.
     ///

@@ -17,7 +17,10 @@ impl Decider {
         redis: &'a Arc<RedisBackend>,
         request: Request<'a>,
     ) -> Step<'a> {
-        let opts = opts_id(request.opts);
+        // Hashed once: the deny cache's lookup may have hashed them already.
+        let opts = request
+            .cached
+            .map_or_else(|| opts_id(request.opts), |(opts, _)| opts);
         match batches.spend(request.keys.first(), opts) {
             Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
             Err(slot) => {

@@ -254,7 +254,9 @@ impl<'a> Watch<'a> {
 /// name, and checks the `log` level each time it is entered (`tracing`'s `log` feature, which
 /// axum's default features turn on, prints spans that no subscriber takes). When no subscriber
 /// takes it and no `log` logger would print it either, it is [`Span::none`], which does none
-/// of that; when nothing anywhere is enabled at `DEBUG`, it is not even made.
+/// of that; when nothing anywhere is enabled at `DEBUG`, it is not even made. The `log` level
+/// is read once, as the check starts: a level raised while a check runs shows from the next
+/// check on.
 fn span(limiter: &str, scope: &str) -> Span {
     let log_quiet = log::max_level() < log::LevelFilter::Debug;
     if log_quiet && LevelFilter::current() < LevelFilter::DEBUG {
