@@ -168,7 +168,7 @@ pub mod algorithms {}
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
     Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LocalBatches, LogLevel, RedisConnection, Rules, Script, ScriptConfig,
+    LocalBatches, LocalBatchesConfig, LogLevel, RedisConnection, Rules, Script, ScriptConfig,
 };
 pub use self::error::{BuildError, Error};
 pub use self::extract::RateLimited;

@@ -151,7 +151,7 @@ fn config_deserializes_and_is_validated() {
     .unwrap();
     assert_eq!(
         error(builder().config(both).build()),
-        "invalid `limiters.q`: exactly one of `script`, `script_file` and `script_name` is required"
+        "invalid `limiters.q`: exactly one of `script`, `script_file`, `script_name` and `builtin` is required"
     );
 
     let bad_url: Config = serde_json::from_value(serde_json::json!({

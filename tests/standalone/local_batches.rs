@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use deadpool_redis::redis::AsyncCommands;
-use plug_limit::{Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, Subject, key};
+use plug_limit::{Config, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, Subject, key};
 use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
+use serde_json::json;
 
 /// A hot global limit: 1000 a minute, one key for everyone.
 struct Hot;
@@ -52,6 +53,26 @@ fn limits(redis: &RedisServer, prefix: &str) -> PlugLimit {
             "hot_bucket",
             Limiter::token_bucket().local_batches(LocalBatches::new(10)),
         )
+        .build()
+        .unwrap()
+}
+
+/// The limiters of [`limits`], set by a configuration file instead of code.
+fn limits_from_config(redis: &RedisServer, prefix: &str) -> PlugLimit {
+    let config: Config = serde_json::from_value(json!({
+        "prefix": prefix,
+        "limiters": {
+            "hot": { "builtin": "fixed_window", "local_batches": { "max": MAX } },
+            "hot_bucket": {
+                "builtin": "token_bucket",
+                "local_batches": { "max": 10, "every_ms": 25 }
+            }
+        }
+    }))
+    .unwrap();
+    PlugLimit::builder(redis.pool())
+        .key(key::header("x-client"))
+        .config(config)
         .build()
         .unwrap()
 }
@@ -123,6 +144,55 @@ async fn instances_never_admit_past_the_limit_and_give_back_what_they_hold() {
     );
     idle().await;
     assert_eq!(counted(&redis, &prefix, "hot", "/hot").await, allowed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_gives_a_built_in_local_batches_as_code_does() {
+    let redis = RedisServer::start();
+    let prefix = unique_prefix("batches_config");
+    let apps: Vec<Router> = (0..2)
+        .map(|_| app(limits_from_config(&redis, &prefix)))
+        .collect();
+    // 400 requests, each a script call without batches.
+    assert_eq!(flood(&apps, 25).await, 400);
+    let calls = redis.script_calls().await;
+    assert!(calls < 400 / 4, "{calls} script calls for 400 requests");
+    idle().await;
+    assert_eq!(counted(&redis, &prefix, "hot", "/hot").await, 400);
+}
+
+#[test]
+fn a_config_file_names_the_field_it_refuses() {
+    let redis = RedisServer::start();
+    let build = |limiter: serde_json::Value| {
+        let config: Config =
+            serde_json::from_value(json!({ "limiters": { "hot": limiter } })).unwrap();
+        PlugLimit::builder(redis.pool())
+            .config(config)
+            .build()
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        build(json!({ "builtin": "fixed_windows" })),
+        "invalid `limiters.hot.builtin`: must name a built-in limiter (BUILTINS), got `fixed_windows`"
+    );
+    assert_eq!(
+        build(json!({ "builtin": "gcra", "script": "return 1" })),
+        "invalid `limiters.hot`: exactly one of `script`, `script_file`, `script_name` and `builtin` is required"
+    );
+    assert_eq!(
+        build(json!({ "builtin": "fixed_window", "local_batches": { "max": 10, "every_ms": 0 } })),
+        "invalid `limiters.hot.local_batches.every_ms`: must be 1..=1000 (milliseconds)"
+    );
+    assert_eq!(
+        build(json!({ "builtin": "fixed_window", "local_batches": {} })),
+        "invalid `limiters.hot.local_batches.max`: must be 1..=2147483647"
+    );
+    assert_eq!(
+        build(json!({ "builtin": "gcra", "local_batches": { "max": 10 } })),
+        "invalid `limiters.hot.local_batches`: only fixed_window and token_bucket limiters take local batches"
+    );
 }
 
 #[tokio::test]

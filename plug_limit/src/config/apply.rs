@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use deadpool_redis::Runtime;
 
-use super::{Builder, Config, Limiter, Rules, Script};
+use super::limiter::Source;
+use super::{Builder, Config, Limiter, LocalBatches, Rules, Script};
+use crate::algorithm::Algorithm;
 use crate::error::BuildError;
 
 impl Builder {
@@ -70,22 +72,62 @@ impl Builder {
         }
         for (name, limiter) in config.limiters {
             let field = format!("limiters.{name}");
-            let named = limiter.script_name.is_some();
-            let mut built = match (limiter.script, limiter.script_file, limiter.script_name) {
-                (Some(lua), None, None) => Limiter::script(lua),
-                (None, Some(path), None) => Limiter::script_file(path),
-                (None, None, Some(name)) => Limiter::script_named(name),
+            // A shared script's or a built-in's header names stand unless the limiter names
+            // its own.
+            let declared = limiter.script_name.is_some() || limiter.builtin.is_some();
+            let source = (
+                limiter.script,
+                limiter.script_file,
+                limiter.script_name,
+                limiter.builtin,
+            );
+            let mut built = match source {
+                (Some(lua), None, None, None) => Limiter::script(lua),
+                (None, Some(path), None, None) => Limiter::script_file(path),
+                (None, None, Some(name), None) => Limiter::script_named(name),
+                (None, None, None, Some(name)) => match Algorithm::from_name(&name) {
+                    Some(algorithm) => Limiter::from_source(Source::BuiltIn(algorithm)),
+                    None => {
+                        let rule = format!(
+                            "must name a built-in limiter ({}), got `{name}`",
+                            Algorithm::all()
+                                .map(Algorithm::name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        );
+                        self.errors
+                            .push(BuildError::invalid(format!("{field}.builtin"), rule));
+                        continue;
+                    }
+                },
                 _ => {
                     self.errors.push(BuildError::invalid(
                         field,
-                        "exactly one of `script`, `script_file` and `script_name` is required",
+                        "exactly one of `script`, `script_file`, `script_name` and `builtin` is \
+                         required",
                     ));
                     continue;
                 }
             };
-            // A shared script's header names stand unless the limiter names its own.
-            if !(named && limiter.headers.is_empty()) {
+            if !(declared && limiter.headers.is_empty()) {
                 built = built.headers(limiter.headers);
+            }
+            if let Some(batches) = limiter.local_batches {
+                let mut settings = LocalBatches::new(batches.max);
+                match batches.every_ms {
+                    None => {}
+                    Some(every_ms @ 1..=1000) => {
+                        settings = settings.every(Duration::from_millis(every_ms));
+                    }
+                    Some(_) => {
+                        self.errors.push(BuildError::invalid(
+                            format!("{field}.local_batches.every_ms"),
+                            "must be 1..=1000 (milliseconds)",
+                        ));
+                        continue;
+                    }
+                }
+                built = built.local_batches(settings);
             }
             if let Some(url) = limiter.redis_url {
                 match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {

@@ -90,12 +90,14 @@ pub struct ScriptConfig {
     pub headers: Option<Vec<String>>,
 }
 
-/// A custom limiter in a [`Config`].
+/// A limiter in a [`Config`]: a custom script, or a built-in under a name of its own with
+/// settings of its own.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LimiterConfig {
-    /// The Lua source. Exactly one of `script`, `script_file` and `script_name` is required.
+    /// The Lua source. Exactly one of `script`, `script_file`, `script_name` and `builtin` is
+    /// required.
     pub script: Option<String>,
     /// A file holding the Lua source.
     pub script_file: Option<PathBuf>,
@@ -123,4 +125,43 @@ pub struct LimiterConfig {
     /// [`Builder::script`](crate::Builder::script)) to run; its header names are the default
     /// of `headers`.
     pub script_name: Option<String>,
+    /// A built-in limiter to run (`fixed_window`, `token_bucket`, `gcra`, ...), as
+    /// [`Limiter::fixed_window`](crate::Limiter::fixed_window) does in code: under this
+    /// limiter's name, with this table's settings. Its header names stand unless `headers`
+    /// names others.
+    pub builtin: Option<String>,
+    /// Local batches for this limiter's hot keys (a `fixed_window` or `token_bucket`
+    /// `builtin`, on Redis), as [`Limiter::local_batches`](crate::Limiter::local_batches).
+    pub local_batches: Option<LocalBatchesConfig>,
+}
+
+/// The local batches of a [`LimiterConfig`]: [`LocalBatches`](crate::LocalBatches) in a file.
+///
+/// # Example
+///
+/// ```
+/// use plug_limit::Config;
+///
+/// let config: Config = serde_json::from_str(r#"{
+///     "limiters": {
+///         "hot": {
+///             "builtin": "fixed_window",
+///             "local_batches": { "max": 200, "every_ms": 25 }
+///         }
+///     }
+/// }"#).unwrap();
+/// let batches = config.limiters["hot"].local_batches.as_ref().unwrap();
+/// assert_eq!((batches.max, batches.every_ms), (200, Some(25)));
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LocalBatchesConfig {
+    /// The most units one batch holds (1..=2147483647): [`LocalBatches::new`]'s `max`.
+    ///
+    /// [`LocalBatches::new`]: crate::LocalBatches::new
+    pub max: u32,
+    /// The time to aim for between two reservations of one key, in milliseconds (1 to 1000;
+    /// 25 when unset): [`LocalBatches::every`](crate::LocalBatches::every).
+    pub every_ms: Option<u64>,
 }

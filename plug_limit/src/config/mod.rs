@@ -5,7 +5,7 @@ pub use self::builder::Builder;
 pub use self::circuit_breaker::CircuitBreaker;
 pub use self::connection::RedisConnection;
 pub use self::enabled::Enabled;
-pub use self::file::{Config, LimiterConfig, ScriptConfig};
+pub use self::file::{Config, LimiterConfig, LocalBatchesConfig, ScriptConfig};
 pub use self::handler_uses::LimiterUse;
 pub(crate) use self::handler_uses::assert_builtin_limiters;
 pub use self::key_failure::KeyFailure;
