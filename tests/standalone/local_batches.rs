@@ -175,7 +175,7 @@ fn a_config_file_names_the_field_it_refuses() {
     };
     assert_eq!(
         build(json!({ "builtin": "fixed_windows" })),
-        "invalid `limiters.hot.builtin`: must name a built-in limiter (BUILTINS), got `fixed_windows`"
+        "invalid `limiters.hot.builtin`: must name a built-in limiter (fixed_window, token_bucket, sliding_window, sliding_log, leaky_bucket, gcra, multi_window, calendar_quota, concurrency), got `fixed_windows`"
     );
     assert_eq!(
         build(json!({ "builtin": "gcra", "script": "return 1" })),

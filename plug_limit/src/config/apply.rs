@@ -85,16 +85,9 @@ impl Builder {
                 (Some(lua), None, None, None) => Limiter::script(lua),
                 (None, Some(path), None, None) => Limiter::script_file(path),
                 (None, None, Some(name), None) => Limiter::script_named(name),
-                (None, None, None, Some(name)) => match Algorithm::from_name(&name) {
-                    Some(algorithm) => Limiter::from_source(Source::BuiltIn(algorithm)),
-                    None => {
-                        let rule = format!(
-                            "must name a built-in limiter ({}), got `{name}`",
-                            Algorithm::all()
-                                .map(Algorithm::name)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        );
+                (None, None, None, Some(name)) => match builtin(&name) {
+                    Ok(limiter) => limiter,
+                    Err(rule) => {
                         self.errors
                             .push(BuildError::invalid(format!("{field}.builtin"), rule));
                         continue;
@@ -170,6 +163,18 @@ impl Builder {
         }
         self
     }
+}
+
+/// The built-in limiter a config's `builtin` names, or the rule the name breaks.
+fn builtin(name: &str) -> Result<Limiter, String> {
+    let algorithm = Algorithm::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Algorithm::all().map(Algorithm::name).collect();
+        format!(
+            "must name a built-in limiter ({}), got `{name}`",
+            names.join(", ")
+        )
+    })?;
+    Ok(Limiter::from_source(Source::BuiltIn(algorithm)))
 }
 
 /// `rules` with the lists a config sets replacing its own; its predicate and address source,
