@@ -388,6 +388,54 @@ async fn reset_and_peek_reach_the_node_owning_the_key() {
     assert_eq!(owners, all_ports(&cluster));
 }
 
+#[tokio::test]
+async fn reset_all_forgets_its_prefix_on_every_primary_and_nothing_else() {
+    let cluster = RedisCluster::start();
+    let (prefix, other) = (unique_prefix("reset_all"), unique_prefix("kept"));
+    let handle = |prefix: &str| {
+        PlugLimit::cluster_builder(cluster.pool())
+            .prefix(prefix)
+            .build()
+            .unwrap()
+    };
+    let (limits, kept) = (handle(&prefix), handle(&other));
+    let mut slots = Slots::read(&cluster).await;
+    let mut stored = Vec::new();
+    for (limiter, opts, _, _) in [BUILTINS[0], BUILTINS[1]] {
+        for i in 0..KEYS {
+            let key = format!("client-{i}");
+            for handle in [&limits, &kept] {
+                assert!(
+                    handle
+                        .check(limiter, &key, opts)
+                        .await
+                        .unwrap()
+                        .is_allowed()
+                );
+            }
+            for of in [&prefix, &other] {
+                let name = stored_key(of, limiter, "", &key);
+                stored.push((of == &prefix, slots.owner(&name).await, name));
+            }
+        }
+    }
+    let owners: BTreeSet<u16> = stored.iter().map(|(_, owner, _)| *owner).collect();
+    assert_eq!(owners, all_ports(&cluster));
+
+    // One key per client and limiter, on whichever primary owns its slot.
+    assert_eq!(limits.reset_all().await.unwrap(), 2 * KEYS as u64);
+    for (reset, owner, name) in &stored {
+        assert_eq!(node_holds(&cluster, *owner, name).await, !reset, "{name}");
+    }
+    assert_eq!(limits.reset_all().await.unwrap(), 0);
+    let (limiter, opts, limit, remaining) = BUILTINS[0];
+    let fresh = limits.check(limiter, "client-0", opts).await.unwrap();
+    assert_eq!(
+        seen(&fresh),
+        (true, limit.to_owned(), remaining[0].to_owned())
+    );
+}
+
 type Item = RateLimited<FixedWindow<5, 60>>;
 
 async fn item(limited: Item) -> (Item, &'static str) {

@@ -399,14 +399,15 @@ impl PlugLimit {
     ///
     /// On Redis it deletes the keys matching the prefix and the library's key layout (`SCAN`
     /// in batches, then `UNLINK`), so keys of another prefix, even one extending this one
-    /// (`app` and `app:v2`), stay. It is not atomic: a request counted while it runs may
-    /// survive it. The memory backends and this instance's deny cache are emptied; other
-    /// instances' deny caches keep their denials until these end.
+    /// (`app` and `app:v2`), stay; on Redis Cluster, every primary is scanned. It is not
+    /// atomic: a request counted while it runs may survive it. The memory backends and this
+    /// instance's deny cache are emptied; other instances' deny caches keep their denials
+    /// until these end.
     ///
     /// # Errors
     ///
     /// The first Redis or timeout error, once every backend has been tried (what could be
-    /// deleted is), and [`Error::Unsupported`] on Redis Cluster.
+    /// deleted is).
     ///
     /// # Example
     ///

@@ -1,5 +1,7 @@
 //! The commands a check sends: `EVALSHA`, its `EVAL` fallback, and `DEL`.
 
+#[cfg(feature = "cluster")]
+use deadpool_redis::redis::cluster_routing::RoutingInfo;
 use deadpool_redis::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 
 use super::connection::{Shared, query};
@@ -50,6 +52,10 @@ pub(super) enum Command<'a> {
     },
     /// Any other command.
     Plain(Cmd),
+    /// A command for the nodes `routing` names on Redis Cluster (`SCAN`, whose cursor is a
+    /// node's own); elsewhere, a plain command.
+    #[cfg(feature = "cluster")]
+    Routed(Cmd, RoutingInfo),
 }
 
 impl Command<'_> {
@@ -60,6 +66,13 @@ impl Command<'_> {
     pub(super) async fn run(&self, conn: &mut Shared) -> RedisResult<Value> {
         match self {
             Self::Plain(cmd) => query(cmd, conn).await,
+            #[cfg(feature = "cluster")]
+            Self::Routed(cmd, routing) => match conn {
+                Shared::Cluster(cluster) => {
+                    cluster.route_command(cmd.clone(), routing.clone()).await
+                }
+                _ => query(cmd, conn).await,
+            },
             Self::Script {
                 limiter,
                 evalsha,

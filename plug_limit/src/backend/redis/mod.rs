@@ -168,37 +168,77 @@ impl RedisBackend {
 
     /// Deletes every key the library wrote under `prefix`, in batches found by `SCAN` (each
     /// command on the same terms as [`eval`](Self::eval)); returns how many it deleted.
+    ///
+    /// On Redis Cluster, every primary is scanned, each with its own cursor; the cluster
+    /// client splits an `UNLINK` of keys of several slots into one per node.
     pub(crate) async fn delete_prefix(&self, prefix: &str) -> Result<u64, Error> {
-        if self.connections.is_cluster() {
-            return Err(Error::Unsupported(
-                "deleting every key of a prefix on Redis Cluster",
-            ));
-        }
         let pattern = prefix_pattern(prefix);
+        #[cfg(feature = "cluster")]
+        if self.connections.is_cluster() {
+            return self.delete_prefix_on_cluster(&pattern).await;
+        }
         let mut cursor = 0_u64;
         let mut deleted = 0_u64;
         loop {
-            let mut scan = deadpool_redis::redis::cmd("SCAN");
-            scan.arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000);
-            let reply = self.send(&Command::Plain(scan)).await?;
+            let reply = self.send(&Command::Plain(scan(cursor, &pattern))).await?;
             let (next, keys): (u64, Vec<Vec<u8>>) =
                 deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
-            if !keys.is_empty() {
-                let mut unlink = deadpool_redis::redis::cmd("UNLINK");
-                unlink.arg(&keys);
-                let reply = self.send(&Command::Plain(unlink)).await?;
-                deleted += deadpool_redis::redis::from_redis_value::<u64>(reply)
-                    .map_err(RedisError::from)?;
-            }
+            deleted += self.unlink(&keys).await?;
             if next == 0 {
                 return Ok(deleted);
             }
             cursor = next;
         }
+    }
+
+    /// [`delete_prefix`](Self::delete_prefix) on Redis Cluster: a first `SCAN` on every
+    /// primary tells them apart by address, then each is scanned to its end.
+    #[cfg(feature = "cluster")]
+    async fn delete_prefix_on_cluster(&self, pattern: &str) -> Result<u64, Error> {
+        use deadpool_redis::redis::cluster_routing::{
+            MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo,
+        };
+
+        let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        let reply = self.send(&Command::Routed(scan(0, pattern), all)).await?;
+        // One reply per primary, under its address.
+        let firsts: Vec<(String, Value)> =
+            deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
+        let mut deleted = 0_u64;
+        for (address, first) in firsts {
+            let (host, port) = address
+                .rsplit_once(':')
+                .and_then(|(host, port)| Some((host.to_owned(), port.parse::<u16>().ok()?)))
+                .ok_or(Error::Unsupported("a cluster node address without a port"))?;
+            let mut reply = first;
+            loop {
+                let (next, keys): (u64, Vec<Vec<u8>>) =
+                    deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
+                deleted += self.unlink(&keys).await?;
+                if next == 0 {
+                    break;
+                }
+                let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                    host: host.clone(),
+                    port,
+                });
+                reply = self
+                    .send(&Command::Routed(scan(next, pattern), node))
+                    .await?;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Unlinks `keys`; how many there were.
+    async fn unlink(&self, keys: &[Vec<u8>]) -> Result<u64, Error> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let mut unlink = deadpool_redis::redis::cmd("UNLINK");
+        unlink.arg(keys);
+        let reply = self.send(&Command::Plain(unlink)).await?;
+        Ok(deadpool_redis::redis::from_redis_value::<u64>(reply).map_err(RedisError::from)?)
     }
 
     /// Sends one command through the breaker, within the timeout, on the shared connection.
@@ -374,6 +414,17 @@ fn slot(key: &str) -> u16 {
         (close > 0).then(|| &rest[..close])
     });
     crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
+}
+
+/// One `SCAN` step from `cursor` over the keys `pattern` matches.
+fn scan(cursor: u64, pattern: &str) -> deadpool_redis::redis::Cmd {
+    let mut scan = deadpool_redis::redis::cmd("SCAN");
+    scan.arg(cursor)
+        .arg("MATCH")
+        .arg(pattern)
+        .arg("COUNT")
+        .arg(1000);
+    scan
 }
 
 /// The `SCAN` pattern of the library's keys under `prefix` (`{prefix}:{TAG}:...`, see
