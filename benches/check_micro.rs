@@ -326,9 +326,9 @@ fn main() {
         "ratio: the library's ns per check over governor's (lower is faster; the target is <= 1.5x)"
     );
     let features = if cfg!(feature = "metrics") {
-        "default and metrics"
+        "default, cluster and metrics"
     } else {
-        "default"
+        "default and cluster"
     };
     println!("library features: {features}");
     if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {

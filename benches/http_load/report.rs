@@ -244,9 +244,9 @@ pub(crate) fn report(settings: &Settings, results: &Results, machine: &Machine) 
         let _ = write!(out, "; {rate} requests a second offered");
     }
     let features = if cfg!(feature = "metrics") {
-        "default and metrics"
+        "default, cluster and metrics"
     } else {
-        "default"
+        "default and cluster"
     };
     let _ = write!(out, "; library features: {features}");
     if settings.pin {

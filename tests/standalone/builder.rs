@@ -75,7 +75,7 @@ fn every_rule_names_its_field() {
             builder()
                 .limiter("fixed_window", Limiter::script("return 1"))
                 .build(),
-            "invalid `limiters.fixed_window`: is a built-in limiter; register the script under another name",
+            "invalid `limiters.fixed_window`: is a built-in limiter's name; register this limiter under another name",
         ),
         (
             builder()

@@ -4,9 +4,8 @@ use std::time::Duration;
 
 use deadpool_redis::Runtime;
 
-use super::limiter::Source;
+use super::builder::Store;
 use super::{Builder, Config, Limiter, LocalBatches, Rules, Script};
-use crate::algorithm::Algorithm;
 use crate::error::BuildError;
 
 impl Builder {
@@ -122,6 +121,13 @@ impl Builder {
                 }
                 built = built.local_batches(settings);
             }
+            if limiter.redis_url.is_some() && matches!(self.store, Store::Memory) {
+                self.errors.push(BuildError::invalid(
+                    format!("{field}.redis_url"),
+                    "a limiter's own Redis pool needs the Redis backend",
+                ));
+                continue;
+            }
             if let Some(url) = limiter.redis_url {
                 match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
                     Ok(pool) => built = built.pool(pool),
@@ -165,16 +171,19 @@ impl Builder {
     }
 }
 
-/// The built-in limiter a config's `builtin` names, or the rule the name breaks.
+/// The built-in limiter a config's `builtin` names, or the rule the name breaks: the
+/// built-ins code runs under other names ([`Limiter::fixed_window`], [`Limiter::token_bucket`]).
+/// The others are known by their own names to the checks that guard them (a lease never
+/// stacked, a settling limit's options), which a renamed one would slip past.
 fn builtin(name: &str) -> Result<Limiter, String> {
-    let algorithm = Algorithm::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Algorithm::all().map(Algorithm::name).collect();
-        format!(
-            "must name a built-in limiter ({}), got `{name}`",
-            names.join(", ")
-        )
-    })?;
-    Ok(Limiter::from_source(Source::BuiltIn(algorithm)))
+    match name {
+        "fixed_window" => Ok(Limiter::fixed_window()),
+        "token_bucket" => Ok(Limiter::token_bucket()),
+        _ => Err(format!(
+            "must be `fixed_window` or `token_bucket` (the built-ins that run under another \
+             name), got `{name}`"
+        )),
+    }
 }
 
 /// `rules` with the lists a config sets replacing its own; its predicate and address source,

@@ -34,7 +34,8 @@ impl Builder {
     /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
     /// spaced `prefix`, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
     /// name, a limiter name that is empty, taken twice or a built-in's, an empty or unreadable
-    /// script, an invalid header name, a config limiter without exactly one script, or a
+    /// script, an invalid header name, a config limiter without exactly one script or
+    /// built-in, a config limiter's own `redis_url` on the memory backend, or a
     /// limiter that a `#[rate_limit]` handler of this program uses but that is not registered.
     pub fn build(mut self) -> Result<PlugLimit, BuildError> {
         if let Some(error) = self.errors.drain(..).next() {
@@ -86,7 +87,7 @@ impl Builder {
             let entry = self.custom_entry(&name, limiter, &scripts)?;
             if !registry.insert(entry) {
                 let rule = if Algorithm::from_name(&name).is_some() {
-                    "is a built-in limiter; register the script under another name"
+                    "is a built-in limiter's name; register this limiter under another name"
                 } else {
                     "is registered more than once"
                 };

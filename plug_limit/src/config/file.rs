@@ -60,7 +60,7 @@ pub struct Config {
     /// The most keys the memory backend holds state for (default 1,000,000; at least 1): see
     /// [`Builder::memory_capacity`](crate::Builder::memory_capacity).
     pub memory_capacity: Option<usize>,
-    /// Custom limiters by name.
+    /// Limiters by name: custom scripts, and built-ins under names of their own.
     pub limiters: BTreeMap<String, LimiterConfig>,
     /// The rate-limit header fields of every limiter: `legacy` (default) or `draft10` (see
     /// [`HeaderStyle`]).
@@ -125,8 +125,9 @@ pub struct LimiterConfig {
     /// [`Builder::script`](crate::Builder::script)) to run; its header names are the default
     /// of `headers`.
     pub script_name: Option<String>,
-    /// A built-in limiter to run (`fixed_window`, `token_bucket`, `gcra`, ...), as
-    /// [`Limiter::fixed_window`](crate::Limiter::fixed_window) does in code: under this
+    /// A built-in limiter to run, `fixed_window` or `token_bucket`, as
+    /// [`Limiter::fixed_window`](crate::Limiter::fixed_window) and
+    /// [`Limiter::token_bucket`](crate::Limiter::token_bucket) do in code: under this
     /// limiter's name, with this table's settings. Its header names stand unless `headers`
     /// names others.
     pub builtin: Option<String>,
@@ -154,10 +155,11 @@ pub struct LimiterConfig {
 /// assert_eq!((batches.max, batches.every_ms), (200, Some(25)));
 /// ```
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LocalBatchesConfig {
-    /// The most units one batch holds (1..=2147483647): [`LocalBatches::new`]'s `max`.
+    /// The most units one batch holds (1..=2147483647), required: [`LocalBatches::new`]'s
+    /// `max`.
     ///
     /// [`LocalBatches::new`]: crate::LocalBatches::new
     pub max: u32,
