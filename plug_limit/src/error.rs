@@ -40,10 +40,6 @@ pub enum Error {
         "limiter `{0}` is a custom script: costs, peeks, clocks and the memory backend need a built-in"
     )]
     NotBuiltIn(String),
-    /// The backend cannot do what was asked, e.g.
-    /// [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) on Redis Cluster.
-    #[error("not supported: {0}")]
-    Unsupported(&'static str),
     /// The limit names a limiter that is neither built in nor registered.
     #[error("unknown limiter `{0}`; register it with `Builder::limiter`")]
     UnknownLimiter(String),

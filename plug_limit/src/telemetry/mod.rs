@@ -54,7 +54,6 @@ pub(crate) const fn cause(error: &Error) -> &'static str {
         Error::Input(_) => "input",
         Error::NotBuiltIn(_) => "not_built_in",
         Error::UnknownLimiter(_) => "unknown_limiter",
-        Error::Unsupported(_) => "unsupported",
     }
 }
 

@@ -177,18 +177,9 @@ impl RedisBackend {
         if self.connections.is_cluster() {
             return self.delete_prefix_on_cluster(&pattern).await;
         }
-        let mut cursor = 0_u64;
-        let mut deleted = 0_u64;
-        loop {
-            let reply = self.send(&Command::Plain(scan(cursor, &pattern))).await?;
-            let (next, keys): (u64, Vec<Vec<u8>>) =
-                deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
-            deleted += self.unlink(&keys).await?;
-            if next == 0 {
-                return Ok(deleted);
-            }
-            cursor = next;
-        }
+        let first = self.send(&Command::Plain(scan(0, &pattern))).await?;
+        self.unlink_scanned(first, |cursor| Command::Plain(scan(cursor, &pattern)))
+            .await
     }
 
     /// [`delete_prefix`](Self::delete_prefix) on Redis Cluster: a first `SCAN` on every
@@ -209,25 +200,40 @@ impl RedisBackend {
             let (host, port) = address
                 .rsplit_once(':')
                 .and_then(|(host, port)| Some((host.to_owned(), port.parse::<u16>().ok()?)))
-                .ok_or(Error::Unsupported("a cluster node address without a port"))?;
-            let mut reply = first;
-            loop {
-                let (next, keys): (u64, Vec<Vec<u8>>) =
-                    deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
-                deleted += self.unlink(&keys).await?;
-                if next == 0 {
-                    break;
-                }
-                let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-                    host: host.clone(),
-                    port,
-                });
-                reply = self
-                    .send(&Command::Routed(scan(next, pattern), node))
-                    .await?;
-            }
+                .ok_or_else(|| {
+                    RedisError::from((
+                        ErrorKind::Parse,
+                        "a cluster node's address without a port",
+                        address.clone(),
+                    ))
+                })?;
+            let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+            deleted += self
+                .unlink_scanned(first, |cursor| {
+                    Command::Routed(scan(cursor, pattern), node.clone())
+                })
+                .await?;
         }
         Ok(deleted)
+    }
+
+    /// Unlinks the keys of `reply`, a `SCAN` step, and of the steps `step` sends from its
+    /// cursor on, until the cursor is back at 0; how many keys there were.
+    async fn unlink_scanned(
+        &self,
+        mut reply: Value,
+        step: impl Fn(u64) -> Command<'static>,
+    ) -> Result<u64, Error> {
+        let mut deleted = 0_u64;
+        loop {
+            let (next, keys): (u64, Vec<Vec<u8>>) =
+                deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
+            deleted += self.unlink(&keys).await?;
+            if next == 0 {
+                return Ok(deleted);
+            }
+            reply = self.send(&step(next)).await?;
+        }
     }
 
     /// Unlinks `keys`; how many there were.
