@@ -33,14 +33,16 @@
 //! Criterion's arguments work as usual (`cargo bench -p plug_limit_bench --bench check_micro -- hit`,
 //! `--measurement-time 10`, ...).
 
+#[path = "criterion_results.rs"]
+mod criterion_results;
+
 use std::cell::OnceCell;
 use std::future::Future as _;
 use std::hint::black_box;
 use std::num::NonZeroU32;
-use std::path::{Path, PathBuf};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -261,42 +263,8 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
-/// Where criterion writes its results, found as criterion finds it.
-fn criterion_home() -> Option<PathBuf> {
-    if let Some(home) = std::env::var_os("CRITERION_HOME") {
-        return Some(home.into());
-    }
-    if let Some(target) = std::env::var_os("CARGO_TARGET_DIR") {
-        return Some(PathBuf::from(target).join("criterion"));
-    }
-    // The bench runs from <target>/release/deps/.
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
-}
-
-/// The median ns per check criterion estimated for `case/function` in this run.
-fn median_ns(home: &Path, case: &str, function: &str, since: SystemTime) -> Option<f64> {
-    let path = home
-        .join(case)
-        .join(function)
-        .join("new")
-        .join("estimates.json");
-    let modified = std::fs::metadata(&path).ok()?.modified().ok()?;
-    if modified < since {
-        return None;
-    }
-    let estimates: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
-    estimates["median"]["point_estimate"].as_f64()
-}
-
 fn main() {
-    let started = SystemTime::now();
-    let mut c = Criterion::default().configure_from_args();
-    benches(&mut c);
-    c.final_summary();
-
-    let Some(home) = criterion_home() else {
+    let Some(run) = criterion_results::run(benches) else {
         return;
     };
     println!();
@@ -306,7 +274,7 @@ fn main() {
     println!("|---|---:|---:|---:|---:|---:|");
     for case in CASES {
         let [governor, fixed_window, gcra] =
-            FUNCTIONS.map(|function| median_ns(&home, case, function, started));
+            FUNCTIONS.map(|function| run.median_ns(case, function));
         let ns =
             |value: Option<f64>| value.map_or_else(|| "n/a".to_owned(), |ns| format!("{ns:.0}"));
         let ratio = |value: Option<f64>| match (value, governor) {
@@ -325,19 +293,5 @@ fn main() {
     println!(
         "ratio: the library's ns per check over governor's (lower is faster; the target is <= 1.5x)"
     );
-    let features = if cfg!(feature = "metrics") {
-        "default, cluster and metrics"
-    } else {
-        "default and cluster"
-    };
-    println!("library features: {features}");
-    if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
-        println!(
-            "load average: {}",
-            load.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
-    }
+    criterion_results::print_conditions();
 }

@@ -125,7 +125,7 @@ impl Decider {
                 // limit), and each distinct one would be a metric series of its own.
                 let watch =
                     Watch::request(&self.telemetry, telemetry::UNKNOWN_LIMITER, route_scope);
-                let _entered = watch.span().clone().entered();
+                let _entered = watch.entered();
                 self.failures.log(self.log_level, limit.limiter, &error);
                 watch.failed(telemetry::cause(&error));
                 watch.undecided();
@@ -133,7 +133,7 @@ impl Decider {
             }
         };
         let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
-        let _entered = watch.span().clone().entered();
+        let _entered = watch.entered();
         // Before the key and any backend call: what the rules settle costs nothing else.
         if entry.rules.is_some() || limit.skip.is_some() || skip.is_some() {
             let skip_here = || {

@@ -13,6 +13,7 @@ use std::time::Instant;
 use tracing::Span;
 use tracing::field::Empty;
 use tracing::level_filters::LevelFilter;
+use tracing::span::EnteredSpan;
 
 use crate::backend::{Backend, Charge};
 use crate::error::Error;
@@ -177,6 +178,12 @@ impl<'a> Watch<'a> {
     /// The check's span, to enter or to instrument its wait on Redis with.
     pub(crate) fn span(&self) -> &Span {
         &self.span
+    }
+
+    /// The check's span entered, until the guard drops; `None` when nothing would record it,
+    /// which spares a disabled span's clone, enter, exit and drop on every check.
+    pub(crate) fn entered(&self) -> Option<EnteredSpan> {
+        (!self.span.is_none()).then(|| self.span.clone().entered())
     }
 
     /// The check goes to `backend`.
