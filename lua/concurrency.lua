@@ -7,7 +7,8 @@
 -- ARGV[1]  limit   units in flight, integer 1..2147483647
 -- ARGV[2]  lease   seconds a lease lives unless released, integer
 --                  1..2147483647: the longest a crashed instance's leases keep
---                  their units, and the longest a request may hold its unit
+--                  their units after their last renewal (the library renews a
+--                  lease in flight every third of it)
 -- ARGV[3]  cost    optional, default 1. 'n', integer 0..2147483647: units this
 --                  request holds; 0 peeks, the answer a cost-1 request would
 --                  get now, with only expired leases removed. '-n', n
@@ -19,10 +20,13 @@
 -- ARGV[5]  lease id, 1 to 64 ASCII letters, digits, '_' or '-'; required
 --          unless cost is 0. A cost-1 lease is the member '<id>'; a cost-n
 --          lease the members '<id>:1' .. '<id>:n'. Acquiring a lease id that is
---          already held renews it without counting it twice, so a duplicated
---          call counts once; releasing one that is not held changes nothing.
--- A lease taken at t holds its units while now < t + lease_ms; a request is
--- admitted when the units held plus cost are <= limit.
+--          already held renews it: its members take the new expiry, and the
+--          units it holds are not counted against it again, so a renewal is
+--          admitted at the limit and a duplicated call counts once; releasing
+--          one that is not held changes nothing.
+-- A lease taken (or last renewed) at t holds its units while now < t + lease_ms;
+-- a request is admitted when the units held by other leases plus cost are
+-- <= limit.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as strings:
 --          remaining   limit - units held after the call, >= 0 (a peek: as if
 --                      a cost-1 request had been admitted);
@@ -33,9 +37,11 @@
 --                      request in flight ends, which no clock foresees.
 --          A release always answers "allow".
 --          Bad opts: error "ERR concurrency: <field> <rule>, got '<value>'".
--- Cost     TIME (without ARGV[4]), ZREMRANGEBYSCORE, ZCARD, then ZADD (one
---          per 1000 units) and PEXPIREAT on allow, and ZRANGE for the reset:
---          4 to 6 commands; a release is ZREM instead of ZADD and PEXPIREAT.
+-- Cost     TIME (without ARGV[4]), ZREMRANGEBYSCORE, ZCARD, ZMSCORE (one per
+--          1000 units, only when some lease is held: is this one?), then ZADD
+--          (one per 1000 units) and PEXPIREAT on allow, and ZRANGE for the
+--          reset: 4 to 7 commands; a release is ZREM instead of ZMSCORE, ZADD
+--          and PEXPIREAT.
 --          ZREMRANGEBYSCORE is O(log n + leases expired); ZADD and ZREM are
 --          O(cost log n).
 -- Memory   one sorted set per key, one member per unit held (about 40 bytes
@@ -130,8 +136,19 @@ if release then
 end
 
 local held = redis.call('ZCARD', key)
+-- The units this lease holds already: a renewal, or a duplicated call.
+local mine = 0
+if cost > 0 and held > 0 then
+  for from = 1, cost, 1000 do
+    for _, score in ipairs(redis.call('ZMSCORE', key, unpack(members(cost, from)))) do
+      if score then
+        mine = mine + 1
+      end
+    end
+  end
+end
 local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
-if held + need > limit then
+if held - mine + need > limit then
   return answer('deny', held, 0)
 end
 if cost == 0 then

@@ -9,7 +9,8 @@
 //! Settling is one call of the limit's own script (a refund `-n`, a forced charge `+n`), sent
 //! after the response on the runtime, within the backend's timeout. A settlement that cannot
 //! run (no runtime, Redis gone) leaves the reservation as it was charged, and a lease to
-//! expire by itself: an over-count, never a free pass.
+//! expire by itself: an over-count, never a free pass. Until then, a lease is renewed every
+//! third of its life (`renewal.rs`), so a long response keeps its slot.
 //!
 //! [`Limit::COUNT_IF`]: crate::Limit::COUNT_IF
 
@@ -28,9 +29,12 @@ pub(crate) use self::deadline::Deadline;
 pub(crate) use self::lease_id::new_id;
 pub use self::usage::Usage;
 
+use self::renewal::Renewal;
+
 mod body;
 mod deadline;
 mod lease_id;
+mod renewal;
 mod usage;
 
 /// What a request owes its limit beyond the cost charged when it was admitted.
@@ -52,17 +56,36 @@ impl Terms {
 /// What an admitted request owes its limit; settled when dropped.
 pub(crate) struct Pending(Option<Owed>);
 
-struct Owed {
+/// The call that admitted a request, owned: what settling it and renewing its lease send again,
+/// with another charge.
+struct Admission {
     backend: Backend,
     program: Program,
     keys: [String; 1],
     opts: Box<[Opt]>,
+    /// The lease the admission took, given back whole.
+    lease: Option<String>,
+}
+
+impl Admission {
+    fn call(&self, charge: Charge) -> Call<'_> {
+        Call {
+            program: &self.program,
+            keys: &self.keys,
+            opts: &self.opts,
+            cost: charge,
+            lease: self.lease.as_deref(),
+        }
+    }
+}
+
+struct Owed {
+    /// Shared with the renewals of its lease.
+    admission: Arc<Admission>,
     /// What the admission charged.
     reserved: u32,
     /// The deny cache of the limiter, if it keeps one: a refund lifts its cached denials.
     denials: Option<Arc<DenyCache>>,
-    /// The lease the admission took, given back whole.
-    lease: Option<String>,
     /// What the handler reported it used, when the cost is an estimate.
     usage: Option<Usage>,
     count_if: Option<fn(StatusCode) -> bool>,
@@ -71,6 +94,8 @@ struct Owed {
     /// less a second for the reset's rounding. Past it, the units charged have left by
     /// themselves (a window ended, a bucket refilled), and a refund would be a gift.
     refund_until: Deadline,
+    /// The renewals that keep the lease alive while the request runs.
+    renewal: Option<Renewal>,
 }
 
 impl Pending {
@@ -89,18 +114,32 @@ impl Pending {
             Charge::Refund(_) | Charge::Force(_) | Charge::UpTo(_) => 0,
         };
         Self(Some(Owed {
-            backend: backend.clone(),
-            program: call.program.clone(),
-            keys: [call.keys.first().cloned().unwrap_or_default()],
-            opts: call.opts.into(),
+            admission: Arc::new(Admission {
+                backend: backend.clone(),
+                program: call.program.clone(),
+                keys: [call.keys.first().cloned().unwrap_or_default()],
+                opts: call.opts.into(),
+                lease: call.lease.map(str::to_owned),
+            }),
             reserved,
             denials: denials.cloned(),
-            lease: call.lease.map(str::to_owned),
             usage: terms.settle.then(Usage::default),
             count_if: terms.count_if,
             status: OnceLock::new(),
             refund_until,
+            renewal: None,
         }))
+    }
+
+    /// The same debt, its lease (if it holds one) renewed every third of its life until it is
+    /// given back: a request in flight longer than its lease keeps its units.
+    pub(crate) fn renewing(mut self) -> Self {
+        if let Some(owed) = &mut self.0
+            && owed.admission.lease.is_some()
+        {
+            owed.renewal = Renewal::start(Arc::clone(&owed.admission), owed.reserved);
+        }
+        self
     }
 
     /// Where the handler reports what the request used, for a cost that is an estimate.
@@ -135,7 +174,7 @@ pub(crate) fn leave_usage(
 impl Owed {
     /// The one call that settles the request; `None` when it owes nothing more.
     fn charge(&self) -> Option<Charge> {
-        if self.lease.is_some() {
+        if self.admission.lease.is_some() {
             return Some(Charge::Refund(self.reserved));
         }
         // A status never seen (the response never reached the limit) counts.
@@ -158,46 +197,50 @@ impl Owed {
             Ordering::Equal => None,
         }
     }
-
-    fn call(&self, charge: Charge) -> Call<'_> {
-        Call {
-            program: &self.program,
-            keys: &self.keys,
-            opts: &self.opts,
-            cost: charge,
-            lease: self.lease.as_deref(),
-        }
-    }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let Some(owed) = self.0.take() else {
+        let Some(mut owed) = self.0.take() else {
             return;
         };
+        let renewal = owed.renewal.take();
         let Some(charge) = owed.charge() else {
             return;
         };
         if let (Charge::Refund(_), Some(denials)) = (charge, &owed.denials) {
             // Units come back: a denial cached meanwhile may no longer hold.
-            denials.remove(&owed.keys[0]);
+            denials.remove(&owed.admission.keys[0]);
         }
+        // Renewals end first, and none lands after the release.
+        let charge = match renewal {
+            Some(renewal) => {
+                let here = |charge| {
+                    let _ = owed.admission.backend.start(owed.admission.call(charge));
+                };
+                match renewal.release(charge, here) {
+                    Some(charge) => charge,
+                    None => return,
+                }
+            }
+            None => charge,
+        };
         // In memory: settled on the spot.
-        if let Started::Done(_) = owed.backend.start(owed.call(charge)) {
+        if let Started::Done(_) = owed.admission.backend.start(owed.admission.call(charge)) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(target: "plug_limit", limiter = %owed.program.name, "no runtime to settle a request: its admission's charge stands");
+            tracing::debug!(target: "plug_limit", limiter = %owed.admission.program.name, "no runtime to settle a request: its admission's charge stands");
             return;
         };
         // Off the response's path: the client has its answer, and a slow Redis delays
         // nobody. The backend's timeout bounds the task.
         runtime.spawn(async move {
-            let Backend::Redis(redis) = &owed.backend else {
+            let Backend::Redis(redis) = &owed.admission.backend else {
                 return;
             };
-            if let Err(error) = redis.eval(owed.call(charge)).await {
-                tracing::debug!(target: "plug_limit", limiter = %owed.program.name, %error, "request not settled: its admission's charge stands");
+            if let Err(error) = redis.eval(owed.admission.call(charge)).await {
+                tracing::debug!(target: "plug_limit", limiter = %owed.admission.program.name, %error, "request not settled: its admission's charge stands");
             }
         });
     }
@@ -208,9 +251,9 @@ impl fmt::Debug for Pending {
         let mut debug = f.debug_struct("Pending");
         if let Some(owed) = &self.0 {
             debug
-                .field("limiter", &owed.program.name)
+                .field("limiter", &owed.admission.program.name)
                 .field("reserved", &owed.reserved)
-                .field("lease", &owed.lease.is_some())
+                .field("lease", &owed.admission.lease.is_some())
                 .field("usage", &owed.usage);
         }
         debug.finish_non_exhaustive()

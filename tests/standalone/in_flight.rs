@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::get;
 use axum::{Router, http};
 use plug_limit::{
-    Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, rate_limit,
+    Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, key, rate_limit,
 };
 use plug_limit_tests::{Fault, FaultProxy, RedisServer, backends, pool, stored_key, unique_prefix};
 
@@ -171,6 +171,53 @@ async fn a_hook_that_answers_for_the_limit_keeps_the_request_in_flight() {
         assert_eq!(seen(&denied), "429 2,60,0,1", "{backend}");
         finish(first, Some(first_gate)).await;
         finish(second, Some(second_gate)).await;
+    }
+}
+
+/// One request in flight per client, each lease living one second unless renewed.
+async fn one_second_lease(
+    limited: RateLimited<Concurrency<1, 1>>,
+    Extension(gates): Extension<Gates>,
+) -> Response {
+    limited.respond(gates.body())
+}
+
+/// A response streaming for longer than its lease keeps its slot: the lease is renewed every
+/// third of its life while the body streams, and given back when it ends. The limits keep
+/// real time here (Redis' `TIME`, the system clock in memory): a lease renewed by a manual
+/// clock would never run out.
+#[tokio::test]
+async fn a_response_streaming_past_its_lease_keeps_its_slot() {
+    let redis = RedisServer::start();
+    let configure = |builder: plug_limit::Builder| {
+        builder
+            .prefix(unique_prefix("renewal"))
+            .key(key::header("x-client"))
+    };
+    for (backend, limits) in backends(&redis, configure) {
+        let gates = Gates::default();
+        let app = Router::new()
+            .route("/", get(one_second_lease))
+            .with_state(State { limits })
+            .layer(Extension(gates.clone()));
+        let gate = gates.next();
+        let streaming = start(&app, "/", "a", &[]).await;
+        assert_eq!(seen(&streaming), "200 1,1,0,-", "{backend}");
+        // 1.2 s, then 2.4 s after it was taken: past its lease, twice over, the slot is taken.
+        for _ in 0..2 {
+            tokio::time::sleep(Duration::from_millis(1_200)).await;
+            let _unused = gates.next();
+            let denied = start(&app, "/", "a", &[]).await;
+            assert_eq!(seen(&denied), "429 1,1,0,1", "{backend}");
+            gates.clear();
+        }
+        finish(streaming, Some(gate)).await;
+        // Past the next renewal's time: the renewals ended with the body, and none came back.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let next_gate = gates.next();
+        let next = start(&app, "/", "a", &[]).await;
+        assert_eq!(seen(&next), "200 1,1,0,-", "{backend}");
+        finish(next, Some(next_gate)).await;
     }
 }
 

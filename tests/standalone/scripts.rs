@@ -20,6 +20,7 @@ fn script(limiter: &str) -> Script {
         "gcra" => include_str!("../../lua/gcra.lua"),
         "multi_window" => include_str!("../../lua/multi_window.lua"),
         "calendar_quota" => include_str!("../../lua/calendar_quota.lua"),
+        "concurrency" => include_str!("../../lua/concurrency.lua"),
         other => panic!("no script {other}"),
     })
 }
@@ -285,4 +286,41 @@ async fn sliding_log_keeps_one_entry_per_unit_even_when_time_steps_back() {
     }
     let entries: i64 = query(&mut conn, "ZCARD", &key).await;
     assert_eq!(entries, 3);
+}
+
+/// The steps of the native twin's `a_held_lease_renews_at_its_limit_and_a_new_one_waits`
+/// (`plug_limit/src/algorithm/concurrency.rs`), on the script, and the renewed lease's new
+/// expiry as Redis keeps it.
+#[tokio::test]
+async fn concurrency_renews_a_held_lease_at_its_limit() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("lease");
+    let start = scenarios::start(real_now_ms());
+    let opts = ["2", "30"];
+    let steps = [
+        ("a", 0, "allow 2,30,1"),
+        ("b", 0, "allow 2,30,0"),
+        // a renews at the limit: it holds its unit already. b's lease is now the oldest.
+        ("a", 20_000, "allow 2,10,0"),
+        ("c", 20_000, "deny 2,10,0,1"),
+        // b ran out at 30 s; a, renewed at 20 s, holds until 50 s.
+        ("c", 31_000, "allow 2,19,0"),
+        ("d", 45_000, "deny 2,5,0,1"),
+        ("d", 50_000, "allow 2,11,0"),
+    ];
+    for (i, (id, at, expect)) in steps.into_iter().enumerate() {
+        let tail = ["1".to_owned(), (start + at).to_string(), id.to_owned()];
+        let got = eval(&mut conn, ("concurrency", &key), &opts, &tail).await;
+        assert_eq!(got, expect, "step {i}");
+        if i == 2 {
+            let expiry: i64 = redis::cmd("ZSCORE")
+                .arg(&key)
+                .arg("a")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            assert_eq!(expiry, start + 50_000);
+        }
+    }
 }

@@ -62,8 +62,18 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         answer(true, &limit_s, limit, &leases, 0.0, now)
     } else {
         let held = leases.len() as f64;
+        // ZMSCORE: the units this lease holds already (a renewal, or a duplicated call).
+        let mine = if cost > 0 && !leases.is_empty() {
+            let own = members(id, cost);
+            leases
+                .iter()
+                .filter(|(_, member)| own.contains(member))
+                .count() as f64
+        } else {
+            0.0
+        };
         let need = if cost > 0 { cost as f64 } else { 1.0 };
-        if held + need > limit {
+        if held - mine + need > limit {
             answer(false, &limit_s, limit, &leases, 0.0, now)
         } else if cost == 0 {
             answer(true, &limit_s, limit, &leases, need, now)
@@ -252,10 +262,10 @@ mod tests {
             said(call(2, Some(("x", false)), 0, &mut slot)),
             "allow 2 30 0"
         );
-        // The same lease again renews it: still two units.
+        // The same lease again renews it, at the limit: still two units.
         assert_eq!(
             said(call(2, Some(("x", false)), 0, &mut slot)),
-            "deny 2 30 0 1"
+            "allow 2 30 0"
         );
         assert_eq!(
             said(call(3, Some(("y", false)), 0, &mut slot)),
@@ -274,6 +284,23 @@ mod tests {
             said(call(1, Some(("z", false)), 2_000, &mut slot)),
             "allow 2 30 1"
         );
+    }
+
+    /// The same steps as `tests/standalone/scripts.rs`'s
+    /// `concurrency_renews_a_held_lease_at_its_limit`, on the script.
+    #[test]
+    fn a_held_lease_renews_at_its_limit_and_a_new_one_waits() {
+        let mut slot = None;
+        let mut step = |id: &str, now_ms: i64| said(call(1, Some((id, false)), now_ms, &mut slot));
+        assert_eq!(step("a", 0), "allow 2 30 1");
+        assert_eq!(step("b", 0), "allow 2 30 0");
+        // a renews at the limit: it holds its unit already. b's lease is now the oldest.
+        assert_eq!(step("a", 20_000), "allow 2 10 0");
+        assert_eq!(step("c", 20_000), "deny 2 10 0 1");
+        // b ran out at 30 s; a, renewed at 20 s, holds until 50 s.
+        assert_eq!(step("c", 31_000), "allow 2 19 0");
+        assert_eq!(step("d", 45_000), "deny 2 5 0 1");
+        assert_eq!(step("d", 50_000), "allow 2 11 0");
     }
 
     #[test]

@@ -378,7 +378,8 @@ impl Decider {
                 // Less a second: the reset is rounded.
                 let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
                 let denials = caches_denials.then_some(&self.denials);
-                Ok(outcome.owing(Pending::new(backend, call, terms, refund_until, denials)))
+                let pending = Pending::new(backend, call, terms, refund_until, denials);
+                Ok(outcome.owing(pending.renewing()))
             }
             Ok(outcome) => Ok(outcome),
             Err(error) => {

@@ -302,8 +302,10 @@ impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
 /// Each admitted request holds a lease (a member of the key's sorted set in
 /// `lua/concurrency.lua`) until its response body ends; a lease not given back (its instance
 /// crashed, or Redis was unreachable when the response ended) expires after `LEASE` seconds, so
-/// no instance can leak a slot for longer. Pick `LEASE` above the longest response: a request
-/// still running when its lease expires no longer counts.
+/// no instance can leak a slot for longer. While the request runs, its instance renews the
+/// lease every third of `LEASE` (on the Tokio runtime), so a response streaming for longer
+/// than `LEASE` keeps its slot; a short `LEASE` gives a crashed instance's slots back sooner,
+/// at the price of a renewal every `LEASE / 3` seconds per request in flight.
 ///
 /// The lease is held until the body ends under [`RateLimitLayer`](crate::RateLimitLayer),
 /// [`SendHeadersLayer`](crate::SendHeadersLayer), `#[rate_limit]`, and with
