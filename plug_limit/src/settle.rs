@@ -53,8 +53,9 @@ impl Terms {
     }
 }
 
-/// What an admitted request owes its limit; settled when dropped.
-pub(crate) struct Pending(Option<Owed>);
+/// What an admitted request owes its limits (one, or each limit of a stack that settles);
+/// settled when dropped.
+pub(crate) struct Pending(Vec<Owed>);
 
 /// The call that admitted a request, owned: what settling it and renewing its lease send again,
 /// with another charge.
@@ -113,7 +114,7 @@ impl Pending {
             Charge::Take(units) => units,
             Charge::Refund(_) | Charge::Force(_) | Charge::UpTo(_) => 0,
         };
-        Self(Some(Owed {
+        Self(vec![Owed {
             admission: Arc::new(Admission {
                 backend: backend.clone(),
                 program: call.program.clone(),
@@ -128,28 +129,46 @@ impl Pending {
             status: OnceLock::new(),
             refund_until,
             renewal: None,
-        }))
+        }])
+    }
+
+    /// What a request admitted by a stack owes: every limit's debt (`parts`), settled each by
+    /// its own limit's script once the response ends. The limits that settle to what the
+    /// handler used share one [`Usage`]: one report settles each of them. `None` when no
+    /// limit owes anything.
+    pub(crate) fn stacked(parts: impl IntoIterator<Item = Self>) -> Option<Self> {
+        let mut owed: Vec<Owed> = parts
+            .into_iter()
+            .flat_map(|mut part| part.0.drain(..).collect::<Vec<_>>())
+            .collect();
+        let shared = owed.iter().find_map(|owed| owed.usage.clone());
+        for owed in &mut owed {
+            if owed.usage.is_some() {
+                owed.usage.clone_from(&shared);
+            }
+        }
+        (!owed.is_empty()).then_some(Self(owed))
     }
 
     /// The same debt, its lease (if it holds one) renewed every third of its life until it is
     /// given back: a request in flight longer than its lease keeps its units.
     pub(crate) fn renewing(mut self) -> Self {
-        if let Some(owed) = &mut self.0
-            && owed.admission.lease.is_some()
-        {
-            owed.renewal = Renewal::start(Arc::clone(&owed.admission), owed.reserved);
+        for owed in &mut self.0 {
+            if owed.admission.lease.is_some() {
+                owed.renewal = Renewal::start(Arc::clone(&owed.admission), owed.reserved);
+            }
         }
         self
     }
 
     /// Where the handler reports what the request used, for a cost that is an estimate.
     pub(crate) fn usage(&self) -> Option<&Usage> {
-        self.0.as_ref()?.usage.as_ref()
+        self.0.iter().find_map(|owed| owed.usage.as_ref())
     }
 
     /// The response's status, for [`Terms::count_if`]; the first one given stands.
     pub(crate) fn responded(&self, status: StatusCode) {
-        if let Some(owed) = &self.0 {
+        for owed in &self.0 {
             let _ = owed.status.set(status);
         }
     }
@@ -201,9 +220,16 @@ impl Owed {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        let Some(mut owed) = self.0.take() else {
-            return;
-        };
+        for owed in self.0.drain(..) {
+            owed.settle();
+        }
+    }
+}
+
+impl Owed {
+    /// Sends what this debt comes to: on the spot in memory, else on the runtime.
+    fn settle(mut self) {
+        let owed = &mut self;
         let renewal = owed.renewal.take();
         let Some(charge) = owed.charge() else {
             return;
@@ -235,12 +261,13 @@ impl Drop for Pending {
         };
         // Off the response's path: the client has its answer, and a slow Redis delays
         // nobody. The backend's timeout bounds the task.
+        let admission = Arc::clone(&owed.admission);
         runtime.spawn(async move {
-            let Backend::Redis(redis) = &owed.admission.backend else {
+            let Backend::Redis(redis) = &admission.backend else {
                 return;
             };
-            if let Err(error) = redis.eval(owed.admission.call(charge)).await {
-                tracing::debug!(target: "plug_limit", limiter = %owed.admission.program.name, %error, "request not settled: its admission's charge stands");
+            if let Err(error) = redis.eval(admission.call(charge)).await {
+                tracing::debug!(target: "plug_limit", limiter = %admission.program.name, %error, "request not settled: its admission's charge stands");
             }
         });
     }
@@ -248,14 +275,16 @@ impl Drop for Pending {
 
 impl fmt::Debug for Pending {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut debug = f.debug_struct("Pending");
-        if let Some(owed) = &self.0 {
-            debug
-                .field("limiter", &owed.admission.program.name)
-                .field("reserved", &owed.reserved)
-                .field("lease", &owed.admission.lease.is_some())
-                .field("usage", &owed.usage);
+        let mut list = f.debug_list();
+        for owed in &self.0 {
+            list.entry(&format_args!(
+                "{} (reserved {}, lease {}, usage {:?})",
+                owed.admission.program.name,
+                owed.reserved,
+                owed.admission.lease.is_some(),
+                owed.usage,
+            ));
         }
-        debug.finish_non_exhaustive()
+        list.finish()
     }
 }

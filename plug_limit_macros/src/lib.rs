@@ -346,7 +346,9 @@ use quote::quote;
 /// Several `#[rate_limit]` attributes on one handler (up to six) are one stack: the limits are
 /// checked at once, in one backend call that consumes from every limit only if every limit
 /// allows (see `plug_limit::Limits`). Each attribute takes the arguments above, except
-/// `resolver`.
+/// `resolver`; a `concurrency` limit cannot be stacked. A limit of the stack with `count_if` or
+/// `settle` is settled by its own script once the response ends, as it is alone; the limits
+/// that `settle` share the handler's one `Usage`.
 ///
 /// ```
 /// use plug_limit::{key, rate_limit};
@@ -456,11 +458,11 @@ fn try_expand(
         .filter_map(|config| errors.push(config))
         .collect();
     let configs = errors.finish(configs)?;
-    if configs.len() > 1 && configs.iter().any(validate::Config::settles_after) {
+    if configs.len() > 1 && configs.iter().any(validate::Config::leases) {
         return Err(syn::Error::new(
             proc_macro2::Span::call_site(),
-            "a `concurrency` limit, or one with `count_if` or `settle`, cannot be stacked: a \
-             stack is one call, and these settle after the response",
+            "a `concurrency` limit cannot be stacked: a stack is one call, and its lease \
+             outlives it",
         ));
     }
     Ok(expand::handler(&configs, item))

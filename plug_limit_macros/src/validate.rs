@@ -34,12 +34,10 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// Whether it holds or owes its limit something after the response (a `concurrency`
-    /// lease, a `count_if` refund, a `settle`ment), which a stack's one call cannot.
-    pub(crate) fn settles_after(&self) -> bool {
-        self.count_if.is_some()
-            || self.settle
-            || matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
+    /// Whether it holds a lease until the response ends (`concurrency`), which a stack's one
+    /// call cannot.
+    pub(crate) fn leases(&self) -> bool {
+        matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
     }
 }
 

@@ -22,6 +22,8 @@ use crate::gated::{Gates, configured, eventually, finish, start};
 const START: i64 = 3_602_725_194_000;
 const TOKENS: [Opt; 2] = [Opt::Int(1000), Opt::Int(3600)];
 const LOGINS: [Opt; 2] = [Opt::Int(3), Opt::Int(900)];
+const ATTEMPTS: [Opt; 2] = [Opt::Int(10), Opt::Int(900)];
+const TEAM_TOKENS: [Opt; 2] = [Opt::Int(5000), Opt::Int(3600)];
 
 /// Reports the `x-used` header's units, if any.
 fn used(headers: &HeaderMap, usage: &Usage) {
@@ -102,6 +104,34 @@ async fn layered_login(Extension(gates): Extension<Gates>, headers: HeaderMap) -
     log_in(&headers, &gates)
 }
 
+/// [`login`]'s failed logins, stacked with every attempt (ten per 15 minutes per client).
+#[rate_limit(opts = [3, 900], scope = "login", count_if = failed_login)]
+#[rate_limit(opts = [10, 900], scope = "attempts")]
+async fn stacked_login(Extension(gates): Extension<Gates>, headers: HeaderMap) -> Response {
+    log_in(&headers, &gates)
+}
+
+/// Every attempt, as a type, for the layer's stack.
+struct Attempts;
+
+impl Limit for Attempts {
+    const LIMITER: &'static str = "fixed_window";
+    const OPTS: &'static [Opt] = &ATTEMPTS;
+    const SCOPE: Option<&'static str> = Some("attempts");
+}
+
+/// [`chat`]'s tokens, stacked with a second budget that settles too: one report settles both.
+#[rate_limit(opts = [1000, 3600], cost = 300, scope = "chat", settle)]
+#[rate_limit(opts = [5000, 3600], cost = 300, scope = "team-chat", settle)]
+async fn stacked_chat(
+    Extension(usage): Extension<Usage>,
+    Extension(gates): Extension<Gates>,
+    headers: HeaderMap,
+) -> Response {
+    used(&headers, &usage);
+    Response::new(gates.body())
+}
+
 #[derive(Clone, FromRef)]
 struct State {
     limits: PlugLimit,
@@ -118,11 +148,17 @@ fn app(limits: PlugLimit, gates: &Gates) -> Router {
                 .route("/layer/login", get(layered_login))
                 .route_layer(RateLimitLayer::<Logins>::new(limits.clone())),
         );
+    let layered_stack = Router::new()
+        .route("/layer/stacked/login", get(layered_login))
+        .route_layer(RateLimitLayer::<(Logins, Attempts)>::new(limits.clone()));
     Router::new()
         .route("/chat", get(chat))
         .route("/extractor/chat", get(extracted_chat))
         .route("/login", get(login))
+        .route("/stacked/login", get(stacked_login))
+        .route("/stacked/chat", get(stacked_chat))
         .with_state(State { limits })
+        .merge(layered_stack)
         .merge(layered)
         .layer(Extension(gates.clone()))
 }
@@ -214,6 +250,64 @@ async fn only_the_responses_that_count_keep_their_cost() {
             assert_eq!(seen(&locked), "429 0", "{at}");
             clock.advance(Duration::from_secs(900));
         }
+    }
+}
+
+#[tokio::test]
+async fn a_stacked_limit_that_counts_by_status_settles_on_its_own() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, "settle")) {
+        for path in ["/stacked/login", "/layer/stacked/login"] {
+            let gates = Gates::default();
+            let app = app(limits.clone(), &gates);
+            let at = format!("{backend} {path}");
+            // Successes: every attempt counts, the failed logins get theirs back.
+            for attempts in 1..=5 {
+                let success = start(&app, path, "a", &[("x-password", "right")]).await;
+                assert_eq!(success.status(), StatusCode::OK, "{at}");
+                finish(success, None).await;
+                settles_to(&limits, "login", &LOGINS, 0).await;
+                settles_to(&limits, "attempts", &ATTEMPTS, attempts).await;
+            }
+            for failures in 1..=3 {
+                let failure = start(&app, path, "a", &[("x-password", "wrong")]).await;
+                assert_eq!(failure.status(), StatusCode::UNAUTHORIZED, "{at}");
+                finish(failure, None).await;
+                settles_to(&limits, "login", &LOGINS, failures).await;
+            }
+            settles_to(&limits, "attempts", &ATTEMPTS, 8).await;
+            // Locked out by the failed logins, with attempts to spare: the stack's denial
+            // takes nothing from the other limit.
+            let locked = start(&app, path, "a", &[("x-password", "right")]).await;
+            assert_eq!(seen(&locked), "429 0", "{at}");
+            settles_to(&limits, "attempts", &ATTEMPTS, 8).await;
+            clock.advance(Duration::from_secs(900));
+        }
+    }
+}
+
+#[tokio::test]
+async fn stacked_estimates_settle_to_one_report() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, "settle")) {
+        let gates = Gates::default();
+        let app = app(limits.clone(), &gates);
+        let gate = gates.next();
+        let first = start(&app, "/stacked/chat", "a", &[("x-used", "120")]).await;
+        assert_eq!(first.status(), StatusCode::OK, "{backend}");
+        // Both reserved 300 while the body streams; both settle to 120 once it ends.
+        settles_to(&limits, "chat", &TOKENS, 300).await;
+        settles_to(&limits, "team-chat", &TEAM_TOKENS, 300).await;
+        finish(first, Some(gate)).await;
+        settles_to(&limits, "chat", &TOKENS, 120).await;
+        settles_to(&limits, "team-chat", &TEAM_TOKENS, 120).await;
+        // 900 used on a 300 estimate: 600 more on each.
+        let second = start(&app, "/stacked/chat", "a", &[("x-used", "900")]).await;
+        finish(second, None).await;
+        settles_to(&limits, "chat", &TOKENS, 1020).await;
+        settles_to(&limits, "team-chat", &TEAM_TOKENS, 1020).await;
     }
 }
 

@@ -369,16 +369,7 @@ impl Decider {
         }
         match result {
             Ok(outcome) if outcome.is_allowed() => {
-                // Every built-in's reset is its second header value.
-                let reset_s: u64 = outcome
-                    .headers()
-                    .get(1)
-                    .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
-                    .unwrap_or(0);
-                // Less a second: the reset is rounded.
-                let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
-                let denials = caches_denials.then_some(&self.denials);
-                let pending = Pending::new(backend, call, terms, refund_until, denials);
+                let pending = self.owed(backend, call, terms, caches_denials, &outcome);
                 Ok(outcome.owing(pending.renewing()))
             }
             Ok(outcome) => Ok(outcome),
@@ -395,6 +386,30 @@ impl Decider {
                 Err(error)
             }
         }
+    }
+
+    /// What a request admitted with `outcome` by `call` on `backend` owes after its response:
+    /// the lease `call` took and what `terms` say, refunds lifting the deny cache's denials
+    /// (`caches_denials`) and going back only until the outcome's reset.
+    fn owed(
+        &self,
+        backend: &Backend,
+        call: Call<'_>,
+        terms: Terms,
+        caches_denials: bool,
+        outcome: &Outcome,
+    ) -> Pending {
+        // Every built-in's reset is its second header value (read before a header style
+        // renames them).
+        let reset_s: u64 = outcome
+            .headers()
+            .get(1)
+            .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
+            .unwrap_or(0);
+        // Less a second: the reset is rounded.
+        let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
+        let denials = caches_denials.then_some(&self.denials);
+        Pending::new(backend, call, terms, refund_until, denials)
     }
 
     /// Evaluates `limiter` for one programmatic `subject`: the same dispatch as a request's, with

@@ -21,6 +21,7 @@ use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::outcome::stack::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
+use crate::settle::Pending;
 use crate::telemetry::{self, Verdict, Watch};
 
 impl Decider {
@@ -95,13 +96,15 @@ impl Decider {
         let started = backend.start_stack(&stack_parts(&requests));
         match started {
             Err(error) => Step::Done(self.fail_stack(&requests, error)),
-            Ok(StartedStack::Done(result)) => Step::Done(self.settle_stack(&requests, result)),
+            Ok(StartedStack::Done(result)) => {
+                Step::Done(self.settle_stack(backend, &requests, result))
+            }
             Ok(StartedStack::Redis(redis)) => {
                 let span = requests[0].watch.span().clone();
                 Step::Waiting(Box::pin(
                     async move {
                         let result = redis.eval_stack(&stack_parts(&requests)).await;
-                        self.settle_stack(&requests, result)
+                        self.settle_stack(backend, &requests, result)
                     }
                     .instrument(span),
                 ))
@@ -213,16 +216,27 @@ impl Decider {
         }
     }
 
-    fn settle_stack(&self, requests: &[Request<'_>], result: Stacked) -> Decided {
+    fn settle_stack(
+        &self,
+        backend: &Backend,
+        requests: &[Request<'_>],
+        result: Stacked,
+    ) -> Decided {
         match result {
-            Ok(outcomes) => self.stack_verdict(requests, outcomes),
+            Ok(outcomes) => self.stack_verdict(backend, requests, outcomes),
             Err(error) => self.fail_stack(requests, error),
         }
     }
 
-    /// What the outcomes of a stack mean for the request: denied by the first limit that
-    /// denied (not in shadow mode), else allowed with the headers of every limit.
-    fn stack_verdict(&self, requests: &[Request<'_>], outcomes: Vec<Option<Outcome>>) -> Decided {
+    /// What the outcomes of a stack, decided on `backend`, mean for the request: denied by the
+    /// first limit that denied (not in shadow mode), else allowed with the headers of every
+    /// limit, holding what each limit that settles after the response is owed.
+    fn stack_verdict(
+        &self,
+        backend: &Backend,
+        requests: &[Request<'_>],
+        outcomes: Vec<Option<Outcome>>,
+    ) -> Decided {
         let denier = requests
             .iter()
             .zip(&outcomes)
@@ -233,12 +247,25 @@ impl Decider {
                         .is_some_and(|outcome| !outcome.is_allowed())
             });
         let mut ran: Vec<Ran<'_, '_>> = Vec::with_capacity(requests.len());
+        let mut owed = Vec::new();
         for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
             let Some(outcome) = outcome else {
                 // Not run: an earlier limit denied.
                 request.watch.undecided();
                 continue;
             };
+            // What an admitted stack owes each limit that settles after the response; a denied
+            // stack gave back what it took.
+            if denier.is_none() && request.terms.owes() && outcome.is_allowed() {
+                let caches_denials = request.cached.is_some();
+                owed.push(self.owed(
+                    backend,
+                    request.call(),
+                    request.terms,
+                    caches_denials,
+                    &outcome,
+                ));
+            }
             let tightness = Tightness::of(&outcome);
             let outcome = request
                 .entry
@@ -272,6 +299,10 @@ impl Decider {
                 .map(|(_, _, tightness, outcome)| (tightness, outcome))
                 .collect(),
         );
+        let merged = match Pending::stacked(owed) {
+            Some(pending) => merged.owing(pending),
+            None => merged,
+        };
         // The first hook with an answer speaks; a shadow limiter's cannot refuse.
         let hooked = entries.iter().find_map(|entry| {
             entry
@@ -341,7 +372,7 @@ impl Decider {
                     for request in requests {
                         request.watch.fell_back();
                     }
-                    return self.stack_verdict(requests, outcomes);
+                    return self.stack_verdict(self.fallback(), requests, outcomes);
                 }
                 Ok(StartedStack::Done(Err(error))) | Err(error) => {
                     lead.failures.log(lead.log_level, lead.name(), &error);

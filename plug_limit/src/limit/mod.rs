@@ -82,7 +82,8 @@ pub trait Limit: Send + Sync + 'static {
     /// [`SendHeadersLayer`](crate::SendHeadersLayer) and
     /// [`RateLimited::respond`](crate::RateLimited::respond); an extractor returned in a
     /// response tuple never sees it, and its request counts. Built-in limiters only, and not
-    /// [`Concurrency`](crate::Concurrency) nor a [stack](Limits).
+    /// [`Concurrency`](crate::Concurrency). In a [stack](Limits), such a limit is settled by
+    /// its own script once the response ends, as it is alone.
     const COUNT_IF: Option<fn(StatusCode) -> bool> = None;
 
     /// Whether [`COST`](Self::COST) is an estimate (default `false`): reserved when the
@@ -94,7 +95,9 @@ pub trait Limit: Send + Sync + 'static {
     ///
     /// Settling needs the response's end, as [`COUNT_IF`](Self::COUNT_IF) does; a request
     /// whose handler reports nothing keeps its estimate. Built-in limiters only, and not
-    /// [`Concurrency`](crate::Concurrency) nor a [stack](Limits).
+    /// [`Concurrency`](crate::Concurrency). In a [stack](Limits), each limit that settles is
+    /// settled by its own script once the response ends, all of them to the one
+    /// [`Usage`](crate::Usage) the handler reports to.
     const SETTLE: bool = false;
 }
 
@@ -150,10 +153,6 @@ macro_rules! stacked {
                 $(assert!(
                     !leases($limit::LIMITER),
                     "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call"
-                );
-                assert!(
-                    $limit::COUNT_IF.is_none() && !$limit::SETTLE,
-                    "a limit with `COUNT_IF` or `SETTLE` cannot be stacked: it settles after the stack's one call"
                 );)+
                 &[$(LimitRef::of::<$limit>()),+]
             };
