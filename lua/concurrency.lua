@@ -31,17 +31,18 @@
 --          remaining   limit - units held after the call, >= 0 (a peek: as if
 --                      a cost-1 request had been admitted);
 --          reset       seconds (ceil) until the oldest lease still held
---                      expires: when a unit comes back at the latest, 0 when
---                      none is held;
+--                      expires unless renewed: when a unit comes back at the
+--                      latest if its holder dies, 0 when none is held;
 --          retry_after on deny only, '1': a unit comes back as soon as any
 --                      request in flight ends, which no clock foresees.
 --          A release always answers "allow".
 --          Bad opts: error "ERR concurrency: <field> <rule>, got '<value>'".
 -- Cost     TIME (without ARGV[4]), ZREMRANGEBYSCORE, ZCARD, ZMSCORE (one per
---          1000 units, only when some lease is held: is this one?), then ZADD
---          (one per 1000 units) and PEXPIREAT on allow, and ZRANGE for the
---          reset: 4 to 7 commands; a release is ZREM instead of ZMSCORE, ZADD
---          and PEXPIREAT.
+--          1000 units, only at the limit: does this lease hold units already?),
+--          then ZADD (one per 1000 units) and PEXPIREAT on allow, and ZRANGE for
+--          the reset: 4 to 7 commands; a release is ZREM instead of ZMSCORE,
+--          ZADD and PEXPIREAT. A cost above the limit is denied before any
+--          per-unit command.
 --          ZREMRANGEBYSCORE is O(log n + leases expired); ZADD and ZREM are
 --          O(cost log n).
 -- Memory   one sorted set per key, one member per unit held (about 40 bytes
@@ -136,9 +137,14 @@ if release then
 end
 
 local held = redis.call('ZCARD', key)
--- The units this lease holds already: a renewal, or a duplicated call.
+local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
+if need > limit then
+  return answer('deny', held, 0) -- never admitted, whatever is held
+end
+-- Only at the limit do the units this lease holds already matter (a renewal, or a
+-- duplicated call): they are not counted against it again.
 local mine = 0
-if cost > 0 and held > 0 then
+if cost > 0 and held + need > limit then
   for from = 1, cost, 1000 do
     for _, score in ipairs(redis.call('ZMSCORE', key, unpack(members(cost, from)))) do
       if score then
@@ -147,7 +153,6 @@ if cost > 0 and held > 0 then
     end
   end
 end
-local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
 if held - mine + need > limit then
   return answer('deny', held, 0)
 end

@@ -221,6 +221,34 @@ async fn a_response_streaming_past_its_lease_keeps_its_slot() {
     }
 }
 
+/// With a clock set, that clock alone ends leases: none is renewed on real time (a renewal
+/// would stamp the set clock's time, and a lease the clock let run out would come back).
+#[tokio::test]
+async fn with_a_set_clock_leases_are_not_renewed() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, "no-renewal")) {
+        let gates = Gates::default();
+        let app = Router::new()
+            .route("/", get(one_second_lease))
+            .with_state(State { limits })
+            .layer(Extension(gates.clone()));
+        let gate = gates.next();
+        let streaming = start(&app, "/", "a", &[]).await;
+        assert_eq!(seen(&streaming), "200 1,1,0,-", "{backend}");
+        // 0.9 s by the clock, then real time enough for a renewal, then past the lease.
+        clock.advance(Duration::from_millis(900));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        clock.advance(Duration::from_millis(200));
+        let next_gate = gates.next();
+        let next = start(&app, "/", "a", &[]).await;
+        assert_eq!(seen(&next), "200 1,1,0,-", "{backend}");
+        finish(next, Some(next_gate)).await;
+        finish(streaming, Some(gate)).await;
+        clock.advance(Duration::from_secs(60));
+    }
+}
+
 /// Limits on `url` under `prefix`, timed by `clock`.
 fn instance(url: &str, prefix: &str, clock: &ManualClock) -> PlugLimit {
     PlugLimit::builder(pool(url))

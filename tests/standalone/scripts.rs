@@ -324,3 +324,30 @@ async fn concurrency_renews_a_held_lease_at_its_limit() {
         }
     }
 }
+
+/// The twin's second sequence of `a_held_lease_renews_at_its_limit_and_a_new_one_waits`: a
+/// lease of two units renews whole, and a cost past the limit is denied before any per-unit
+/// command (its 2^31 - 1 units would keep Redis busy for minutes, past `SCRIPT KILL`).
+#[tokio::test]
+async fn concurrency_renews_a_lease_of_several_units_and_denies_a_cost_past_the_limit_at_once() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("lease");
+    let start = scenarios::start(real_now_ms());
+    let steps = [
+        ("x", 2, 0, "allow 2,30,0"),
+        ("x", 2, 10_000, "allow 2,30,0"),
+        ("y", 1, 10_000, "deny 2,30,0,1"),
+        ("y", 1, 35_000, "deny 2,5,0,1"),
+        ("z", 2_147_483_647, 35_000, "deny 2,5,0,1"),
+        ("y", 1, 40_000, "allow 2,30,1"),
+    ];
+    for (i, (id, cost, at, expect)) in steps.into_iter().enumerate() {
+        let tail = [cost.to_string(), (start + at).to_string(), id.to_owned()];
+        let call = eval(&mut conn, ("concurrency", &key), &["2", "30"], &tail);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(2), call)
+            .await
+            .unwrap_or_else(|_| panic!("step {i}: no answer within 2 s"));
+        assert_eq!(got, expect, "step {i}");
+    }
+}

@@ -28,37 +28,55 @@ impl RedisServer {
     }
 
     /// Starts a server with extra `redis-server` arguments, e.g. `["--busy-reply-threshold", "50"]`.
+    ///
+    /// A port found free may be taken before the server binds it (by another test's server,
+    /// or as the source port of any connection on the machine): a server that exits at once is
+    /// started again on another port, a few times, before the test fails.
     #[must_use]
     pub fn start_with(args: &[&str]) -> Self {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("plug_limit-redis-{port}"));
-        std::fs::create_dir_all(&dir).expect("create the redis-server working directory");
-        let mut server = Self {
-            child: None,
-            port,
-            dir,
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-        };
-        server.spawn();
-        server
+        let mut attempts = 0;
+        loop {
+            let port = free_port();
+            let dir = std::env::temp_dir().join(format!("plug_limit-redis-{port}"));
+            std::fs::create_dir_all(&dir).expect("create the redis-server working directory");
+            let mut server = Self {
+                child: None,
+                port,
+                dir,
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+            };
+            attempts += 1;
+            match server.try_spawn() {
+                Ok(()) => return server,
+                Err(exited) if attempts < 5 => eprintln!("{exited}; trying another port"),
+                Err(exited) => panic!("{exited}, {attempts} times"),
+            }
+        }
     }
 
     fn spawn(&mut self) {
-        let child = spawn_server(self.port, &self.dir, &self.args, "the tests");
-        self.child = Some(child);
-        self.wait_ready();
+        if let Err(exited) = self.try_spawn() {
+            panic!("{exited}");
+        }
     }
 
-    fn wait_ready(&mut self) {
+    /// Starts the server and waits until it answers; `Err` when it exited first.
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let child = spawn_server(self.port, &self.dir, &self.args, "the tests");
+        self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
             if answers_ping(self.port) {
-                return;
+                return Ok(());
             }
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("redis-server on port {} exited early: {status}", self.port);
+                self.child = None;
+                return Err(format!(
+                    "redis-server on port {} exited early: {status}",
+                    self.port
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

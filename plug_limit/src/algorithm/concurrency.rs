@@ -62,18 +62,18 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         answer(true, &limit_s, limit, &leases, 0.0, now)
     } else {
         let held = leases.len() as f64;
-        // ZMSCORE: the units this lease holds already (a renewal, or a duplicated call).
-        let mine = if cost > 0 && !leases.is_empty() {
-            let own = members(id, cost);
+        let need = if cost > 0 { cost as f64 } else { 1.0 };
+        // ZMSCORE, only at the limit: the units this lease holds already (a renewal, or a
+        // duplicated call). A cost above the limit is never admitted, and is not counted.
+        let mine = if cost > 0 && need <= limit && held + need > limit {
             leases
                 .iter()
-                .filter(|(_, member)| own.contains(member))
+                .filter(|(_, member)| owns(member, id, cost))
                 .count() as f64
         } else {
             0.0
         };
-        let need = if cost > 0 { cost as f64 } else { 1.0 };
-        if held - mine + need > limit {
+        if need > limit || held - mine + need > limit {
             answer(false, &limit_s, limit, &leases, 0.0, now)
         } else if cost == 0 {
             answer(true, &limit_s, limit, &leases, need, now)
@@ -142,6 +142,25 @@ fn members(id: &str, units: u32) -> Vec<Box<str>> {
         return vec![id.into()];
     }
     (1..=units).map(|i| format!("{id}:{i}").into()).collect()
+}
+
+/// Whether `member` is one of [`members`]`(id, units)`, without making them.
+fn owns(member: &str, id: &str, units: u32) -> bool {
+    if units == 1 {
+        return member == id;
+    }
+    let Some(unit) = member
+        .strip_prefix(id)
+        .and_then(|rest| rest.strip_prefix(':'))
+    else {
+        return false;
+    };
+    // Exactly the digits `members` writes: no sign, no leading zero.
+    !unit.starts_with('0')
+        && unit.bytes().all(|b| b.is_ascii_digit())
+        && unit
+            .parse::<u32>()
+            .is_ok_and(|unit| (1..=units).contains(&unit))
 }
 
 /// The script's `answer`: the reset from the oldest lease, remaining after `taken` more.
@@ -301,6 +320,19 @@ mod tests {
         assert_eq!(step("c", 31_000), "allow 2 19 0");
         assert_eq!(step("d", 45_000), "deny 2 5 0 1");
         assert_eq!(step("d", 50_000), "allow 2 11 0");
+
+        // A lease of two units renews whole; a cost past the limit is denied at once, its
+        // units never listed.
+        let mut slot = None;
+        let mut step = |id: &str, cost: u32, now_ms: i64| {
+            said(call(cost, Some((id, false)), now_ms, &mut slot))
+        };
+        assert_eq!(step("x", 2, 0), "allow 2 30 0");
+        assert_eq!(step("x", 2, 10_000), "allow 2 30 0");
+        assert_eq!(step("y", 1, 10_000), "deny 2 30 0 1");
+        assert_eq!(step("y", 1, 35_000), "deny 2 5 0 1");
+        assert_eq!(step("z", u32::MAX >> 1, 35_000), "deny 2 5 0 1");
+        assert_eq!(step("y", 1, 40_000), "allow 2 30 1");
     }
 
     #[test]

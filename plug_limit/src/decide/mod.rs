@@ -370,7 +370,13 @@ impl Decider {
         match result {
             Ok(outcome) if outcome.is_allowed() => {
                 let pending = self.owed(backend, call, terms, caches_denials, &outcome);
-                Ok(outcome.owing(pending.renewing()))
+                // A set clock, not real time, ends leases: renewals would keep them forever.
+                let pending = if self.clock.is_none() {
+                    pending.renewing()
+                } else {
+                    pending
+                };
+                Ok(outcome.owing(pending))
             }
             Ok(outcome) => Ok(outcome),
             Err(error) => {

@@ -301,18 +301,21 @@ impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
 ///
 /// Each admitted request holds a lease (a member of the key's sorted set in
 /// `lua/concurrency.lua`) until its response body ends; a lease not given back (its instance
-/// crashed, or Redis was unreachable when the response ended) expires after `LEASE` seconds, so
-/// no instance can leak a slot for longer. While the request runs, its instance renews the
-/// lease every third of `LEASE` (on the Tokio runtime), so a response streaming for longer
-/// than `LEASE` keeps its slot; a short `LEASE` gives a crashed instance's slots back sooner,
-/// at the price of a renewal every `LEASE / 3` seconds per request in flight.
+/// crashed, or Redis was unreachable when the response ended) expires `LEASE` seconds after it
+/// was taken or last renewed, so a crashed instance cannot leak a slot for longer. While the
+/// request runs, its instance renews the lease every third of `LEASE` at most (on the Tokio
+/// runtime; not with [`Builder::clock`](crate::Builder::clock) set), so a response streaming
+/// for longer than `LEASE` keeps its slot; a short `LEASE` gives a crashed instance's slots
+/// back sooner, at the price of more renewals per request in flight. A request in flight holds
+/// its slot however long it runs: pair the limit with a server timeout where slow clients
+/// matter.
 ///
 /// The lease is held until the body ends under [`RateLimitLayer`](crate::RateLimitLayer),
 /// [`SendHeadersLayer`](crate::SendHeadersLayer), `#[rate_limit]`, and with
 /// [`RateLimited::respond`](crate::RateLimited::respond); an extractor returned in a response
 /// tuple gives it back when the response is built. Headers: `x-ratelimit-limit`,
-/// `x-ratelimit-reset` (seconds until the oldest lease expires: when a slot comes back at the
-/// latest), `x-ratelimit-remaining` (slots free after this request), and `retry-after: 1` on a
+/// `x-ratelimit-reset` (seconds until the oldest lease expires unless renewed: when a slot
+/// comes back at the latest if its instance dies), `x-ratelimit-remaining` (slots free after this request), and `retry-after: 1` on a
 /// deny (a slot comes back as soon as any request in flight ends).
 ///
 /// `LIMIT` and `LEASE` must be at least 1; anything else is refused at compile time. A
@@ -324,7 +327,8 @@ impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
 /// use axum::response::Response;
 /// use plug_limit::{Concurrency, RateLimited};
 ///
-/// // At most 3 exports in flight per client; a lease lives 10 minutes at most.
+/// // At most 3 exports in flight per client; a crashed instance's slots come back within 10
+/// // minutes.
 /// async fn export(limited: RateLimited<Concurrency<3, 600>>) -> Response {
 ///     limited.respond("a large export")
 /// }

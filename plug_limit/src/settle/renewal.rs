@@ -1,14 +1,16 @@
-//! A concurrency lease kept alive while its request runs: renewed every third of the lease, so
-//! a response that streams longer than its lease keeps its unit, while the lease of an
-//! instance that died still ends at most `lease_s` after its last renewal.
+//! A concurrency lease kept alive while its request runs: renewed on a fixed schedule from its
+//! admission, at most every third of the lease, so a response that streams longer than its
+//! lease keeps its unit, while the lease of an instance that died still ends at most `lease_s`
+//! after its last renewal.
 //!
 //! A renewal is the admission's own call again, with the same lease id: the script renews a
-//! lease it holds whatever the limit (its units are counted already). No renewal may land after
-//! the release, or the unit would stay taken until the lease ran out:
+//! lease it holds whatever the limit (its units are counted already). A renewal landing after
+//! the release would hold the unit until the lease ran out:
 //! - in memory, a renewal and the release each run under one lock, and the release marks the
-//!   lease released before it gives it back;
-//! - on Redis, the renewing task sends the release itself, after any renewal it has in flight,
-//!   so the two never race on two connections of the pool.
+//!   lease released before it gives it back: none can;
+//! - on Redis, the renewing task sends the release itself, after any renewal it has in flight.
+//!   A renewal that failed (a timeout, a dropped connection) may still be buffered in Redis and
+//!   run later; after one, the release is sent again once the backend's timeout has passed.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -16,6 +18,7 @@ use std::time::Duration;
 use futures_util::future::{self, Either};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
 
 use super::Admission;
 use crate::backend::{Backend, Call, Charge, Program, Started};
@@ -46,9 +49,22 @@ impl Lease {
         (seconds > 0).then(|| Duration::from_secs(seconds))
     }
 
-    /// One renewal, on a backend that answers at once (memory); `false` when the renewals
-    /// stop: the lease is gone for good (denied: it ran out and its unit was taken).
-    fn renew_here(&self) -> bool {
+    /// When renewals come: from the admission on, every third of the lease, and sooner when
+    /// a call may take `timeout`, so that the renewal after one that took the whole timeout
+    /// still comes before the lease ends. A renewal late by more than a period is not made up
+    /// for: the next comes on the schedule.
+    fn schedule(&self, timeout: Duration) -> Option<Interval> {
+        let lifetime = self.lifetime()?;
+        let every = (lifetime / 3)
+            .min(lifetime.saturating_sub(timeout) / 2)
+            .max(MIN_EVERY);
+        let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        Some(ticks)
+    }
+
+    /// One renewal, on a backend that answers at once (memory).
+    fn renew_here(&self) -> Renewed {
         match self
             .admission
             .backend
@@ -56,23 +72,32 @@ impl Lease {
         {
             Started::Done(result) => judge(&self.admission.program, result),
             // Memory answers at once; nothing else reaches here.
-            Started::Redis(_) => false,
+            Started::Redis(_) => Renewed::Lost,
         }
     }
 }
 
-/// Whether a renewal's answer keeps the renewals going; logs what stops them or failed.
-fn judge(program: &Program, result: Result<Outcome, Error>) -> bool {
+/// What a renewal came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Renewed {
+    Yes,
+    /// Denied: the lease ran out and its unit was taken. The renewals stop.
+    Lost,
+    /// Failed: it may or may not have reached Redis. The next renewal tries again.
+    Unknown,
+}
+
+/// What a renewal's answer means; logs what stops the renewals or failed.
+fn judge(program: &Program, result: Result<Outcome, Error>) -> Renewed {
     match result {
-        Ok(outcome) if outcome.is_allowed() => true,
+        Ok(outcome) if outcome.is_allowed() => Renewed::Yes,
         Ok(_) => {
             tracing::debug!(target: "plug_limit", limiter = %program.name, "lease not renewed: it ran out and its unit was taken");
-            false
+            Renewed::Lost
         }
         Err(error) => {
-            // Tried again at the next renewal: the lease has two thirds of its life left.
             tracing::debug!(target: "plug_limit", limiter = %program.name, %error, "lease not renewed this time");
-            true
+            Renewed::Unknown
         }
     }
 }
@@ -89,22 +114,24 @@ pub(super) enum Renewal {
 }
 
 impl Renewal {
-    /// Starts renewing the lease `admission` took, of `units`, every third of its life;
+    /// Starts renewing the lease `admission` took, of `units` (see [`Lease::schedule`]);
     /// `None` without a Tokio runtime (the lease then lives `lease_s`, as without renewals) or
     /// a lease length to read.
     pub(super) fn start(admission: Arc<Admission>, units: u32) -> Option<Self> {
         let lease = Lease { admission, units };
-        let every = (lease.lifetime()? / 3).max(MIN_EVERY);
         let runtime = tokio::runtime::Handle::try_current().ok()?;
         match lease.admission.backend.clone() {
             Backend::Memory(_) => {
+                // Within the runtime: an interval needs its timer.
+                let _entered = runtime.enter();
+                let mut ticks = lease.schedule(Duration::ZERO)?;
                 let released = Arc::new(Mutex::new(false));
                 let shared = Arc::clone(&released);
                 let task = runtime.spawn(async move {
                     loop {
-                        tokio::time::sleep(every).await;
+                        ticks.tick().await;
                         let released = shared.lock().unwrap_or_else(PoisonError::into_inner);
-                        if *released || !lease.renew_here() {
+                        if *released || lease.renew_here() == Renewed::Lost {
                             return;
                         }
                     }
@@ -115,24 +142,37 @@ impl Renewal {
                 })
             }
             Backend::Redis(redis) => {
+                let _entered = runtime.enter();
+                let timeout = redis.timeout();
+                let mut ticks = lease.schedule(timeout)?;
                 let (handoff, mut release) = oneshot::channel();
                 runtime.spawn(async move {
+                    // Set once a renewal failed: it may still run in Redis after the release.
+                    let mut uncertain = false;
                     loop {
-                        let tick = std::pin::pin!(tokio::time::sleep(every));
+                        let tick = std::pin::pin!(ticks.tick());
                         // The release first: once it is handed over, no renewal starts.
                         match future::select(&mut release, tick).await {
                             Either::Left((Ok(charge), _)) => {
+                                let program = &lease.admission.program;
                                 if let Err(error) = redis.eval(lease.call(charge)).await {
-                                    tracing::debug!(target: "plug_limit", limiter = %lease.admission.program.name, %error, "lease not given back: it ends by itself");
+                                    tracing::debug!(target: "plug_limit", limiter = %program.name, %error, "lease not given back: it ends by itself");
+                                }
+                                if uncertain {
+                                    tokio::time::sleep(timeout).await;
+                                    let _ = redis.eval(lease.call(charge)).await;
                                 }
                                 return;
                             }
                             // The request's debt dropped without a release to send.
                             Either::Left((Err(_), _)) => return,
-                            Either::Right(((), _)) => {
+                            Either::Right((_, _)) => {
                                 let charge = Charge::Take(lease.units);
-                                if !judge(&lease.admission.program, redis.eval(lease.call(charge)).await) {
-                                    return;
+                                let result = redis.eval(lease.call(charge)).await;
+                                match judge(&lease.admission.program, result) {
+                                    Renewed::Yes => {}
+                                    Renewed::Unknown => uncertain = true,
+                                    Renewed::Lost => return,
                                 }
                             }
                         }

@@ -247,6 +247,11 @@ impl RedisBackend {
         Ok(deadpool_redis::redis::from_redis_value::<u64>(reply).map_err(RedisError::from)?)
     }
 
+    /// The most a call may take, connection included.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// Sends one command through the breaker, within the timeout, on the shared connection.
     async fn send(&self, command: &Command<'_>) -> Result<Value, Error> {
         self.send_within(command, self.timeout).await
