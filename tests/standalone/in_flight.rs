@@ -182,6 +182,14 @@ async fn one_second_lease(
     limited.respond(gates.body())
 }
 
+/// `/` under [`one_second_lease`].
+fn one_second_app(limits: PlugLimit, gates: &Gates) -> Router {
+    Router::new()
+        .route("/", get(one_second_lease))
+        .with_state(State { limits })
+        .layer(Extension(gates.clone()))
+}
+
 /// A response streaming for longer than its lease keeps its slot: the lease is renewed every
 /// third of its life while the body streams, and given back when it ends. The limits keep
 /// real time here (Redis' `TIME`, the system clock in memory): a lease renewed by a manual
@@ -196,10 +204,7 @@ async fn a_response_streaming_past_its_lease_keeps_its_slot() {
     };
     for (backend, limits) in backends(&redis, configure) {
         let gates = Gates::default();
-        let app = Router::new()
-            .route("/", get(one_second_lease))
-            .with_state(State { limits })
-            .layer(Extension(gates.clone()));
+        let app = one_second_app(limits, &gates);
         let gate = gates.next();
         let streaming = start(&app, "/", "a", &[]).await;
         assert_eq!(seen(&streaming), "200 1,1,0,-", "{backend}");
@@ -229,10 +234,7 @@ async fn with_a_set_clock_leases_are_not_renewed() {
     let clock = ManualClock::new(START);
     for (backend, limits) in backends(&redis, configured(&clock, "no-renewal")) {
         let gates = Gates::default();
-        let app = Router::new()
-            .route("/", get(one_second_lease))
-            .with_state(State { limits })
-            .layer(Extension(gates.clone()));
+        let app = one_second_app(limits, &gates);
         let gate = gates.next();
         let streaming = start(&app, "/", "a", &[]).await;
         assert_eq!(seen(&streaming), "200 1,1,0,-", "{backend}");
