@@ -348,7 +348,7 @@ use quote::quote;
 /// allows (see `plug_limit::Limits`). Each attribute takes the arguments above, except
 /// `resolver`; a `concurrency` limit cannot be stacked. A limit of the stack with `count_if` or
 /// `settle` is settled by its own script once the response ends, as it is alone; the limits
-/// that `settle` share the handler's one `Usage`.
+/// that `settle` share the handler's one `Usage`, so they must have one `cost`.
 ///
 /// ```
 /// use plug_limit::{key, rate_limit};
@@ -463,6 +463,18 @@ fn try_expand(
             proc_macro2::Span::call_site(),
             "a `concurrency` limit cannot be stacked: a stack is one call, and its lease \
              outlives it",
+        ));
+    }
+    let mut settling = configs
+        .iter()
+        .filter(|config| config.settle)
+        .map(|config| config.cost.unwrap_or(1));
+    if let Some(first) = settling.next()
+        && settling.any(|cost| cost != first)
+    {
+        return Err(syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "the limits of a stack that `settle` are settled to one `Usage`: give them one `cost`",
         ));
     }
     Ok(expand::handler(&configs, item))

@@ -66,17 +66,19 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if answers_ping(self.port) {
-                return Ok(());
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
+            let Some(child) = self.child.as_mut() else {
+                break;
+            };
+            if let Ok(Some(status)) = child.try_wait() {
                 self.child = None;
                 return Err(format!(
                     "redis-server on port {} exited early: {status}",
                     self.port
                 ));
+            }
+            // Another process's server on the port answers too: only our own will do.
+            if answers_ping(self.port) && process_id(self.port) == Some(child.id()) {
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -194,6 +196,32 @@ pub(crate) fn spawn_server<S: AsRef<OsStr>>(
 
 /// Whether a server on loopback `port` answers a raw `PING` within half a second: spoken by
 /// hand, so a server can be awaited before any client library is involved.
+/// The `process_id` of the server on loopback `port`, from `INFO server`, spoken by hand.
+fn process_id(port: u16) -> Option<u32> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // The section is a few hundred bytes, read until its `process_id` line is whole.
+    loop {
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(at) = text.find("process_id:") {
+            let value = &text[at + "process_id:".len()..];
+            if let Some(end) = value.find("\r\n") {
+                return value[..end].trim().parse().ok();
+            }
+        }
+        let read = stream.read(&mut chunk).ok()?;
+        if read == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&chunk[..read]);
+    }
+}
+
 pub(crate) fn answers_ping(port: u16) -> bool {
     let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
         return false;

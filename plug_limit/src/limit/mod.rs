@@ -97,7 +97,8 @@ pub trait Limit: Send + Sync + 'static {
     /// whose handler reports nothing keeps its estimate. Built-in limiters only, and not
     /// [`Concurrency`](crate::Concurrency). In a [stack](Limits), each limit that settles is
     /// settled by its own script once the response ends, all of them to the one
-    /// [`Usage`](crate::Usage) the handler reports to.
+    /// [`Usage`](crate::Usage) the handler reports to: they must have one
+    /// [`COST`](Self::COST) (a stack of settling limits of different costs does not compile).
     const SETTLE: bool = false;
 }
 
@@ -154,10 +155,34 @@ macro_rules! stacked {
                     !leases($limit::LIMITER),
                     "a `concurrency` limit cannot be stacked: its lease outlives the stack's one call"
                 );)+
+                assert!(
+                    one_settling_cost(&[$(($limit::SETTLE, $limit::COST)),+]),
+                    "the limits of a stack that `SETTLE` are settled to one `Usage`: give them one `COST`"
+                );
                 &[$(LimitRef::of::<$limit>()),+]
             };
         }
     };
+}
+
+/// Whether the limits that settle (`(SETTLE, COST)` each) reserve one cost: settled to the one
+/// [`Usage`](crate::Usage) their handler reports, limits of different costs (requests and
+/// tokens, say) would each be charged the same number.
+const fn one_settling_cost(limits: &[(bool, u32)]) -> bool {
+    let mut first = None;
+    let mut i = 0;
+    while i < limits.len() {
+        let (settles, cost) = limits[i];
+        if settles {
+            match first {
+                None => first = Some(cost),
+                Some(first) if first != cost => return false,
+                Some(_) => {}
+            }
+        }
+        i += 1;
+    }
+    true
 }
 
 /// Whether `limiter` is the built-in that leases its units (`concurrency`): a stack's one

@@ -1,7 +1,8 @@
-//! A concurrency lease kept alive while its request runs: renewed on a fixed schedule from its
-//! admission, at most every third of the lease, so a response that streams longer than its
-//! lease keeps its unit, while the lease of an instance that died still ends at most `lease_s`
-//! after its last renewal.
+//! A concurrency lease kept alive while its request runs: renewed every third of the lease, on
+//! a schedule set at its admission, so a response that streams longer than its lease keeps its
+//! unit, while the lease of an instance that died still ends at most `lease_s` after its last
+//! renewal. A renewal is given a third of the lease at most (less when the backend's timeout is
+//! shorter): after one abandoned, the next still comes, on the schedule, before the lease ends.
 //!
 //! A renewal is the admission's own call again, with the same lease id: the script renews a
 //! lease it holds whatever the limit (its units are counted already). A renewal landing after
@@ -9,8 +10,8 @@
 //! - in memory, a renewal and the release each run under one lock, and the release marks the
 //!   lease released before it gives it back: none can;
 //! - on Redis, the renewing task sends the release itself, after any renewal it has in flight.
-//!   A renewal that failed (a timeout, a dropped connection) may still be buffered in Redis and
-//!   run later; after one, the release is sent again once the backend's timeout has passed.
+//!   A renewal that failed or was abandoned may still be buffered in Redis and run later; after
+//!   one, the release is sent again once that renewal's time is surely over.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,7 +19,7 @@ use std::time::Duration;
 use futures_util::future::{self, Either};
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
-use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio::time::{Instant, MissedTickBehavior};
 
 use super::Admission;
 use crate::backend::{Backend, Call, Charge, Program, Started};
@@ -49,18 +50,11 @@ impl Lease {
         (seconds > 0).then(|| Duration::from_secs(seconds))
     }
 
-    /// When renewals come: from the admission on, every third of the lease, and sooner when
-    /// a call may take `timeout`, so that the renewal after one that took the whole timeout
-    /// still comes before the lease ends. A renewal late by more than a period is not made up
-    /// for: the next comes on the schedule.
-    fn schedule(&self, timeout: Duration) -> Option<Interval> {
-        let lifetime = self.lifetime()?;
-        let every = (lifetime / 3)
-            .min(lifetime.saturating_sub(timeout) / 2)
-            .max(MIN_EVERY);
-        let mut ticks = tokio::time::interval_at(Instant::now() + every, every);
-        ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        Some(ticks)
+    /// When renewals come: the first a third of the lease after now (the admission), then
+    /// every third of the lease.
+    fn schedule(&self) -> Option<(Instant, Duration)> {
+        let every = (self.lifetime()? / 3).max(MIN_EVERY);
+        Some((Instant::now() + every, every))
     }
 
     /// One renewal, on a backend that answers at once (memory).
@@ -120,14 +114,19 @@ impl Renewal {
     pub(super) fn start(admission: Arc<Admission>, units: u32) -> Option<Self> {
         let lease = Lease { admission, units };
         let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (first, every) = lease.schedule()?;
+        // Made in the task: a runtime without its timer fails the renewals, not the request.
+        let ticks = move || {
+            let mut ticks = tokio::time::interval_at(first, every);
+            ticks.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            ticks
+        };
         match lease.admission.backend.clone() {
             Backend::Memory(_) => {
-                // Within the runtime: an interval needs its timer.
-                let _entered = runtime.enter();
-                let mut ticks = lease.schedule(Duration::ZERO)?;
                 let released = Arc::new(Mutex::new(false));
                 let shared = Arc::clone(&released);
                 let task = runtime.spawn(async move {
+                    let mut ticks = ticks();
                     loop {
                         ticks.tick().await;
                         let released = shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -142,11 +141,13 @@ impl Renewal {
                 })
             }
             Backend::Redis(redis) => {
-                let _entered = runtime.enter();
-                let timeout = redis.timeout();
-                let mut ticks = lease.schedule(timeout)?;
+                // A renewal abandoned at its deadline may still run in Redis within the
+                // backend's timeout.
+                let deadline = every.min(redis.timeout());
+                let settled_by = every.max(redis.timeout());
                 let (handoff, mut release) = oneshot::channel();
                 runtime.spawn(async move {
+                    let mut ticks = ticks();
                     // Set once a renewal failed: it may still run in Redis after the release.
                     let mut uncertain = false;
                     loop {
@@ -159,7 +160,7 @@ impl Renewal {
                                     tracing::debug!(target: "plug_limit", limiter = %program.name, %error, "lease not given back: it ends by itself");
                                 }
                                 if uncertain {
-                                    tokio::time::sleep(timeout).await;
+                                    tokio::time::sleep(settled_by).await;
                                     let _ = redis.eval(lease.call(charge)).await;
                                 }
                                 return;
@@ -168,7 +169,10 @@ impl Renewal {
                             Either::Left((Err(_), _)) => return,
                             Either::Right((_, _)) => {
                                 let charge = Charge::Take(lease.units);
-                                let result = redis.eval(lease.call(charge)).await;
+                                let renewal = redis.eval(lease.call(charge));
+                                let result = tokio::time::timeout(deadline, renewal)
+                                    .await
+                                    .unwrap_or(Err(Error::Timeout(deadline)));
                                 match judge(&lease.admission.program, result) {
                                     Renewed::Yes => {}
                                     Renewed::Unknown => uncertain = true,
