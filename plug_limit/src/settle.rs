@@ -92,8 +92,9 @@ struct Owed {
     count_if: Option<fn(StatusCode) -> bool>,
     status: OnceLock<StatusCode>,
     /// Until when a refund goes back to the state the admission charged: before its reset,
-    /// less a second for the reset's rounding. Past it, the units charged have left by
-    /// themselves (a window ended, a bucket refilled), and a refund would be a gift.
+    /// less a second for the reset's rounding and twice the timeout the refund may take to
+    /// land. Past it, the units charged have left by themselves (a window ended, a bucket
+    /// refilled), and a refund would be a gift.
     refund_until: Deadline,
     /// The renewals that keep the lease alive while the request runs.
     renewal: Option<Renewal>,

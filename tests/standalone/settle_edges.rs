@@ -8,7 +8,7 @@ use axum::extract::{Extension, FromRef};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Usage, rate_limit};
+use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Subject, Usage, rate_limit};
 use plug_limit_tests::{RedisServer, backends};
 
 use crate::gated::{Gates, configured, finish, start};
@@ -83,6 +83,42 @@ async fn a_refund_never_reaches_a_window_that_did_not_charge_it() {
             "{backend}: a fourth failed login in a window of 3"
         );
         clock.advance(Duration::from_secs(900));
+    }
+}
+
+/// A refund is sent after its deadline is read and may take the backend's timeout to land:
+/// it goes back only while the window has a second plus twice the timeout left (here 2 s, the
+/// timeout being 500 ms), so that it never lands in the next window.
+#[tokio::test]
+async fn a_refund_leaves_itself_the_time_to_land() {
+    let redis = RedisServer::start();
+    let clock = ManualClock::new(START);
+    for (backend, limits) in backends(&redis, configured(&clock, "refund_margin")) {
+        let gates = Gates::default();
+        let app = Router::new()
+            .route("/login", get(log_in))
+            .route_layer(RateLimitLayer::<Logins>::new(limits.clone()))
+            .layer(Extension(gates.clone()));
+        for (left_ms, count) in [(2_100, 0), (1_500, 1)] {
+            // A success, its body streaming until the window has `left_ms` left.
+            let gate = gates.next();
+            let slow = start(&app, "/login", "a", &[("x-password", "right")]).await;
+            assert_eq!(status_of(&slow), 200, "{backend}");
+            clock.advance(Duration::from_millis(900_000 - left_ms));
+            finish(slow, Some(gate)).await;
+            tokio::time::sleep(SETTLING).await;
+            let peek = limits
+                .peek("fixed_window", Subject::scoped("login", "a"), Logins::OPTS)
+                .await
+                .unwrap();
+            let remaining = peek.header("x-ratelimit-remaining").unwrap();
+            assert_eq!(
+                remaining,
+                &(3 - count - 1).to_string(),
+                "{backend} {left_ms} ms left"
+            );
+            clock.advance(Duration::from_millis(left_ms));
+        }
     }
 }
 

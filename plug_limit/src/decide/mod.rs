@@ -10,7 +10,7 @@ use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
 use std::sync::{Arc, LazyLock, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
@@ -77,7 +77,7 @@ pub(crate) struct Decider {
     /// The label text the metrics share.
     pub(crate) telemetry: Telemetry,
     /// The timeout of a check, which also bounds a limit's resolver (`resolve.rs`).
-    pub(crate) timeout: std::time::Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Decider {
@@ -385,7 +385,7 @@ impl Decider {
                         backend,
                         call,
                         Terms::default(),
-                        Deadline::after(None, 0),
+                        Deadline::after(None, Duration::ZERO),
                         None,
                     ));
                 }
@@ -412,8 +412,12 @@ impl Decider {
             .get(1)
             .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
             .unwrap_or(0);
-        // Less a second: the reset is rounded.
-        let refund_until = Deadline::after(self.clock.as_ref(), reset_s.saturating_sub(1));
+        // Less a second, as the reset is rounded, and twice the timeout: the refund is sent
+        // after the deadline is read, and may take that long to land.
+        let refund_within = Duration::from_secs(reset_s)
+            .saturating_sub(Duration::from_secs(1))
+            .saturating_sub(self.timeout.saturating_mul(2));
+        let refund_until = Deadline::after(self.clock.as_ref(), refund_within);
         let denials = caches_denials.then_some(&self.denials);
         Pending::new(backend, call, terms, refund_until, denials)
     }

@@ -12,14 +12,14 @@ pub(crate) enum Deadline {
 }
 
 impl Deadline {
-    /// `seconds` from now by `clock`, or by the monotonic clock without one.
-    pub(crate) fn after(clock: Option<&Arc<dyn Clock>>, seconds: u64) -> Self {
+    /// `wait` from now by `clock`, or by the monotonic clock without one.
+    pub(crate) fn after(clock: Option<&Arc<dyn Clock>>, wait: Duration) -> Self {
         match clock {
             Some(clock) => {
-                let ms = i64::try_from(seconds.saturating_mul(1000)).unwrap_or(i64::MAX);
+                let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
                 Self::Clock(Arc::clone(clock), clock.now_ms().saturating_add(ms))
             }
-            None => Self::Monotonic(Instant::now() + Duration::from_secs(seconds)),
+            None => Self::Monotonic(Instant::now() + wait),
         }
     }
 
