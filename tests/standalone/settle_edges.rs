@@ -49,6 +49,14 @@ async fn log_in(Extension(gates): Extension<Gates>, headers: HeaderMap) -> Respo
     (status, gates.body()).into_response()
 }
 
+/// `/login` under [`Logins`].
+fn login_app(limits: &PlugLimit, gates: &Gates) -> Router {
+    Router::new()
+        .route("/login", get(log_in))
+        .route_layer(RateLimitLayer::<Logins>::new(limits.clone()))
+        .layer(Extension(gates.clone()))
+}
+
 /// A request admitted in one window and settled in the next gives its unit back to the next
 /// window, which never charged it: the client gets a fourth failed login in a window of 3.
 #[tokio::test]
@@ -57,10 +65,7 @@ async fn a_refund_never_reaches_a_window_that_did_not_charge_it() {
     let clock = ManualClock::new(START);
     for (backend, limits) in backends(&redis, configured(&clock, "refund_window")) {
         let gates = Gates::default();
-        let app = Router::new()
-            .route("/login", get(log_in))
-            .route_layer(RateLimitLayer::<Logins>::new(limits.clone()))
-            .layer(Extension(gates.clone()));
+        let app = login_app(&limits, &gates);
         // A success admitted at the end of a window, its body still streaming.
         let gate = gates.next();
         let slow = start(&app, "/login", "a", &[("x-password", "right")]).await;
@@ -95,10 +100,7 @@ async fn a_refund_leaves_itself_the_time_to_land() {
     let clock = ManualClock::new(START);
     for (backend, limits) in backends(&redis, configured(&clock, "refund_margin")) {
         let gates = Gates::default();
-        let app = Router::new()
-            .route("/login", get(log_in))
-            .route_layer(RateLimitLayer::<Logins>::new(limits.clone()))
-            .layer(Extension(gates.clone()));
+        let app = login_app(&limits, &gates);
         for (left_ms, count) in [(2_100, 0), (1_500, 1)] {
             // A success, its body streaming until the window has `left_ms` left.
             let gate = gates.next();
@@ -204,10 +206,7 @@ async fn a_settled_refund_lifts_a_cached_denial() {
     let configure = configured(&clock, "refund_deny_cache");
     for (backend, limits) in backends(&redis, |builder| configure(builder).deny_cache(true)) {
         let gates = Gates::default();
-        let app = Router::new()
-            .route("/login", get(log_in))
-            .route_layer(RateLimitLayer::<Logins>::new(limits.clone()))
-            .layer(Extension(gates.clone()));
+        let app = login_app(&limits, &gates);
         // Three successes in flight hold the whole budget; a fourth is refused (and cached).
         let mut running = Vec::new();
         for _ in 0..3 {
