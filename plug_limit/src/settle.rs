@@ -140,7 +140,7 @@ impl Pending {
     pub(crate) fn stacked(parts: impl IntoIterator<Item = Self>) -> Option<Self> {
         let mut owed: Vec<Owed> = parts
             .into_iter()
-            .flat_map(|mut part| part.0.drain(..).collect::<Vec<_>>())
+            .flat_map(|mut part| std::mem::take(&mut part.0))
             .collect();
         let shared = owed.iter().find_map(|owed| owed.usage.clone());
         for owed in &mut owed {
@@ -217,33 +217,22 @@ impl Owed {
             Ordering::Equal => None,
         }
     }
-}
 
-impl Drop for Pending {
-    fn drop(&mut self) {
-        for owed in self.0.drain(..) {
-            owed.settle();
-        }
-    }
-}
-
-impl Owed {
     /// Sends what this debt comes to: on the spot in memory, else on the runtime.
     fn settle(mut self) {
-        let owed = &mut self;
-        let renewal = owed.renewal.take();
-        let Some(charge) = owed.charge() else {
+        let renewal = self.renewal.take();
+        let Some(charge) = self.charge() else {
             return;
         };
-        if let (Charge::Refund(_), Some(denials)) = (charge, &owed.denials) {
+        if let (Charge::Refund(_), Some(denials)) = (charge, &self.denials) {
             // Units come back: a denial cached meanwhile may no longer hold.
-            denials.remove(&owed.admission.keys[0]);
+            denials.remove(&self.admission.keys[0]);
         }
         // Renewals end first, and none lands after the release.
         let charge = match renewal {
             Some(renewal) => {
                 let here = |charge| {
-                    let _ = owed.admission.backend.start(owed.admission.call(charge));
+                    let _ = self.admission.backend.start(self.admission.call(charge));
                 };
                 match renewal.release(charge, here) {
                     Some(charge) => charge,
@@ -253,16 +242,16 @@ impl Owed {
             None => charge,
         };
         // In memory: settled on the spot.
-        if let Started::Done(_) = owed.admission.backend.start(owed.admission.call(charge)) {
+        if let Started::Done(_) = self.admission.backend.start(self.admission.call(charge)) {
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::debug!(target: "plug_limit", limiter = %owed.admission.program.name, "no runtime to settle a request: its admission's charge stands");
+            tracing::debug!(target: "plug_limit", limiter = %self.admission.program.name, "no runtime to settle a request: its admission's charge stands");
             return;
         };
         // Off the response's path: the client has its answer, and a slow Redis delays
         // nobody. The backend's timeout bounds the task.
-        let admission = Arc::clone(&owed.admission);
+        let admission = Arc::clone(&self.admission);
         runtime.spawn(async move {
             let Backend::Redis(redis) = &admission.backend else {
                 return;
@@ -271,6 +260,14 @@ impl Owed {
                 tracing::debug!(target: "plug_limit", limiter = %admission.program.name, %error, "request not settled: its admission's charge stands");
             }
         });
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        for owed in self.0.drain(..) {
+            owed.settle();
+        }
     }
 }
 
