@@ -73,7 +73,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         } else {
             0.0
         };
-        if need > limit || held - mine + need > limit {
+        if held - mine + need > limit {
             answer(false, &limit_s, limit, &leases, 0.0, now)
         } else if cost == 0 {
             answer(true, &limit_s, limit, &leases, need, now)
