@@ -226,6 +226,52 @@ async fn a_response_streaming_past_its_lease_keeps_its_slot() {
     }
 }
 
+/// A runtime without its timer cannot renew a lease: the request is still decided (the
+/// renewals' schedule is made in their own task, which alone fails), and its lease lives
+/// `lease_s`, as without renewals.
+#[test]
+fn a_runtime_without_a_timer_still_decides_a_leased_request() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let limits = PlugLimit::memory();
+        let first = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        assert_eq!(remaining(&first), (true, "1".to_owned()));
+        drop(first);
+        let again = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        assert_eq!(remaining(&again), (true, "1".to_owned()));
+    });
+}
+
+/// A backend timeout longer than the lease does not speed renewals up: one every third of the
+/// lease, each given that third at most. Over 2 s of a one-second lease: the admission (its
+/// first `EVALSHA` fails with `NOSCRIPT` and runs as `EVAL`: 2 calls), 6 renewals and the
+/// release, 9 calls; a 7th renewal may slip in before the release on a slow machine. Renewals
+/// paced by the timeout (every 100 ms here) would make about 20.
+#[tokio::test]
+async fn renewals_keep_their_pace_whatever_the_timeout() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .prefix(unique_prefix("renewal-pace"))
+        .key(key::header("x-client"))
+        .timeout(Duration::from_secs(2))
+        .build()
+        .unwrap();
+    let gates = Gates::default();
+    let app = one_second_app(limits, &gates);
+    let before = redis.script_calls().await;
+    let gate = gates.next();
+    let streaming = start(&app, "/", "a", &[]).await;
+    assert_eq!(seen(&streaming), "200 1,1,0,-");
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    finish(streaming, Some(gate)).await;
+    // The release, and no renewal after it.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let calls = redis.script_calls().await - before;
+    assert!((9..=10).contains(&calls), "{calls} script calls");
+}
+
 /// With a clock set, that clock alone ends leases: none is renewed on real time (a renewal
 /// would stamp the set clock's time, and a lease the clock let run out would come back).
 #[tokio::test]
