@@ -150,7 +150,28 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
+/// `--count <function> <requests>`: serves that many requests of one function outside
+/// criterion, for `route_instructions.sh` to count their instructions under callgrind.
+fn count(function: &str, requests: usize) {
+    assert!(FUNCTIONS.contains(&function), "unknown function {function}");
+    let clients: Vec<String> = (0..CLIENTS).map(|i| format!("client-{i}")).collect();
+    let mut router = router(function);
+    for client in &clients {
+        serve(&mut router, request(client));
+    }
+    for i in 0..requests {
+        serve(&mut router, request(&clients[i % CLIENTS]));
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, function, requests] = args.as_slice()
+        && flag == "--count"
+    {
+        count(function, requests.parse().expect("a number of requests"));
+        return;
+    }
     let Some(run) = criterion_results::run(benches) else {
         return;
     };

@@ -265,7 +265,7 @@ impl Builder {
 
     /// The default key extractor (default [`key::peer_ip`]).
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
-        self.key = Arc::new(key);
+        self.key = crate::key::shared(key);
         self
     }
 

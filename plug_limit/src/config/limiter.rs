@@ -146,7 +146,7 @@ impl Limiter {
 
     /// The key extractor for this limiter's requests.
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
-        self.key = Some(Arc::new(key));
+        self.key = Some(crate::key::shared(key));
         self
     }
 

@@ -105,6 +105,7 @@ pub use self::client_address::ClientAddress;
 pub use self::client_ip::{AnyPeer, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
+pub(crate) use self::header::shared;
 pub use self::header::{Global, Header, global, header};
 pub use self::or::{Or, first_of};
 pub use self::peer_ip::{PeerIp, peer_ip};

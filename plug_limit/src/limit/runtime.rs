@@ -113,7 +113,7 @@ impl RuntimeLimit {
     /// [`Limit::KEY`](crate::Limit::KEY).
     #[must_use]
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
-        Arc::make_mut(&mut self.inner).key = Some(Arc::new(key));
+        Arc::make_mut(&mut self.inner).key = Some(crate::key::shared(key));
         self
     }
 

@@ -39,7 +39,7 @@ fn lines<V: AsRef<[u8]>>(name: &str, lines: &[V]) -> Parts {
 }
 
 /// The key's parts joined with a space, or the error's message.
-fn key_text(extractor: &impl KeyExtractor, parts: &Parts) -> Result<String, String> {
+fn key_text(extractor: &(impl KeyExtractor + ?Sized), parts: &Parts) -> Result<String, String> {
     extractor
         .extract(parts)
         .map(|key| key.iter().collect::<Vec<_>>().join(" "))
@@ -57,24 +57,34 @@ fn err(text: &str) -> Result<String, String> {
 const NO_PEER: &str =
     "no peer address: serve with `into_make_service_with_connect_info::<SocketAddr>()`";
 
+/// As given, and as a limiter keeps it (its name parsed once): the same keys and errors.
 #[test]
 fn header_key_reads_the_value_and_reports_absence() {
-    let key = header("x-api-key");
-    assert_eq!(key_text(&key, &parts(&[("x-api-key", "abc")])), ok("abc"));
-    assert_eq!(
-        key_text(&key, &parts::<&str>(&[])),
-        err("missing header `x-api-key`")
-    );
-    assert_eq!(
-        key_text(&key, &parts(&[("x-api-key", b"\xff".as_slice())])),
-        err("header `x-api-key` is not visible ASCII")
-    );
-    // A client's line before the gateway's must not choose the key.
-    let two = parts(&[("x-api-key", "victim"), ("x-api-key", "real")]);
-    assert_eq!(
-        key_text(&key, &two),
-        err("header `x-api-key` appears more than once: the proxy must replace it, not add to it")
-    );
+    let kept = shared(header("x-api-key"));
+    let keys: [&dyn KeyExtractor; 2] = [&header("x-api-key"), &*kept];
+    for key in keys {
+        assert_eq!(key_text(key, &parts(&[("x-api-key", "abc")])), ok("abc"));
+        assert_eq!(
+            key_text(key, &parts(&[("X-Api-Key", "upper")])),
+            ok("upper")
+        );
+        assert_eq!(
+            key_text(key, &parts::<&str>(&[])),
+            err("missing header `x-api-key`")
+        );
+        assert_eq!(
+            key_text(key, &parts(&[("x-api-key", b"\xff".as_slice())])),
+            err("header `x-api-key` is not visible ASCII")
+        );
+        // A client's line before the gateway's must not choose the key.
+        let two = parts(&[("x-api-key", "victim"), ("x-api-key", "real")]);
+        assert_eq!(
+            key_text(key, &two),
+            err(
+                "header `x-api-key` appears more than once: the proxy must replace it, not add to it"
+            )
+        );
+    }
 }
 
 #[test]
