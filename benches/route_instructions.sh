@@ -2,9 +2,10 @@
 # Instructions per request of route_micro's three functions, counted by callgrind: repeatable
 # on any machine, whatever else it runs, where route_micro's nanoseconds move with the load.
 #
-# Each function serves N and then 2N requests (after the same warm-up: every client counted
-# once); the difference over N is what one request costs, with the set-up cancelled out. Run
-# from the workspace root:
+# Each function serves N requests after a warm-up (every client counted once, `governor`'s
+# clock calibrated); callgrind counts only the function that serves them (`measured`), so
+# what happens once stays out. Building each request is counted alike for the three. Run from
+# the workspace root:
 #
 #   bash benches/route_instructions.sh            # N=20000
 #   N=50000 bash benches/route_instructions.sh
@@ -23,17 +24,15 @@ for line in sys.stdin:
 [ -x "$bin" ] || { echo "route_micro did not build" >&2; exit 1; }
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-total() { # function requests
-  valgrind --tool=callgrind --callgrind-out-file="$out/cg" "$bin" --count "$1" "$2" >/dev/null 2>"$out/log"
-  sed -n 's/^summary: //p' "$out/cg"
-}
 echo "| function | instructions/request | over bare |"
 echo "|---|---:|---:|"
 bare=""
 for function in bare tower_governor_no_headers memory_no_headers; do
-  one="$(total "$function" "$N")"
-  two="$(total "$function" $((2 * N)))"
-  per=$(( (two - one) / N ))
+  valgrind --tool=callgrind --collect-atstart=no --toggle-collect='route_micro::measured' \
+    --callgrind-out-file="$out/cg" "$bin" --count "$function" "$N" >/dev/null 2>"$out/log" \
+    || { cat "$out/log" >&2; exit 1; }
+  total="$(sed -n 's/^summary: //p' "$out/cg")"
+  per=$((total / N))
   [ -z "$bare" ] && bare=$per
   echo "| $function | $per | $(printf '%+d' $((per - bare))) |"
 done
