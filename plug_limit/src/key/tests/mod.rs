@@ -85,6 +85,13 @@ fn header_key_reads_the_value_and_reports_absence() {
             )
         );
     }
+    // A name `http` knows (a standard header) is found the same way.
+    let kept = shared(header("authorization"));
+    let keys: [&dyn KeyExtractor; 2] = [&header("authorization"), &*kept];
+    for key in keys {
+        let request = parts(&[("Authorization", "Bearer t")]);
+        assert_eq!(key_text(key, &request), ok("Bearer t"));
+    }
 }
 
 #[test]
