@@ -410,6 +410,60 @@ async fn a_lease_whose_reply_was_lost_is_given_back_at_once() {
     assert_eq!(remaining(&first), (true, "1".to_owned()));
 }
 
+/// A renewal that timed out on its way to Redis may still run there after the release, on a
+/// connection given up for silent, and take the lease again: the renewing task then sends the
+/// release a second time, once that renewal's time is surely over (the renewals' interval,
+/// 2 s here, or the timeout if longer). Without it, the slot would stay taken until the lease
+/// ran out, 6 s after the late renewal.
+#[tokio::test]
+async fn a_renewal_that_lands_after_the_release_is_released_again() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let prefix = unique_prefix("late-renewal");
+    // One slot, a 6 s lease: renewals every 2 s, each given the 300 ms timeout.
+    let opts = [Opt::Int(1), Opt::Int(6)];
+    let limits = PlugLimit::builder(pool(&proxy.url()))
+        .prefix(&prefix)
+        .timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let admitted = limits.check("concurrency", "k", &opts).await.unwrap();
+    assert_eq!(remaining(&admitted), (true, "0".to_owned()));
+    // A reply at 1.5 s keeps the connection from being idle at 2 s (an idle one is checked
+    // with a `PING` first, which would meet the delay instead of the renewal).
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let other = limits.check("concurrency", "other", &opts).await.unwrap();
+    assert_eq!(remaining(&other), (true, "0".to_owned()));
+    drop(other);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The first renewal, at 2 s, takes 1.2 s to reach Redis: given up at 2.3 s, when its
+    // silent connection is dropped, it runs at about 3.2 s.
+    proxy.set(Fault::DelayRequests(Duration::from_millis(1_200)));
+    tokio::time::sleep(Duration::from_millis(950)).await;
+    proxy.set(Fault::Forward);
+    // At 2.5 s the request ends: its release runs at once, on a fresh connection.
+    drop(admitted);
+    eventually("the release runs", async || {
+        held(&redis, &prefix, "k").await == 0
+    })
+    .await;
+    // The late renewal takes the lease again...
+    eventually("the late renewal runs", async || {
+        held(&redis, &prefix, "k").await == 1
+    })
+    .await;
+    // ...and the second release, at about 4.5 s, gives it back, long before the 9.2 s the
+    // late renewal's lease would otherwise end.
+    let late = tokio::time::Instant::now();
+    while held(&redis, &prefix, "k").await != 0 {
+        assert!(
+            late.elapsed() < Duration::from_millis(3_000),
+            "the late renewal's lease is still held"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_concurrency_limit_cannot_be_stacked_at_run_time() {
     let limits = PlugLimit::memory();

@@ -32,6 +32,10 @@ pub enum Fault {
     /// Hold each chunk Redis sends for this long before passing it to the client; requests
     /// pass at once.
     Delay(Duration),
+    /// Hold each chunk the client sends for this long before passing it to Redis, which runs
+    /// it then, even once the client has given up and closed the connection: a command stuck
+    /// on its way. Replies pass at once.
+    DelayRequests(Duration),
     /// Pass requests to Redis, so they run, but drop Redis's reply and close the client's
     /// connection: the reply lost after Redis ran the script.
     DropReplies,
@@ -189,10 +193,11 @@ enum Action {
 /// The faults, as what each does to a chunk going either way.
 fn action(fault: Fault, direction: Direction) -> Action {
     match (fault, direction) {
-        (Fault::Forward, _) | (Fault::Delay(_) | Fault::DropReplies, Direction::ToRedis) => {
-            Action::Pass
-        }
-        (Fault::Delay(delay), Direction::ToClient) => Action::PassAfter(delay),
+        (Fault::Forward, _)
+        | (Fault::Delay(_) | Fault::DropReplies, Direction::ToRedis)
+        | (Fault::DelayRequests(_), Direction::ToClient) => Action::Pass,
+        (Fault::Delay(delay), Direction::ToClient)
+        | (Fault::DelayRequests(delay), Direction::ToRedis) => Action::PassAfter(delay),
         (Fault::Blackhole, _) => Action::Swallow,
         (Fault::DropReplies, Direction::ToClient) | (Fault::Refuse, _) => Action::Close,
     }

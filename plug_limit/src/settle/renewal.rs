@@ -170,9 +170,16 @@ impl Renewal {
                             Either::Right((_, _)) => {
                                 let charge = Charge::Take(lease.units);
                                 let renewal = redis.eval(lease.call(charge));
-                                let result = tokio::time::timeout(deadline, renewal)
-                                    .await
-                                    .unwrap_or(Err(Error::Timeout(deadline)));
+                                // Cut short only when a third of the lease is shorter than the
+                                // timeout: at the timeout, the call's own ending also drops a
+                                // connection that stayed silent, which a cut would skip.
+                                let result = if deadline < redis.timeout() {
+                                    tokio::time::timeout(deadline, renewal)
+                                        .await
+                                        .unwrap_or(Err(Error::Timeout(deadline)))
+                                } else {
+                                    renewal.await
+                                };
                                 match judge(&lease.admission.program, result) {
                                     Renewed::Yes => {}
                                     Renewed::Unknown => uncertain = true,
