@@ -116,11 +116,31 @@ fn header_key(parts: &Parts, name: impl AsHeaderName, text: &'static str) -> Res
 
 /// `key`, shared, as a limiter keeps it: a [`Header`] with its name parsed once.
 pub(crate) fn shared(key: impl KeyExtractor) -> Arc<dyn KeyExtractor> {
-    if let Some(&Header(text)) = (&key as &dyn Any).downcast_ref::<Header>()
-        // `header` checked the name: lower-case token characters, which always parse.
-        && let Ok(name) = HeaderName::from_lowercase(text.as_bytes())
-    {
-        return Arc::new(ParsedHeader { name, text });
+    match parsed(&key) {
+        Some(parsed) => Arc::new(parsed),
+        None => Arc::new(key),
     }
-    Arc::new(key)
+}
+
+/// `key` with its header name parsed, when it is a [`Header`].
+fn parsed(key: &dyn Any) -> Option<ParsedHeader> {
+    let &Header(text) = key.downcast_ref::<Header>()?;
+    // `header` checked the name: lower-case token characters, which parse.
+    let name = HeaderName::from_lowercase(text.as_bytes()).ok()?;
+    Some(ParsedHeader { name, text })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_key_is_kept_with_its_name_parsed_and_others_as_they_are() {
+        let kept = parsed(&header("x-api-key")).map(|parsed| (parsed.name, parsed.text));
+        assert_eq!(
+            kept,
+            Some((HeaderName::from_static("x-api-key"), "x-api-key"))
+        );
+        assert!(parsed(&global()).is_none());
+    }
 }

@@ -10,8 +10,9 @@
 //! - in memory, a renewal and the release each run under one lock, and the release marks the
 //!   lease released before it gives it back: none can;
 //! - on Redis, the renewing task sends the release itself, after any renewal it has in flight.
-//!   A renewal that failed or was abandoned may still be buffered in Redis and run later; after
-//!   one, the release is sent again once that renewal's time is surely over.
+//!   A renewal that failed or was abandoned may still be buffered on its way and run later;
+//!   after one, the release is sent again once that renewal has almost surely run or been
+//!   lost. Past that, the lease still ends by itself, `lease_s` after the late renewal.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -172,7 +173,8 @@ impl Renewal {
                                 let renewal = redis.eval(lease.call(charge));
                                 // Cut short only when a third of the lease is shorter than the
                                 // timeout: at the timeout, the call's own ending also drops a
-                                // connection that stayed silent, which a cut would skip.
+                                // connection that stayed silent, which a cut would skip (and
+                                // counts the failure, as the breaker counts a check's).
                                 let result = if deadline < redis.timeout() {
                                     tokio::time::timeout(deadline, renewal)
                                         .await
