@@ -27,6 +27,8 @@
 //! time each adds over `bare`. Criterion's arguments work as usual
 //! (`cargo bench -p plug_limit_bench --bench route_micro -- --measurement-time 10`).
 
+#[path = "client_header.rs"]
+mod client_header;
 #[path = "criterion_results.rs"]
 mod criterion_results;
 
@@ -45,11 +47,12 @@ use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_service::Service;
 
+use crate::client_header::{CLIENT_HEADER, ClientHeader};
+
 /// Never reached: every request is allowed.
 const LIMIT: u32 = 1_000_000_000;
 /// Distinct `x-client` values, sent in turn (`http_load`'s default).
 const CLIENTS: usize = 10_000;
-const CLIENT_HEADER: &str = "x-client";
 const GROUP: &str = "route";
 /// The functions, in the order they run and print.
 const FUNCTIONS: [&str; 3] = ["bare", "tower_governor_no_headers", "memory_no_headers"];
@@ -61,26 +64,6 @@ async fn bare() -> &'static str {
 /// Checked, its headers left out of the response, as `http_load`'s `memory_no_headers`.
 async fn memory_no_headers(_limited: RateLimited<FixedWindow<LIMIT, 3600>>) -> &'static str {
     "ok"
-}
-
-/// `x-client`, parsed once, as a limiter keeps `key::header("x-client")`.
-static CLIENT_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(CLIENT_HEADER);
-
-/// `tower_governor`'s key: the `x-client` header, as the library's `key::header` reads it (by
-/// a name parsed once).
-#[derive(Debug, Clone, Copy)]
-struct ClientHeader;
-
-impl tower_governor::key_extractor::KeyExtractor for ClientHeader {
-    type Key = String;
-
-    fn extract<T>(&self, req: &Request<T>) -> Result<String, tower_governor::GovernorError> {
-        req.headers()
-            .get(&CLIENT_HEADER_NAME)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
-    }
 }
 
 fn router(function: &str) -> Router {

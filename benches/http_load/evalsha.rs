@@ -15,7 +15,8 @@ use deadpool_redis::redis::{self, Script};
 use deadpool_redis::{Connection, Pool};
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::{BoxError, CLIENT_HEADER, LIMIT, WINDOW};
+use crate::client_header::CLIENT_HEADER;
+use crate::{BoxError, LIMIT, WINDOW};
 
 /// A built-in script called by hand, with what the library sends for the same limiter: one
 /// per script a Redis limiter variant runs, so each is measured against its own script.

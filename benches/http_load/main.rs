@@ -75,6 +75,8 @@
 //! | `REDIS_SERVER` | `redis-server` | the Redis binary |
 
 mod client;
+#[path = "../client_header.rs"]
+mod client_header;
 mod cpu;
 mod evalsha;
 mod load;
@@ -94,6 +96,7 @@ use std::sync::Arc;
 use deadpool_redis::redis;
 use plug_limit_tests::RedisServer;
 
+use crate::client_header::CLIENT_HEADER;
 use crate::load::Run;
 use crate::machine::{Machine, OTHERS_CPU, load_average, pin, thread_id};
 use crate::measurement::Measurement;
@@ -106,7 +109,6 @@ use crate::variants::Variant;
 
 type BoxError = Box<dyn Error + Send + Sync>;
 
-const CLIENT_HEADER: &str = "x-client";
 const LIMIT: u32 = 1_000_000_000;
 const WINDOW: u32 = 3600;
 /// The one client of `deny_flood`: denied from its second request on.

@@ -15,11 +15,12 @@ use plug_limit::{
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 
+use crate::client_header::{CLIENT_HEADER, ClientHeader};
 use crate::evalsha::{
     FIXED_WINDOW_CHECK, GCRA_CHECK, TOKEN_BUCKET_CHECK, evalsha_pool_get, handwritten,
 };
 use crate::variants::Variant;
-use crate::{BoxError, CLIENT_HEADER, LIMIT, WINDOW};
+use crate::{BoxError, LIMIT, WINDOW};
 
 type FixedWindowLimited = RateLimited<FixedWindow<LIMIT, WINDOW>>;
 type TokenBucketLimited = RateLimited<TokenBucket<LIMIT, WINDOW, LIMIT>>;
@@ -118,26 +119,6 @@ async fn fixed_window_no_headers(_limited: FixedWindowLimited) -> &'static str {
 async fn deny_flood(limited: FloodLimited) -> (FloodLimited, &'static str) {
     (limited, "ok")
 }
-/// `x-client`, parsed once, as a limiter keeps `key::header("x-client")`.
-static CLIENT_HEADER_NAME: http::HeaderName = http::HeaderName::from_static(CLIENT_HEADER);
-
-/// `tower_governor`'s key: the `x-client` header, as the library's `key::header` reads it (by
-/// a name parsed once).
-#[derive(Debug, Clone, Copy)]
-struct ClientHeader;
-
-impl tower_governor::key_extractor::KeyExtractor for ClientHeader {
-    type Key = String;
-
-    fn extract<T>(&self, req: &http::Request<T>) -> Result<String, tower_governor::GovernorError> {
-        req.headers()
-            .get(&CLIENT_HEADER_NAME)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-            .ok_or(tower_governor::GovernorError::UnableToExtractKey)
-    }
-}
-
 /// The `tower_governor` layer keyed by `x-client` around `bare`, with its headers or without
 /// (the two are layers of different types).
 fn governor(headers: bool) -> Result<Router, BoxError> {
