@@ -12,8 +12,8 @@
 //! | `plug_limit_failures_total` | counter | `limiter`, `scope`, `cause` | checks that could not decide: `cause` is `timeout`, `pool`, `redis`, `circuit_open`, `reply`, `input`, `not_built_in`, `unknown_limiter` (one per [`Error`](crate::Error) variant) or `key` (no key could be extracted, and [`KeyFailure`](crate::KeyFailure) passed or refused the request) |
 //! | `plug_limit_fallback_total` | counter | `limiter`, `scope` | failed checks that the memory fallback of [`FailurePolicy::Memory`](crate::FailurePolicy::Memory) decided (each is also in the two counters above) |
 //! | `plug_limit_decision_seconds` | histogram | `limiter`, `scope` | how long each check took, decided or failed: one sample per check |
-//! | `plug_limit_breaker_open` | gauge | `pool` | 1 while the circuit breaker of a Redis backend is open, 0 while closed |
-//! | `plug_limit_breaker_transitions_total` | counter | `pool`, `state` | the breaker's changes: `state` is `open` or `closed` |
+//! | `plug_limit_breaker_open` | gauge | `pool`, `node` | 1 while a circuit breaker of a Redis backend is open, 0 while closed |
+//! | `plug_limit_breaker_transitions_total` | counter | `pool`, `node`, `state` | the breaker's changes: `state` is `open` or `closed` |
 //! | `plug_limit_script_reloads_total` | counter | `limiter` | scripts sent again with their body (`EVAL`) after Redis answered `NOSCRIPT` |
 //!
 //! The labels:
@@ -26,6 +26,10 @@
 //!   credential, and one series per client would swamp any metrics store.
 //! - `pool`: `default` for the backend of the [`PlugLimit`](crate::PlugLimit), a limiter's
 //!   name for its own pool ([`Limiter::pool`](crate::Limiter::pool)).
+//! - `node`: on Redis Cluster, the address of the master whose breaker it is (`10.0.0.7:6379`),
+//!   as the cluster announces it: each master has a breaker of its own. Empty for a single
+//!   Redis, and for a cluster's breaker of the commands no one master serves (a script without
+//!   keys, `reset_all`).
 //!
 //! Requests and [`PlugLimit::check`](crate::PlugLimit::check) are counted alike, and each limit
 //! of a stack as a check of its own: on a denial, the limit that denied counts `denied` and

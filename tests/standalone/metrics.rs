@@ -5,12 +5,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::{Router, routing::get};
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{
     CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited,
     Subject, key,
 };
-use plug_limit_tests::{Fault, FaultProxy, RedisServer, dead_url, get as send_get, pool};
+use plug_limit_tests::{
+    Fault, FaultProxy, RedisServer, dead_url, get as send_get, metric_values, pool,
+};
 
 /// The client keys of these tests: none may appear in any label.
 const CLIENTS: [&str; 2] = ["client-secret-1", "client-secret-2"];
@@ -25,33 +27,6 @@ fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/items/{id}", get(two))
         .with_state(limits)
-}
-
-/// Every metric recorded since the last snapshot, as `kind name{label=value,...}` → value (a
-/// histogram's value is its number of samples): a snapshot drains the recorder, leaving every
-/// counter it had seen at 0.
-fn values(snapshotter: &Snapshotter) -> BTreeMap<String, String> {
-    snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(key, _, _, value)| {
-            let (kind, key) = key.into_parts();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|label| format!("{}={}", label.key(), label.value()))
-                .collect();
-            labels.sort();
-            let value = match value {
-                DebugValue::Counter(n) => n.to_string(),
-                DebugValue::Gauge(x) => x.into_inner().to_string(),
-                DebugValue::Histogram(samples) => format!("{} samples", samples.len()),
-            };
-            let kind = format!("{kind:?}").to_lowercase();
-            let name = key.name();
-            (format!("{kind} {name}{{{}}}", labels.join(",")), value)
-        })
-        .collect()
 }
 
 fn expected<const N: usize>(entries: [(&str, &str); N]) -> BTreeMap<String, String> {
@@ -123,9 +98,9 @@ async fn decisions_are_counted_by_limiter_scope_and_decision_never_by_client() {
                 "counter plug_limit_script_reloads_total{limiter=fixed_window}",
                 "1",
             ));
-            want.push(("gauge plug_limit_breaker_open{pool=default}", "0"));
+            want.push(("gauge plug_limit_breaker_open{node=,pool=default}", "0"));
         }
-        let got = values(&snapshotter);
+        let got = metric_values(&snapshotter);
         let want: BTreeMap<String, String> = want
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -161,7 +136,7 @@ async fn shadow_denials_and_programmatic_checks_are_counted_apart() {
     for _ in 0..3 {
         assert_eq!(send_get(&app, "/items/9", CLIENTS[1]).await.status, 200);
     }
-    let got = values(&snapshotter);
+    let got = metric_values(&snapshotter);
     assert_eq!(
         got,
         expected([
@@ -218,7 +193,7 @@ async fn each_limit_of_a_programmatic_stack_is_counted_as_a_check_of_its_own() {
         ("nope", CLIENTS[0], &window[..], 1),
     ];
     limits.check_all(&unknown).await.unwrap_err();
-    let got = values(&snapshotter);
+    let got = metric_values(&snapshotter);
     assert_eq!(
         got,
         expected([
@@ -304,15 +279,16 @@ async fn failures_are_counted_by_cause_and_the_breaker_gauge_follows_the_breaker
             "1".to_owned(),
         ),
         (
-            "gauge plug_limit_breaker_open{pool=default}".to_owned(),
+            "gauge plug_limit_breaker_open{node=,pool=default}".to_owned(),
             "1".to_owned(),
         ),
         (
-            "counter plug_limit_breaker_transitions_total{pool=default,state=open}".to_owned(),
+            "counter plug_limit_breaker_transitions_total{node=,pool=default,state=open}"
+                .to_owned(),
             "1".to_owned(),
         ),
     ]);
-    assert_eq!(values(&snapshotter), want);
+    assert_eq!(metric_values(&snapshotter), want);
 
     // Redis is back: after `open_for`, a probe closes the breaker.
     proxy.set(Fault::Forward);
@@ -330,10 +306,10 @@ async fn failures_are_counted_by_cause_and_the_breaker_gauge_follows_the_breaker
         "1 samples".to_owned(),
     );
     want.insert(
-        "counter plug_limit_breaker_transitions_total{pool=default,state=closed}".to_owned(),
+        "counter plug_limit_breaker_transitions_total{node=,pool=default,state=closed}".to_owned(),
         "1".to_owned(),
     );
-    let got = values(&snapshotter);
+    let got = metric_values(&snapshotter);
     assert_eq!(got, want);
     assert_no_client_key(&got);
 }
@@ -358,7 +334,7 @@ async fn an_unreachable_redis_fails_with_pool_and_the_memory_fallback_is_counted
     assert_eq!(statuses, [200, 200, 429]);
     let scope = "limiter=fixed_window,scope=/items/{id}";
     assert_eq!(
-        values(&snapshotter),
+        metric_values(&snapshotter),
         BTreeMap::from([
             (
                 format!("counter plug_limit_failures_total{{cause=pool,{scope}}}"),
@@ -381,7 +357,7 @@ async fn an_unreachable_redis_fails_with_pool_and_the_memory_fallback_is_counted
                 "3 samples".to_owned()
             ),
             (
-                "gauge plug_limit_breaker_open{pool=default}".to_owned(),
+                "gauge plug_limit_breaker_open{node=,pool=default}".to_owned(),
                 "0".to_owned()
             ),
         ])
@@ -406,7 +382,7 @@ async fn a_flushed_script_is_reloaded_once_and_counted() {
     };
     send_get(&app, "/items/1", CLIENTS[0]).await;
     send_get(&app, "/items/1", CLIENTS[1]).await;
-    assert_eq!(reloads(values(&snapshotter)).as_deref(), Some("1"));
+    assert_eq!(reloads(metric_values(&snapshotter)).as_deref(), Some("1"));
     let mut conn = redis.connection().await;
     plug_limit::redis::cmd("SCRIPT")
         .arg("FLUSH")
@@ -417,7 +393,7 @@ async fn a_flushed_script_is_reloaded_once_and_counted() {
     assert_eq!(reply.header("x-ratelimit-remaining"), Some("0"));
     send_get(&app, "/items/2", CLIENTS[1]).await;
     // Since the last snapshot.
-    assert_eq!(reloads(values(&snapshotter)).as_deref(), Some("1"));
+    assert_eq!(reloads(metric_values(&snapshotter)).as_deref(), Some("1"));
 }
 
 struct Unregistered;
@@ -454,7 +430,7 @@ async fn a_missing_key_and_an_unknown_limiter_are_failures_too() {
         200
     );
     assert_eq!(
-        values(&snapshotter),
+        metric_values(&snapshotter),
         expected([
             (
                 "counter plug_limit_failures_total{cause=key,limiter=fixed_window,scope=/items/{id}}",
@@ -505,7 +481,7 @@ async fn rule_verdicts_are_counted_as_decisions() {
     }
     let reply = plug_limit_tests::send(&app, from([198, 51, 100, 7])).await;
     assert_eq!(reply.status, 200);
-    let values = values(&snapshotter);
+    let values = metric_values(&snapshotter);
     assert_no_client_key(&values);
     assert_eq!(
         values,

@@ -17,8 +17,10 @@ use crate::redis_server::{answers_ping, spawn_server};
 /// and `REDIS_CLI` to use other binaries.
 #[derive(Debug)]
 pub struct RedisCluster {
-    nodes: Vec<Child>,
+    /// Each master's process; `None` while it is stopped.
+    nodes: Vec<Option<Child>>,
     ports: Vec<u16>,
+    bus_ports: Vec<u16>,
     dir: PathBuf,
 }
 
@@ -69,11 +71,12 @@ impl RedisCluster {
         let mut cluster = Self {
             nodes: Vec::with_capacity(Self::NODES),
             ports: ports.to_vec(),
+            bus_ports: bus_ports.to_vec(),
             dir,
         };
         for (&port, &bus_port) in ports.iter().zip(bus_ports) {
             let node = cluster.spawn_node(port, bus_port);
-            cluster.nodes.push(node);
+            cluster.nodes.push(Some(node));
         }
         for (index, &port) in ports.iter().enumerate() {
             cluster.wait_ping(index, port)?;
@@ -104,7 +107,8 @@ impl RedisCluster {
             if answers_ping(port) {
                 return Ok(());
             }
-            if let Ok(Some(status)) = self.nodes[index].try_wait() {
+            let exited = self.nodes[index].as_mut().map(|node| node.try_wait());
+            if let Some(Ok(Some(status))) = exited {
                 return Err(format!(
                     "cluster node redis-server on port {port} exited early: {status}"
                 ));
@@ -170,6 +174,51 @@ impl RedisCluster {
         );
     }
 
+    /// Kills the master on `port`, as a crash would, and waits for it to exit. Its slots stay
+    /// its own: the cluster marks it failed only after `cluster-node-timeout` (15 s).
+    pub fn stop(&mut self, port: u16) {
+        let index = self.index(port);
+        if let Some(mut node) = self.nodes[index].take() {
+            let _ = node.kill();
+            let _ = node.wait();
+        }
+    }
+
+    /// Starts the master on `port` again, from its cluster configuration file: the same node,
+    /// with the same slots and no keys (nothing is persisted). Returns once it answers `PING`.
+    pub fn restart(&mut self, port: u16) {
+        self.stop(port);
+        let index = self.index(port);
+        let node = self.spawn_node(port, self.bus_ports[index]);
+        self.nodes[index] = Some(node);
+        if let Err(exit) = self.wait_ping(index, port) {
+            panic!("the restarted master on port {port} did not come back: {exit}");
+        }
+    }
+
+    /// Waits until the master on `port` reports `cluster_state:ok`, as it does a moment after
+    /// a restart: a master that comes back waits before it serves its slots again (Redis's
+    /// rejoin delay, up to 5 s), answering `CLUSTERDOWN` meanwhile.
+    pub fn wait_serving(&self, port: u16) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut info = String::new();
+        while Instant::now() < deadline {
+            info = cluster_info(port);
+            if info.lines().any(|line| line.trim() == "cluster_state:ok") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("the master on port {port} did not report cluster_state:ok within 30 s: {info}");
+    }
+
+    fn index(&self, port: u16) -> usize {
+        self.ports
+            .iter()
+            .position(|&p| p == port)
+            .unwrap_or_else(|| panic!("no node on port {port}"))
+    }
+
     /// The client ports of the three masters.
     #[must_use]
     pub fn ports(&self) -> &[u16] {
@@ -218,10 +267,10 @@ fn cluster_info(port: u16) -> String {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut().flatten() {
             let _ = node.kill();
         }
-        for node in &mut self.nodes {
+        for node in self.nodes.iter_mut().flatten() {
             let _ = node.wait();
         }
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -18,7 +18,8 @@ pub(crate) enum Admit {
     Reject,
 }
 
-/// The breaker of one Redis backend. Its state sits behind a mutex, which keeps the
+/// The breaker of one failure domain: a single Redis, or one master of a Redis Cluster. Its
+/// state sits behind a mutex, which keeps the
 /// transitions simple to reason about; while Redis is healthy (`quiet`), calls read one atomic
 /// and never take it.
 #[derive(Debug)]
@@ -28,7 +29,7 @@ pub(crate) struct Breaker {
     /// Closed and no failure counted: the state needs no change on a success, and admits all.
     quiet: AtomicBool,
     state: Mutex<State>,
-    /// Its metrics.
+    /// Its metrics, and the node its log lines name.
     label: BreakerLabel,
 }
 
@@ -42,7 +43,9 @@ struct State {
 }
 
 impl Breaker {
-    pub(crate) fn new(settings: CircuitBreaker, log_level: LogLevel) -> Self {
+    /// A closed breaker, under `label` in the metrics and the log.
+    pub(crate) fn new(settings: CircuitBreaker, log_level: LogLevel, label: BreakerLabel) -> Self {
+        label.created();
         Self {
             settings,
             log_level,
@@ -52,15 +55,8 @@ impl Breaker {
                 open_until: None,
                 probing: false,
             }),
-            label: BreakerLabel::shared(),
+            label,
         }
-    }
-
-    /// The breaker under `label` in the metrics, which it then enters closed.
-    pub(crate) fn labelled(mut self, label: BreakerLabel) -> Self {
-        label.created();
-        self.label = label;
-        self
     }
 
     /// Whether a call may go to Redis now.
@@ -97,16 +93,19 @@ impl Breaker {
             self.quiet.store(true, Ordering::Release);
             drop(state);
             self.label.closed();
-            self.log_level
-                .log_event("redis answers again: circuit breaker closed");
+            self.log_level.log_event(&format!(
+                "redis answers again: circuit breaker closed{}",
+                self.on_node()
+            ));
             return;
         }
         self.quiet.store(true, Ordering::Release);
     }
 
     /// A call admitted as `admit` failed at `now` for a reason of Redis's (timeout, lost
-    /// connection, no connection).
-    pub(crate) fn failed(&self, admit: Admit, now: Instant) {
+    /// connection, no connection). True when that opened the breaker (tripped it, or failed
+    /// its probe).
+    pub(crate) fn failed(&self, admit: Admit, now: Instant) -> bool {
         let mut state = self.state();
         self.quiet.store(false, Ordering::Release);
         state.consecutive_failures = state.consecutive_failures.saturating_add(1);
@@ -125,8 +124,38 @@ impl Breaker {
             }
             let open_for = self.settings.open_for();
             self.log_level.log_event(&format!(
-                "circuit breaker open for {open_for:?} after {failures} consecutive redis failures"
+                "circuit breaker open for {open_for:?} after {failures} consecutive redis failures{}",
+                self.on_node()
             ));
+            return true;
+        }
+        false
+    }
+
+    /// An open breaker lets its next call probe at once: the failures that opened it may have
+    /// been another node's (a cluster's slots moved).
+    #[cfg(feature = "cluster")]
+    pub(crate) fn probe_now(&self) {
+        let mut state = self.state();
+        if state.open_until.is_some() {
+            state.open_until = Some(Instant::now());
+        }
+    }
+
+    /// Nothing reaches the breaker any more (its master left the cluster's map): its gauge
+    /// reads closed rather than open for ever.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn retire(&self) {
+        if self.state().open_until.is_some() {
+            self.label.retired();
+        }
+    }
+
+    /// ` on node ADDRESS` for a log line, when the breaker covers one node.
+    fn on_node(&self) -> String {
+        match self.label.address() {
+            "" => String::new(),
+            node => format!(" on node {node}"),
         }
     }
 
@@ -157,6 +186,7 @@ mod tests {
         Breaker::new(
             CircuitBreaker::new(3, Duration::from_millis(100)),
             LogLevel::Off,
+            BreakerLabel::shared(),
         )
     }
 

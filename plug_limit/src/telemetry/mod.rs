@@ -72,11 +72,14 @@ pub(crate) struct Telemetry {
     series: record::SeriesCache,
 }
 
-/// The circuit breaker's metrics: the `pool` label of its backend.
+/// The circuit breaker's metrics: the `pool` label of its backend, and the `node` it covers.
 #[derive(Debug, Clone)]
 pub(crate) struct BreakerLabel {
     #[cfg(feature = "metrics")]
     pool: metrics::SharedString,
+    /// A cluster master's address; empty for a single Redis, and for a cluster's commands that
+    /// no one master serves.
+    node: Box<str>,
 }
 
 impl BreakerLabel {
@@ -91,28 +94,53 @@ impl BreakerLabel {
         Self {
             #[cfg(feature = "metrics")]
             pool: metrics::SharedString::from(name.to_owned()),
+            node: Box::default(),
         }
+    }
+
+    /// The breaker of the cluster master at `address`, in the same pool.
+    #[cfg(feature = "cluster")]
+    #[must_use]
+    pub(crate) fn node(&self, address: &str) -> Self {
+        Self {
+            #[cfg(feature = "metrics")]
+            pool: self.pool.clone(),
+            node: address.into(),
+        }
+    }
+
+    /// The node's address; empty when the breaker covers no one node.
+    pub(crate) fn address(&self) -> &str {
+        &self.node
     }
 
     /// The breaker starts closed.
     #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn created(&self) {
         #[cfg(feature = "metrics")]
-        record::breaker(&self.pool, false, false);
+        record::breaker(&self.pool, &self.node, false, false);
     }
 
     /// The breaker opened (tripped, or a probe failed).
     #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn opened(&self) {
         #[cfg(feature = "metrics")]
-        record::breaker(&self.pool, true, true);
+        record::breaker(&self.pool, &self.node, true, true);
+    }
+
+    /// The breaker is gone while open: its gauge reads 0, with no transition counted.
+    #[cfg(feature = "cluster")]
+    #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
+    pub(crate) fn retired(&self) {
+        #[cfg(feature = "metrics")]
+        record::breaker(&self.pool, &self.node, false, false);
     }
 
     /// The breaker closed: Redis answers again.
     #[cfg_attr(not(feature = "metrics"), allow(clippy::unused_self))]
     pub(crate) fn closed(&self) {
         #[cfg(feature = "metrics")]
-        record::breaker(&self.pool, false, true);
+        record::breaker(&self.pool, &self.node, false, true);
     }
 }
 

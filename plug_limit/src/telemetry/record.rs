@@ -198,14 +198,20 @@ fn count(key: &Key) {
     metrics::with_recorder(|recorder| recorder.register_counter(key, &METADATA).increment(1));
 }
 
-/// A breaker of backend `pool` is `open` (or closed); `transition` when it just changed.
-pub(super) fn breaker(pool: &SharedString, open: bool, transition: bool) {
-    metrics::gauge!(BREAKER_OPEN, "pool" => pool.clone()).set(if open { 1.0 } else { 0.0 });
+/// A breaker of backend `pool` over `node` is `open` (or closed); `transition` when it just
+/// changed.
+pub(super) fn breaker(pool: &SharedString, node: &str, open: bool, transition: bool) {
+    let node = node.to_owned();
     if transition {
         let state = if open { "open" } else { "closed" };
-        metrics::counter!(BREAKER_TRANSITIONS, "pool" => pool.clone(), "state" => state)
+        metrics::counter!(BREAKER_TRANSITIONS, "pool" => pool.clone(), "node" => node.clone(), "state" => state)
             .increment(1);
     }
+    metrics::gauge!(BREAKER_OPEN, "pool" => pool.clone(), "node" => node).set(if open {
+        1.0
+    } else {
+        0.0
+    });
 }
 
 pub(super) fn script_reloaded(limiter: &str) {

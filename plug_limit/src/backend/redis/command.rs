@@ -50,6 +50,11 @@ pub(super) enum Command<'a> {
         /// The opts, then the trailing cost and now.
         args: [&'a [Opt]; 2],
     },
+    /// A command on one key, which picks its node on Redis Cluster (`DEL`).
+    Keyed(
+        Cmd,
+        #[cfg_attr(not(feature = "cluster"), allow(dead_code))] &'a str,
+    ),
     /// Any other command.
     Plain(Cmd),
     /// A command for the nodes `routing` names on Redis Cluster (`SCAN`, whose cursor is a
@@ -59,13 +64,24 @@ pub(super) enum Command<'a> {
 }
 
 impl Command<'_> {
+    /// The key whose slot routes the command on Redis Cluster; `None` for a command no key
+    /// routes (a script without keys, a fan-out).
+    #[cfg(feature = "cluster")]
+    pub(super) fn key(&self) -> Option<&str> {
+        match self {
+            Self::Script { keys, .. } => keys.first().map(String::as_str),
+            Self::Keyed(_, key) => Some(key),
+            Self::Plain(_) | Self::Routed(..) => None,
+        }
+    }
+
     /// Sends the command on `conn`. A script Redis answers `NOSCRIPT` for (it ran nothing) is
     /// sent again with its body (`EVAL`, which also caches it): one call, so a `SCRIPT FLUSH`
     /// cannot slip in between a load and the retry, as it could with `SCRIPT LOAD` then
     /// `EVALSHA`.
     pub(super) async fn run(&self, conn: &mut Shared) -> RedisResult<Value> {
         match self {
-            Self::Plain(cmd) => query(cmd, conn).await,
+            Self::Keyed(cmd, _) | Self::Plain(cmd) => query(cmd, conn).await,
             #[cfg(feature = "cluster")]
             Self::Routed(cmd, routing) => match conn {
                 Shared::Cluster(cluster) => {

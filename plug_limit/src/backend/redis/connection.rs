@@ -138,10 +138,29 @@ impl Connections {
     /// Drops the connection of `generation` if no reply at all arrived since `replies` was
     /// read: a call that timed out on it heard nothing, so the connection is silent (a dead
     /// host, a lost route), not merely slow. Dropping it resends nothing.
+    ///
+    /// Not a cluster connection: it holds one connection per node and repairs each itself, and
+    /// a replacement would stall the checks of every healthy master while it connects.
     pub(crate) fn forget_if_silent(&self, generation: u64, replies: u64) {
-        if self.replies() == replies {
+        if !self.is_cluster() && self.replies() == replies {
             self.forget_generation(generation);
         }
+    }
+
+    /// A command on `current` failed with an error that says its connection is broken: on a
+    /// single Redis the shared connection is dropped, so the next check takes a fresh one. On
+    /// a cluster the broken connection was one node's, which the cluster client repairs by
+    /// itself: the shared connection is kept.
+    pub(crate) fn failed(&self, current: &Current) {
+        if !self.is_cluster() {
+            self.forget(current);
+        }
+    }
+
+    /// The shared connection, if there is one now.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn current(&self) -> Option<Current> {
+        self.lock().clone()
     }
 
     /// A reply arrived on the shared connection.

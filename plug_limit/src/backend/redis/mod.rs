@@ -16,7 +16,9 @@
 //! - **One timeout.** The backend's timeout bounds the whole call, connection included; the
 //!   client's own response timeout is set above it, so it never cuts a call short.
 //! - **Outages cost nothing once known.** A circuit breaker stops calling a Redis that keeps
-//!   failing, so checks fail at once instead of each waiting out the timeout.
+//!   failing, so checks fail at once instead of each waiting out the timeout. On Redis Cluster
+//!   each master has its own (`masters.rs`): one master's outage costs only the checks of its
+//!   own slots.
 
 use std::fmt;
 use std::future::poll_fn;
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
+use self::breakers::Breakers;
 use self::command::{Command, del, evalsha};
 use self::connection::Connections;
 pub(crate) use self::connection::Pools;
@@ -41,8 +44,11 @@ use crate::limit::Opt;
 use crate::outcome::{Outcome, answered_in_full, packed_records, parse_record, parse_reply};
 use crate::telemetry::BreakerLabel;
 
+mod breakers;
 mod command;
 mod connection;
+#[cfg(feature = "cluster")]
+mod masters;
 
 /// Runs limiter scripts on Redis.
 pub(crate) struct RedisBackend {
@@ -51,7 +57,7 @@ pub(crate) struct RedisBackend {
     timeout: Duration,
     /// Set: built-ins decide by this clock instead of the server's `TIME`.
     clock: Option<Arc<dyn Clock>>,
-    breaker: Breaker,
+    breakers: Breakers,
 }
 
 /// How a Redis backend calls Redis.
@@ -61,7 +67,7 @@ pub(crate) struct Settings {
     pub(crate) clock: Option<Arc<dyn Clock>>,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) log_level: LogLevel,
-    /// The breaker's `pool` label in the metrics.
+    /// The breakers' `pool` label in the metrics.
     pub(crate) pool: BreakerLabel,
 }
 
@@ -69,11 +75,18 @@ impl RedisBackend {
     pub(crate) fn new(pool: Pools, settings: Settings) -> Self {
         // Twice the backend's timeout: the backend's fires first and is the one that counts.
         let response_timeout = settings.timeout.saturating_mul(2);
+        let connections = Connections::new(pool, response_timeout);
+        let breakers = Breakers::new(
+            connections.is_cluster(),
+            settings.breaker,
+            settings.log_level,
+            settings.pool,
+        );
         Self {
-            connections: Connections::new(pool, response_timeout),
+            connections,
             timeout: settings.timeout,
             clock: settings.clock,
-            breaker: Breaker::new(settings.breaker, settings.log_level).labelled(settings.pool),
+            breakers,
         }
     }
 
@@ -163,7 +176,7 @@ impl RedisBackend {
 
     /// Deletes `key`, on the same terms as [`eval`](Self::eval).
     pub(crate) async fn delete(&self, key: &str) -> Result<(), Error> {
-        self.send(&Command::Plain(del(key))).await.map(drop)
+        self.send(&Command::Keyed(del(key), key)).await.map(drop)
     }
 
     /// Deletes every key the library wrote under `prefix`, in batches found by `SCAN` (each
@@ -263,13 +276,14 @@ impl RedisBackend {
         if left.is_zero() {
             return Err(Error::Timeout(self.timeout));
         }
-        let admit = self.breaker.admit();
+        let breaker = self.breakers.of(command);
+        let admit = breaker.admit();
         if admit == Admit::Reject {
-            return Err(Error::CircuitOpen(self.breaker.open_for()));
+            return Err(Error::CircuitOpen(breaker.open_for()));
         }
         // Settles a probe that is dropped before it ends (its request went away).
         let mut probe = ProbeGuard {
-            breaker: &self.breaker,
+            breaker: &breaker,
             admit,
             settled: false,
         };
@@ -280,6 +294,7 @@ impl RedisBackend {
         let call = async {
             let mut current = self.connections.get().await?;
             used.store(current.generation, Ordering::Relaxed);
+            self.breakers.using(&current, self.timeout);
             let reply = match refused_at_once(command.run(&mut current.conn)).await {
                 Sent(reply) => reply,
                 // The connection is known dead and took nothing: a fresh one may carry it.
@@ -292,7 +307,7 @@ impl RedisBackend {
             };
             match &reply {
                 Ok(_) => self.connections.replied(),
-                Err(err) if is_broken_connection(err) => self.connections.forget(&current),
+                Err(err) if is_broken_connection(err) => self.connections.failed(&current),
                 Err(_) => {}
             }
             Ok::<_, Error>(reply?)
@@ -304,9 +319,13 @@ impl RedisBackend {
         });
         probe.settled = true;
         match &result {
-            Err(error) if is_outage(error) => self.breaker.failed(admit, Instant::now()),
+            Err(error) if is_outage(error) => {
+                if breaker.failed(admit, Instant::now()) {
+                    self.breakers.opened(&self.connections, self.timeout);
+                }
+            }
             // Redis answered, if only with a script error: it is up.
-            _ => self.breaker.succeeded(admit),
+            _ => breaker.succeeded(admit),
         }
         result
     }
@@ -403,7 +422,7 @@ fn slot_groups(parts: &[StackPart<'_>], cluster: bool) -> Vec<Vec<usize>> {
     if cluster {
         let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
-            let slot = slot(part.key);
+            let slot = masters::slot(part.key);
             match groups.iter_mut().find(|(of, _)| *of == slot) {
                 Some((_, group)) => group.push(i),
                 None => groups.push((slot, vec![i])),
@@ -412,19 +431,6 @@ fn slot_groups(parts: &[StackPart<'_>], cluster: bool) -> Vec<Vec<usize>> {
         return groups.into_iter().map(|(_, group)| group).collect();
     }
     vec![(0..parts.len()).collect()]
-}
-
-/// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between its
-/// first `{` and the next `}`, when not empty) or else of the whole key, modulo 16384.
-#[cfg(feature = "cluster")]
-fn slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes.iter().position(|&b| b == b'{').and_then(|open| {
-        let rest = &bytes[open + 1..];
-        let close = rest.iter().position(|&b| b == b'}')?;
-        (close > 0).then(|| &rest[..close])
-    });
-    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(bytes)) % 16384
 }
 
 /// One `SCAN` step from `cursor` over the keys `pattern` matches.

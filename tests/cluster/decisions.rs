@@ -1,12 +1,14 @@
-//! Redis Cluster: the built-in limiters on a real three-master cluster, each decision routed to
-//! the node owning its key's slot, with the same answers as on a single Redis.
+//! Decisions on a healthy cluster: each routed to the node owning its key's slot, with the same
+//! answers as on a single Redis.
 
 use std::collections::BTreeSet;
 
 use axum::{Router, routing::get};
-use plug_limit::redis::{self, Script, Value, aio::MultiplexedConnection};
+use plug_limit::redis::{self, Script};
 use plug_limit::{FixedWindow, Opt, Outcome, PlugLimit, RateLimited, key};
 use plug_limit_tests::{RedisCluster, get as send_get, stored_key, unique_prefix};
+
+use crate::slots::Slots;
 
 /// Keys a test spreads over the cluster; enough that every node owns some.
 const KEYS: usize = 30;
@@ -90,56 +92,6 @@ fn expected(limit: &str, remaining: [&str; 5]) -> Vec<Seen> {
         .enumerate()
         .map(|(call, remaining)| (call < 3, limit.to_owned(), (*remaining).to_owned()))
         .collect()
-}
-
-/// Which master owns which slots, read from the cluster itself.
-struct Slots {
-    ranges: Vec<(i64, i64, u16)>,
-    any: MultiplexedConnection,
-}
-
-impl Slots {
-    async fn read(cluster: &RedisCluster) -> Self {
-        let mut any = cluster.node(cluster.ports()[0]).await;
-        let reply: Value = redis::cmd("CLUSTER")
-            .arg("SLOTS")
-            .query_async(&mut any)
-            .await
-            .unwrap();
-        let Value::Array(entries) = reply else {
-            panic!("CLUSTER SLOTS: {reply:?}")
-        };
-        let ranges = entries
-            .iter()
-            .map(|entry| match entry.as_sequence() {
-                Some([Value::Int(start), Value::Int(end), master, ..]) => {
-                    match master.as_sequence() {
-                        Some([_ip, Value::Int(port), ..]) => {
-                            (*start, *end, u16::try_from(*port).unwrap())
-                        }
-                        _ => panic!("CLUSTER SLOTS master: {master:?}"),
-                    }
-                }
-                _ => panic!("CLUSTER SLOTS entry: {entry:?}"),
-            })
-            .collect();
-        Self { ranges, any }
-    }
-
-    /// The port of the master owning `key`, by `CLUSTER KEYSLOT`.
-    async fn owner(&mut self, key: &str) -> u16 {
-        let slot: i64 = redis::cmd("CLUSTER")
-            .arg("KEYSLOT")
-            .arg(key)
-            .query_async(&mut self.any)
-            .await
-            .unwrap();
-        self.ranges
-            .iter()
-            .find(|(start, end, _)| (*start..=*end).contains(&slot))
-            .map(|&(_, _, port)| port)
-            .unwrap_or_else(|| panic!("no master owns slot {slot}"))
-    }
 }
 
 /// Whether the master on `port` holds `key` itself (a plain connection follows no `MOVED`).
@@ -272,7 +224,7 @@ async fn racing_requests_from_two_instances_admit_exactly_the_limit() {
 
 /// Whether each master has the fixed-window script loaded, in port order.
 async fn script_loaded(cluster: &RedisCluster) -> Vec<bool> {
-    let hash = Script::new(include_str!("../lua/fixed_window.lua"))
+    let hash = Script::new(include_str!("../../lua/fixed_window.lua"))
         .get_hash()
         .to_owned();
     let mut loaded = Vec::new();

@@ -1,0 +1,6 @@
+//! Redis Cluster: the built-in limiters on a real three-master cluster that each test starts
+//! for itself (`plug_limit_tests::RedisCluster`), healthy and with a master down.
+
+mod decisions;
+mod outages;
+mod slots;

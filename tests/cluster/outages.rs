@@ -1,0 +1,287 @@
+//! A master down: the keys of the live masters go on being decided, the dead master's keys follow
+//! the failure policy (at once, once its breaker is open), and come back with the master.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::{Router, routing::get};
+use metrics_util::debugging::DebuggingRecorder;
+use plug_limit::{CircuitBreaker, FailurePolicy, FixedWindow, PlugLimit, RateLimited, key};
+use plug_limit_tests::{
+    Logs, RedisCluster, get as send_get, metric_values, stored_key, unique_prefix,
+};
+
+use crate::slots::Slots;
+
+type Wide = RateLimited<FixedWindow<1_000_000, 600>>;
+
+async fn wide(limited: Wide) -> (Wide, &'static str) {
+    (limited, "ok")
+}
+
+/// One request as the outage test reads it.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// When it was sent, from the start of the load.
+    at: Duration,
+    took: Duration,
+    /// Whether the master owning its key is the one killed.
+    dead: bool,
+    /// Decided (200 with its headers), or the failure policy's answer (`Closed`: 503).
+    decided: bool,
+}
+
+/// `per` clients of each master, named so their keys spread over its slots.
+async fn clients_by_owner(
+    cluster: &RedisCluster,
+    prefix: &str,
+    per: usize,
+) -> BTreeMap<u16, Vec<String>> {
+    let mut slots = Slots::read(cluster).await;
+    let mut by_owner: BTreeMap<u16, Vec<String>> = BTreeMap::new();
+    let mut i = 0;
+    while by_owner.len() < cluster.ports().len() || by_owner.values().any(|c| c.len() < per) {
+        let client = format!("client-{i}");
+        i += 1;
+        let owner = slots
+            .owner(&stored_key(prefix, "fixed_window", "/", &client))
+            .await;
+        let clients = by_owner.entry(owner).or_default();
+        if clients.len() < per {
+            clients.push(client);
+        }
+    }
+    by_owner
+}
+
+/// Runs `f` on the cluster off the runtime's thread (killing and starting a node blocks), and
+/// gives the cluster back.
+async fn blocking(
+    cluster: RedisCluster,
+    f: impl FnOnce(&mut RedisCluster) + Send + 'static,
+) -> RedisCluster {
+    tokio::task::spawn_blocking(move || {
+        let mut cluster = cluster;
+        f(&mut cluster);
+        cluster
+    })
+    .await
+    .unwrap()
+}
+
+/// The samples of `of` sent from `from` (inclusive) to `to` (exclusive).
+fn between(of: &[Sample], from: Duration, to: Duration) -> Vec<Sample> {
+    of.iter()
+        .filter(|s| s.at >= from && s.at < to)
+        .copied()
+        .collect()
+}
+
+fn decided(of: &[Sample]) -> usize {
+    of.iter().filter(|s| s.decided).count()
+}
+
+// One thread: the captured log and the metrics recorder are the thread's own.
+#[tokio::test]
+async fn a_dead_master_stops_only_its_own_keys_and_is_back_within_a_probe() {
+    const WORKERS: usize = 20;
+    let timeout = Duration::from_millis(300);
+    let breaker = CircuitBreaker::default();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let (logs, _guard) = Logs::capture();
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("outage");
+    let limits = PlugLimit::cluster_builder(cluster.pool())
+        .prefix(&prefix)
+        .timeout(timeout)
+        .circuit_breaker(breaker)
+        .on_failure(FailurePolicy::Closed)
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let app = Router::new().route("/", get(wide)).with_state(limits);
+    let ports = cluster.ports().to_vec();
+    let dead = ports[1];
+    let clients: Vec<(bool, String)> = clients_by_owner(&cluster, &prefix, 20)
+        .await
+        .into_iter()
+        .flat_map(|(owner, names)| names.into_iter().map(move |name| (owner == dead, name)))
+        .collect();
+
+    let samples = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let start = Instant::now();
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            let app = app.clone();
+            let clients = clients.clone();
+            let samples = Arc::clone(&samples);
+            let stop = Arc::clone(&stop);
+            tokio::spawn(async move {
+                let mut i = w;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let (dead, client) = &clients[i % clients.len()];
+                    i += WORKERS;
+                    let at = start.elapsed();
+                    let reply = send_get(&app, "/", client).await;
+                    let took = start.elapsed() - at;
+                    let decided = match reply.status.as_u16() {
+                        200 => true,
+                        503 => false,
+                        status => panic!("{status} for {client}"),
+                    };
+                    assert_eq!(reply.header("x-ratelimit-limit").is_some(), decided);
+                    samples.lock().unwrap().push(Sample {
+                        at,
+                        took,
+                        dead: *dead,
+                        decided,
+                    });
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+            })
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let killed = start.elapsed();
+    let cluster = blocking(cluster, move |c| c.stop(dead)).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let outage = metric_values(&snapshotter);
+    let restarted = start.elapsed();
+    let cluster = blocking(cluster, move |c| c.restart(dead)).await;
+    // A restarted master answers CLUSTERDOWN for a moment (Redis's rejoin delay): it is back
+    // when it serves its slots again.
+    let cluster = blocking(cluster, move |c| c.wait_serving(dead)).await;
+    let serving = start.elapsed();
+    tokio::time::sleep(breaker.open_for() + Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    let end = start.elapsed();
+    let after = metric_values(&snapshotter);
+    drop(cluster);
+
+    let samples = samples.lock().unwrap().clone();
+    let (dead_keys, live_keys): (Vec<Sample>, Vec<Sample>) = samples.iter().partition(|s| s.dead);
+    let before_kill = between(&samples, Duration::ZERO, killed);
+    let live = between(&live_keys, killed, end);
+    // The first checks of the dead master wait out the timeout; once `failures` of them have,
+    // its breaker is open.
+    let open = between(&dead_keys, killed + 2 * timeout, restarted);
+    let at_once = open
+        .iter()
+        .filter(|s| s.took < Duration::from_millis(20))
+        .count();
+    let first_decided = dead_keys
+        .iter()
+        .filter(|s| s.at > killed && s.decided)
+        .map(|s| s.at)
+        .min()
+        .unwrap();
+    let recovery = first_decided.saturating_sub(serving);
+    let late = between(&dead_keys, serving + breaker.open_for() + timeout, end);
+    eprintln!(
+        "killed at {killed:?}, restarted at {restarted:?}, serving at {serving:?}: \
+         live keys decided {} of {}; the dead master's {} of {} at once while open; \
+         its keys decided again {recovery:?} after it served",
+        decided(&live),
+        live.len(),
+        at_once,
+        open.len(),
+    );
+
+    assert_eq!(decided(&before_kill), before_kill.len());
+    // The live masters' keys are decided as if nothing happened.
+    assert!(
+        decided(&live) * 100 >= live.len() * 99,
+        "{} of {}",
+        decided(&live),
+        live.len()
+    );
+    assert!(live.len() > 1_000, "{}", live.len());
+    // The dead master's keys follow the policy (`Closed`: 503) within the timeout...
+    let down = between(&dead_keys, killed, restarted);
+    assert_eq!(decided(&down), 0);
+    let slowest = down.iter().map(|s| s.took).max().unwrap();
+    assert!(
+        slowest < timeout + Duration::from_millis(100),
+        "{slowest:?}"
+    );
+    // ...and at once while its breaker is open: one probe a second waits.
+    assert!(open.len() > 500, "{}", open.len());
+    assert!(
+        at_once * 100 >= open.len() * 99,
+        "{at_once} of {}",
+        open.len()
+    );
+    // Back within the probe interval of serving again, and decided from then on.
+    assert!(
+        recovery <= breaker.open_for() + timeout,
+        "decided again {recovery:?} after it served"
+    );
+    assert!(!late.is_empty());
+    assert_eq!(decided(&late), late.len());
+
+    // The log and the metrics name the dead master, and only it.
+    let node = format!("127.0.0.1:{dead}");
+    let text = logs.text();
+    let opened =
+        format!("circuit breaker open for 1s after 5 consecutive redis failures on node {node}");
+    assert!(text.contains(&opened), "{text}");
+    assert_eq!(
+        text.matches(&format!(
+            "redis answers again: circuit breaker closed on node {node}"
+        ))
+        .count(),
+        1,
+        "{text}"
+    );
+    let transitions_logged: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("circuit breaker open for") || line.contains("breaker closed"))
+        .collect();
+    assert!(
+        transitions_logged.iter().all(|line| line.ends_with(&node)),
+        "{text}"
+    );
+
+    let gauge =
+        |port: u16| format!("gauge plug_limit_breaker_open{{node=127.0.0.1:{port},pool=default}}");
+    let transitions = |state: &str| {
+        format!(
+            "counter plug_limit_breaker_transitions_total{{node={node},pool=default,state={state}}}"
+        )
+    };
+    for &port in &ports {
+        let want = if port == dead { "1" } else { "0" };
+        assert_eq!(
+            outage.get(&gauge(port)).map(String::as_str),
+            Some(want),
+            "{outage:#?}"
+        );
+    }
+    assert_eq!(
+        outage.get(&transitions("open")).map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        after.get(&gauge(dead)).map(String::as_str),
+        Some("0"),
+        "{after:#?}"
+    );
+    assert_eq!(
+        after.get(&transitions("closed")).map(String::as_str),
+        Some("1")
+    );
+    let transitions_seen = outage
+        .keys()
+        .chain(after.keys())
+        .filter(|name| name.contains("breaker_transitions"))
+        .all(|name| name.contains(&node));
+    assert!(transitions_seen, "{outage:#?} {after:#?}");
+}
