@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use axum::{Router, routing::get};
 use metrics_util::debugging::DebuggingRecorder;
-use plug_limit::{CircuitBreaker, FailurePolicy, FixedWindow, PlugLimit, RateLimited, key};
+use plug_limit::{CircuitBreaker, FailurePolicy, FixedWindow, Opt, PlugLimit, RateLimited, key};
 use plug_limit_tests::{
     Logs, RedisCluster, get as send_get, metric_values, stored_key, unique_prefix,
 };
@@ -284,4 +284,195 @@ async fn a_dead_master_stops_only_its_own_keys_and_is_back_within_a_probe() {
         .filter(|name| name.contains("breaker_transitions"))
         .all(|name| name.contains(&node));
     assert!(transitions_seen, "{outage:#?} {after:#?}");
+}
+
+/// A cluster's limits as the tests below use them: a 300 ms timeout, the default breaker, and
+/// `Closed`, so a failed check is a 503.
+fn closed_limits(cluster: &RedisCluster, prefix: &str) -> PlugLimit {
+    PlugLimit::cluster_builder(cluster.pool())
+        .prefix(prefix)
+        .timeout(Duration::from_millis(300))
+        .on_failure(FailurePolicy::Closed)
+        .key(key::header("x-client"))
+        .build()
+        .unwrap()
+}
+
+/// Whether `client`'s check was decided (a 503 is the failure policy's answer).
+async fn is_decided(app: &Router, client: &str) -> bool {
+    match send_get(app, "/", client).await.status.as_u16() {
+        200 => true,
+        503 => false,
+        status => panic!("{status} for {client}"),
+    }
+}
+
+#[tokio::test]
+async fn a_replica_that_takes_over_a_dead_master_is_used_within_a_probe() {
+    let breaker = CircuitBreaker::default();
+    let timeout = Duration::from_millis(300);
+    let cluster = RedisCluster::start_with_replica();
+    let prefix = unique_prefix("failover");
+    let app = Router::new()
+        .route("/", get(wide))
+        .with_state(closed_limits(&cluster, &prefix));
+    let master = cluster.ports()[0];
+    let replica = cluster.replica().unwrap();
+    let clients = clients_by_owner(&cluster, &prefix, 5).await[&master].clone();
+    for client in &clients {
+        assert!(is_decided(&app, client).await);
+    }
+
+    let cluster = blocking(cluster, move |c| c.stop(master)).await;
+    let start = Instant::now();
+    let promoted = tokio::task::spawn_blocking(move || {
+        while !cluster.is_master(replica) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        (start.elapsed(), cluster)
+    });
+    let mut samples = Vec::new();
+    let mut promoted = Some(promoted);
+    let mut took_over = None;
+    let mut i = 0;
+    loop {
+        let at = start.elapsed();
+        let decided = is_decided(&app, &clients[i % clients.len()]).await;
+        i += 1;
+        samples.push((at, decided));
+        if promoted
+            .as_ref()
+            .is_some_and(tokio::task::JoinHandle::is_finished)
+        {
+            took_over = Some(promoted.take().unwrap().await.unwrap());
+        }
+        if let Some((at, _)) = &took_over
+            && start.elapsed() > *at + breaker.open_for() + timeout + Duration::from_secs(1)
+        {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "no failover");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (promoted, cluster) = took_over.unwrap();
+    let first = samples
+        .iter()
+        .find(|(at, decided)| {
+            *decided && *at >= promoted.saturating_sub(Duration::from_millis(100))
+        })
+        .map(|(at, _)| *at)
+        .unwrap();
+    let after = first.saturating_sub(promoted);
+    eprintln!("replica a master {promoted:?} after the kill; its keys decided {after:?} later");
+    assert!(
+        samples
+            .iter()
+            .any(|(at, decided)| *at < promoted && !*decided)
+    );
+    assert!(after <= breaker.open_for() + timeout, "{after:?}");
+    let late: Vec<_> = samples
+        .iter()
+        .filter(|(at, _)| *at > promoted + breaker.open_for() + timeout)
+        .collect();
+    assert!(late.len() > 10, "{}", late.len());
+    assert!(late.iter().all(|(_, decided)| *decided));
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures() {
+    let timeout = Duration::from_millis(300);
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("moved");
+    let app = Router::new()
+        .route("/", get(wide))
+        .with_state(closed_limits(&cluster, &prefix));
+    let [from, to] = [cluster.ports()[0], cluster.ports()[1]];
+    let [stays, moves] =
+        <[String; 2]>::try_from(clients_by_owner(&cluster, &prefix, 2).await[&from].clone())
+            .unwrap();
+    // The first check reads the slot map: `moves`'s slot is `from`'s.
+    assert!(is_decided(&app, &stays).await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slot = Slots::read(&cluster)
+        .await
+        .slot(&stored_key(&prefix, "fixed_window", "/", &moves))
+        .await;
+    cluster.move_slot(slot, to);
+    let cluster = blocking(cluster, move |c| c.stop(to)).await;
+
+    // `moves`'s checks now fail on `to`, while the map still says `from`: enough of them open
+    // a breaker, and its master no longer owns their slot.
+    let failing: Vec<_> = (0..5)
+        .map(|_| {
+            let app = app.clone();
+            let moves = moves.clone();
+            tokio::spawn(async move { is_decided(&app, &moves).await })
+        })
+        .collect();
+    for check in failing {
+        assert!(!check.await.unwrap());
+    }
+    let opened = Instant::now();
+    let decided = loop {
+        if is_decided(&app, &stays).await {
+            break opened.elapsed();
+        }
+        assert!(opened.elapsed() < Duration::from_secs(2), "never decided");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    eprintln!("{stays} decided {decided:?} after {moves}'s failures opened a breaker");
+    assert!(decided < timeout / 2, "{decided:?}");
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_once_known() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("stack_outage");
+    let limits = closed_limits(&cluster, &prefix);
+    let [live, dead] = [cluster.ports()[0], cluster.ports()[1]];
+    let by_owner = clients_by_owner(&cluster, &prefix, 1).await;
+    let (ann, team) = (by_owner[&live][0].as_str(), by_owner[&dead][0].as_str());
+    let window = [Opt::Int(100), Opt::Int(600)];
+    let stack = [
+        ("fixed_window", ann, &window[..], 1),
+        ("fixed_window", team, &window[..], 1),
+    ];
+    let alone = [("fixed_window", ann, &window[..], 1)];
+    let left = async |limits: &PlugLimit| {
+        let peek = limits.peek("fixed_window", ann, &window).await.unwrap();
+        peek.header("x-ratelimit-remaining")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(limits.check_all(&stack).await.unwrap().is_allowed());
+    let cluster = blocking(cluster, move |c| c.stop(dead)).await;
+
+    // Until the dead master's breaker opens, each stack counts for ann, then fails on the
+    // team's master: the groups before a failure keep what they counted.
+    for _ in 0..5 {
+        let started = Instant::now();
+        let error = limits.check_all(&stack).await.unwrap_err();
+        assert!(matches!(error, plug_limit::Error::Timeout(_)), "{error}");
+        assert!(started.elapsed() < Duration::from_millis(400));
+    }
+    assert_eq!(left(&limits).await, "93");
+    // Open: the stack fails at once and counts nothing.
+    for _ in 0..20 {
+        let started = Instant::now();
+        let error = limits.check_all(&stack).await.unwrap_err();
+        assert!(
+            matches!(error, plug_limit::Error::CircuitOpen(_)),
+            "{error}"
+        );
+        assert!(started.elapsed() < Duration::from_millis(20));
+    }
+    assert_eq!(left(&limits).await, "93");
+    // A stack wholly on live masters is decided as if nothing happened.
+    assert!(limits.check_all(&alone).await.unwrap().is_allowed());
+    assert_eq!(left(&limits).await, "92");
+    drop(cluster);
 }

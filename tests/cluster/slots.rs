@@ -37,14 +37,19 @@ impl Slots {
         Self { ranges, any }
     }
 
-    /// The port of the master owning `key`, by `CLUSTER KEYSLOT`.
-    pub(crate) async fn owner(&mut self, key: &str) -> u16 {
-        let slot: i64 = redis::cmd("CLUSTER")
+    /// The slot of `key`, by `CLUSTER KEYSLOT`.
+    pub(crate) async fn slot(&mut self, key: &str) -> u16 {
+        redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(key)
             .query_async(&mut self.any)
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The port of the master owning `key` when the slots were read.
+    pub(crate) async fn owner(&mut self, key: &str) -> u16 {
+        let slot = i64::from(self.slot(key).await);
         self.ranges
             .iter()
             .find(|(start, end, _)| (*start..=*end).contains(&slot))

@@ -80,6 +80,18 @@ impl Breaker {
         }
     }
 
+    /// Whether [`admit`](Self::admit) would refuse a call now, asked without taking the probe.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn refuses(&self) -> bool {
+        if self.quiet.load(Ordering::Acquire) {
+            return false;
+        }
+        let state = self.state();
+        state
+            .open_until
+            .is_some_and(|until| Instant::now() < until || state.probing)
+    }
+
     /// A call admitted as `admit` reached Redis and got its answer.
     pub(crate) fn succeeded(&self, admit: Admit) {
         if self.quiet.load(Ordering::Acquire) {

@@ -67,6 +67,19 @@ impl Breakers {
         }
     }
 
+    /// On a cluster, the open breaker of the master owning `key`'s slot, if it is open: how long
+    /// it stays open.
+    #[cfg(feature = "cluster")]
+    pub(super) fn refusing(&self, key: &str) -> Option<Duration> {
+        match self {
+            Self::One(_) => None,
+            Self::Masters(masters) => {
+                let breaker = masters.breaker(Some(slot(key)));
+                breaker.refuses().then(|| breaker.open_for())
+            }
+        }
+    }
+
     /// A call is about to use `current`: on a cluster, the slot map is read if it was not read
     /// on that connection yet.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]

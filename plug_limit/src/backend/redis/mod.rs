@@ -132,12 +132,23 @@ impl RedisBackend {
     /// [`eval`](Self::eval). On Redis Cluster, the parts whose keys share a slot go in one
     /// call, the groups one after another in the order of their first part, all within one
     /// timeout; a group that denies or fails ends the stack, and the groups before it keep
-    /// what they counted.
+    /// what they counted. A stack with a group on a master whose breaker is open fails at once,
+    /// and counts nothing.
     pub(crate) async fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
         let started = Instant::now();
         let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
         let mut outcomes = vec![None; parts.len()];
-        for group in slot_groups(parts, self.connections.is_cluster()) {
+        let groups = slot_groups(parts, self.connections.is_cluster());
+        // A group on a master whose breaker is open would fail the stack: it fails before any
+        // group counts, rather than after the groups before it counted for nothing.
+        #[cfg(feature = "cluster")]
+        if let Some(open_for) = groups
+            .iter()
+            .find_map(|group| self.breakers.refusing(parts[group[0]].key))
+        {
+            return Err(Error::CircuitOpen(open_for));
+        }
+        for group in groups {
             let keys: Vec<String> = group.iter().map(|&i| parts[i].key.to_owned()).collect();
             let mut args = Vec::with_capacity(1 + group.len() * 6);
             args.push(now_ms.map_or(Opt::Str(""), Opt::Int));
