@@ -11,6 +11,14 @@ impl Logs {
     /// a current-thread runtime (the `#[tokio::test]` default).
     #[must_use]
     pub fn capture() -> (Self, tracing::subscriber::DefaultGuard) {
+        // While one dispatcher is registered, `tracing` settles a callsite's interest by the
+        // dispatcher of whichever thread reaches it first: a test without a subscriber would
+        // turn the callsite off for this one too. A second dispatcher, kept for the life of
+        // the process, makes it ask every registered dispatcher instead.
+        static SECOND: std::sync::LazyLock<tracing::Dispatch> = std::sync::LazyLock::new(|| {
+            tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default())
+        });
+        std::sync::LazyLock::force(&SECOND);
         let logs = Self::default();
         // Without the decision span (see `plug_limit::metrics`): a line reads the same
         // whether or not it was logged within a decision.

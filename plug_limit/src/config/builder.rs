@@ -198,7 +198,7 @@ impl Builder {
 
     /// The circuit breaker of the Redis backend (default: open for 1 s after 5 consecutive
     /// failures; see [`CircuitBreaker`]). A limiter's own pool gets its own breaker with the
-    /// same settings.
+    /// same settings, and on Redis Cluster each master gets its own.
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = breaker;
         self

@@ -13,6 +13,10 @@ use serde::Deserialize;
 /// A script error or a reply out of contract is the script's fault, not Redis's: it does not
 /// count. Each transition is logged once, at the [`PlugLimit`](crate::PlugLimit)'s log level.
 ///
+/// On Redis Cluster each master has a breaker of its own with these settings, found by the
+/// slot of a check's key in the cluster's slot map: one master's outage opens only its breaker,
+/// and the checks of the other masters go on as if nothing happened.
+///
 /// # Example
 ///
 /// ```
