@@ -3,7 +3,7 @@
 //! tests run in parallel across topics. Each test still starts its own `redis-server` on a free
 //! loopback port (`plug_limit_tests::RedisServer`), so no two tests share a server or a port.
 //!
-//! Four binaries stay apart: `tests/cluster.rs` (a Redis Cluster), `tests/ui.rs` (trybuild's
+//! Four binaries stay apart: `tests/cluster/` (a Redis Cluster), `tests/ui.rs` (trybuild's
 //! compile-time cases), `tests/decision_span.rs` (a global `tracing` subscriber) and
 //! `tests/macro_runtime.rs`, because every `PlugLimit` a binary builds
 //! checks the limiters named by every `#[rate_limit]` handler linked into it, so the handlers

@@ -53,8 +53,8 @@ pub(super) struct Masters {
     map: RwLock<Arc<SlotMap>>,
     /// A read of the map is under way.
     reading: AtomicBool,
-    /// The generation of the connection the map was last read on; `u64::MAX` before the
-    /// first read.
+    /// The generation of the connection the map was last read on, or tried; `u64::MAX` before
+    /// the first read.
     read_on: AtomicU64,
 }
 
@@ -109,7 +109,7 @@ impl Masters {
     }
 
     /// A call is about to use `current`: the map is read if it was not read on it yet (a new
-    /// connection, or no read succeeded so far).
+    /// connection).
     pub(super) fn using(self: &Arc<Self>, current: &Current, timeout: Duration) {
         if self.read_on.load(Ordering::Relaxed) != current.generation {
             self.read(current.clone(), timeout);
@@ -126,10 +126,7 @@ impl Masters {
         tokio::spawn(async move {
             let read = tokio::time::timeout(timeout, masters.query(&mut current.conn)).await;
             match read {
-                Ok(Ok(ranges)) => {
-                    masters.install(&ranges);
-                    masters.read_on.store(current.generation, Ordering::Relaxed);
-                }
+                Ok(Ok(ranges)) => masters.install(&ranges),
                 Ok(Err(error)) => masters.log_level.log_event(&format!(
                     "cannot read the cluster's slots, the breakers keep their map: {error}"
                 )),
@@ -137,6 +134,9 @@ impl Masters {
                     "cannot read the cluster's slots within {timeout:?}, the breakers keep their map"
                 )),
             }
+            // A failed read is tried again when a breaker opens, not by every check: until
+            // then the map read last, or the whole cluster's breaker, stands.
+            masters.read_on.store(current.generation, Ordering::Relaxed);
             masters.reading.store(false, Ordering::Release);
         });
     }
