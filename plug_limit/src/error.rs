@@ -6,7 +6,7 @@ use std::time::Duration;
 use deadpool_redis::PoolError;
 use deadpool_redis::redis::RedisError;
 
-use crate::outcome::ReplyError;
+use http::HeaderName;
 
 /// Why a rate-limit check could not decide. The request then follows its
 /// [`FailurePolicy`](crate::FailurePolicy).
@@ -85,4 +85,76 @@ impl BuildError {
             rule: rule.into(),
         }
     }
+}
+
+/// A script reply that does not follow the script contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplyError {
+    /// The reply is not an array.
+    #[error("reply must be an array `{{decision, {{headers}}, extra...}}`, found {0}")]
+    NotAnArray(&'static str),
+    /// A stack's reply is not the one string of records the stack script packs.
+    #[error("a stack's reply must be one string of records, found {0}")]
+    NotPacked(&'static str),
+    /// A stack's reply answers for more limits than it has, or for fewer without a denial
+    /// that would have ended it.
+    #[error(
+        "a stack of {limits} limits answered {records} records: one a limit, or fewer after a denial"
+    )]
+    StackRecords {
+        /// The limits of the call.
+        limits: usize,
+        /// The records of its reply.
+        records: usize,
+    },
+    /// The reply array is empty.
+    #[error("reply is empty; expected `\"allow\"` or `\"deny\"` first")]
+    Empty,
+    /// The first element is not `"allow"`, `"deny"` or `"block"`.
+    #[error("unknown decision `{0}`; expected `allow` or `deny`")]
+    UnknownDecision(String),
+    /// The second element is not an array of header values.
+    #[error("headers must be an array, found {0}")]
+    HeadersNotAnArray(&'static str),
+    /// A header value has no declared name and is not a `{name, value}` pair.
+    #[error("header value {position} has no declared name ({declared} declared)")]
+    UndeclaredHeader {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// How many header names the limiter declares.
+        declared: usize,
+    },
+    /// A header override is not a two-element `{name, value}` array.
+    #[error("header override {position} must be a `{{name, value}}` pair")]
+    BadOverride {
+        /// Zero-based position in the headers array.
+        position: usize,
+    },
+    /// A header override names a header that frames the message or belongs to the connection
+    /// (`content-length`, `transfer-encoding`, `connection`, ...).
+    #[error("header override {position} names `{name}`, which no script may set")]
+    FramingHeader {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// The header it names.
+        name: HeaderName,
+    },
+    /// A header override names an invalid header.
+    #[error("header override {position} has an invalid header name")]
+    InvalidHeaderName {
+        /// Zero-based position in the headers array.
+        position: usize,
+    },
+    /// A header value is not a string or integer, or holds bytes a header cannot carry.
+    #[error("header value {position} is invalid: {found}")]
+    InvalidHeaderValue {
+        /// Zero-based position in the headers array.
+        position: usize,
+        /// What was found instead.
+        found: &'static str,
+    },
+    /// A batch's reply (cost `~n`) has no count of the units granted after its headers.
+    #[error("a batch's reply must carry the units it granted, an integer, after the headers")]
+    NoGrant,
 }

@@ -4,12 +4,9 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
-use deadpool_redis::Pool;
-
-use crate::backend::Charge;
-use crate::config::{Builder, RedisConnection, assert_builtin_limiters};
 use crate::decide::Decider;
 use crate::error::Error;
+use crate::limit::Charge;
 use crate::limit::{Opt, Subject};
 use crate::outcome::Outcome;
 
@@ -50,114 +47,6 @@ pub struct PlugLimit {
 }
 
 impl PlugLimit {
-    /// Limits on the Redis behind `pool`, with the default settings: always enabled, keys by
-    /// peer IP, fail open, 500 ms timeout.
-    ///
-    /// No connection is made until the first check.
-    ///
-    /// # Panics
-    ///
-    /// When a `#[rate_limit]` handler of this program uses a limiter that is not built in, so
-    /// that a missing limiter stops the application at start-up, not at the handler's first
-    /// request. Register custom limiters with [`PlugLimit::builder`], whose
-    /// [`build`](Builder::build) returns this as an error.
-    #[must_use]
-    #[track_caller]
-    pub fn redis(pool: Pool) -> Self {
-        assert_builtin_limiters();
-        Builder::new(pool).build_default()
-    }
-
-    /// Limits kept in this process's memory, with the default settings: for a single
-    /// instance, tests and local development. Every built-in limiter decides exactly as its
-    /// Lua script does on Redis; custom Lua limiters need Redis.
-    ///
-    /// # Panics
-    ///
-    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
-    /// limiter that is not built in.
-    #[must_use]
-    #[track_caller]
-    pub fn memory() -> Self {
-        assert_builtin_limiters();
-        Builder::memory().build_default()
-    }
-
-    /// A [`Builder`] for limits on the Redis behind `pool`, with every setting: enabled flag,
-    /// prefix, timeout, key, responder, failure policy, log level, clock, and custom limiters.
-    pub fn builder(pool: Pool) -> Builder {
-        Builder::new(pool)
-    }
-
-    /// A [`Builder`] for limits kept in this process's memory.
-    pub fn memory_builder() -> Builder {
-        Builder::memory()
-    }
-
-    /// A builder of limits decided in Redis over a connection the application already holds,
-    /// e.g. a `ConnectionManager` (the seed's `cmd`); see [`RedisConnection`] for what differs
-    /// from a pool.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use plug_limit::PlugLimit;
-    ///
-    /// # async fn make() -> Result<PlugLimit, Box<dyn std::error::Error>> {
-    /// let client = plug_limit::redis::Client::open("redis://127.0.0.1:6379/")?;
-    /// let conn = client.get_multiplexed_async_connection().await?;
-    /// let limits = PlugLimit::connection_builder(conn).prefix("myapp").build()?;
-    /// # Ok(limits)
-    /// # }
-    /// ```
-    pub fn connection_builder(conn: impl RedisConnection) -> Builder {
-        Builder::connection(conn)
-    }
-
-    /// Limits on the Redis Cluster behind `pool`, with the default settings of
-    /// [`redis`](Self::redis).
-    ///
-    /// Every check is one `EVALSHA` on a shared cluster connection, routed to the node owning
-    /// the slot of its key. Every key of one request carries the same hash tag, chosen by the
-    /// library, so a custom script given several keys always finds them in one slot.
-    ///
-    /// # Example
-    ///
-    /// ```no_run
-    /// use plug_limit::PlugLimit;
-    ///
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let nodes = ["redis://cache-1/", "redis://cache-2/", "redis://cache-3/"];
-    /// let pool = deadpool_redis::cluster::Config::from_urls(nodes.map(String::from).to_vec())
-    ///     .create_pool(Some(deadpool_redis::Runtime::Tokio1))?;
-    /// let limits = PlugLimit::redis_cluster(pool);
-    /// # let _ = limits;
-    /// # Ok(())
-    /// # }
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
-    /// limiter that is not built in.
-    #[cfg(feature = "cluster")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
-    #[must_use]
-    #[track_caller]
-    pub fn redis_cluster(pool: deadpool_redis::cluster::Pool) -> Self {
-        assert_builtin_limiters();
-        Builder::cluster(pool).build_default()
-    }
-
-    /// A [`Builder`] for limits on the Redis Cluster behind `pool`, with every setting of
-    /// [`builder`](Self::builder). A limiter's own [`pool`](crate::Limiter::pool) is still a
-    /// single Redis.
-    #[cfg(feature = "cluster")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
-    pub fn cluster_builder(pool: deadpool_redis::cluster::Pool) -> Builder {
-        Builder::cluster(pool)
-    }
-
     pub(crate) fn from_decider(decider: Decider) -> Self {
         Self {
             decider: Arc::new(decider),

@@ -3,10 +3,8 @@
 use axum::response::Response;
 use http::HeaderMap;
 
-use crate::decide::Decided;
 use crate::error::Error;
-use crate::outcome::{Decision, Outcome};
-use crate::rejection::RateLimitRejection;
+use crate::outcome::Outcome;
 
 /// What one check of a limiter came to, as a [`Hook`] sees it.
 #[derive(Debug, Clone, Copy)]
@@ -86,42 +84,5 @@ where
 {
     fn on_check(&self, limiter: &str, check: Check<'_>) -> Action {
         self(limiter, check)
-    }
-}
-
-/// What `hook` makes of `limiter`'s outcome: `None` keeps the default path.
-pub(crate) fn consult(hook: &dyn Hook, limiter: &str, outcome: &Outcome) -> Option<Decided> {
-    let check = if outcome.is_allowed() {
-        Check::Allowed(outcome)
-    } else {
-        Check::Denied(outcome)
-    };
-    overrides(hook.on_check(limiter, check), Some(outcome))
-}
-
-/// What `hook` makes of `limiter`'s failure: `None` keeps the failure policy.
-pub(crate) fn failed(hook: &dyn Hook, limiter: &str, error: &Error) -> Option<Decided> {
-    overrides(hook.on_check(limiter, Check::Failed(error)), None)
-}
-
-fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Decided> {
-    match action {
-        Action::Default => None,
-        Action::Proceed(headers) => {
-            let headers = headers
-                .iter()
-                .map(|(name, value)| (name.clone(), value.clone()))
-                .collect();
-            let extra = outcome
-                .map(|outcome| outcome.extra().to_vec())
-                .unwrap_or_default();
-            let proceed = Outcome::with_extra(Decision::Allow, headers, extra);
-            // The request proceeds on what its check took: a lease, a reservation to settle.
-            Some(Ok(Some(match outcome {
-                Some(outcome) => proceed.owing_as(outcome),
-                None => proceed,
-            })))
-        }
-        Action::Respond(response) => Some(Err(RateLimitRejection::answered(response))),
     }
 }

@@ -133,6 +133,7 @@ mod runtime_layer;
 mod send_headers;
 
 // What users configure and name.
+mod build;
 mod clock;
 mod config;
 mod error;
@@ -165,12 +166,15 @@ pub mod __private;
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
+pub use self::build::{
+    Builder, Config, Limiter, LimiterConfig, LocalBatchesConfig, RedisConnection, Script,
+    ScriptConfig,
+};
 pub use self::clock::{Clock, ManualClock, SystemClock};
 pub use self::config::{
-    Builder, CircuitBreaker, Config, Enabled, FailurePolicy, KeyFailure, Limiter, LimiterConfig,
-    LocalBatches, LocalBatchesConfig, LogLevel, RedisConnection, Rules, Script, ScriptConfig,
+    CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,
 };
-pub use self::error::{BuildError, Error};
+pub use self::error::{BuildError, Error, ReplyError};
 pub use self::extract::RateLimited;
 pub use self::handle::PlugLimit;
 pub use self::hook::{Action, Check, Hook};
@@ -181,7 +185,7 @@ pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
     RuntimeLimit, SlidingLog, SlidingWindow, Subject, TokenBucket, WeeklyQuota,
 };
-pub use self::outcome::{Decision, HeaderStyle, Outcome, ReplyError};
+pub use self::outcome::{Decision, HeaderStyle, Outcome};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};
 pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::responder::{Responder, TooManyRequests};

@@ -9,7 +9,7 @@ pub use http::request::Parts;
 pub use inventory;
 
 use crate::algorithm::Algorithm;
-pub use crate::config::LimiterUse;
+pub use crate::build::LimiterUse;
 use crate::extract::RateLimited;
 
 /// Every built-in's name and option count (`None`: a variable number), from the algorithm

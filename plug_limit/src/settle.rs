@@ -20,8 +20,9 @@ use std::sync::{Arc, OnceLock};
 
 use http::StatusCode;
 
-use crate::backend::{Backend, Call, Charge, Program, Started};
+use crate::backend::{Backend, Call, Program, Started};
 use crate::decide::DenyCache;
+use crate::limit::Charge;
 use crate::limit::Opt;
 
 pub(crate) use self::body::hold;

@@ -47,8 +47,8 @@ use std::net::SocketAddr;
 use axum::extract::ConnectInfo;
 use http::{HeaderMap, Request};
 
+use crate::build::Builder;
 use crate::clock::ManualClock;
-use crate::config::Builder;
 use crate::handle::PlugLimit;
 use crate::outcome::ietf;
 

@@ -1,10 +1,10 @@
 //! The scripts' ARGV as they read it: positions, plain-digit checks and error texts, so the
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
+use super::Field;
 use super::state::Verdict;
-use crate::backend::Charge;
+use crate::limit::Charge;
 use crate::limit::Opt;
-use crate::outcome::Field;
 
 /// The largest opt or cost: every value stays exact in a double.
 pub(super) const MAX: f64 = 2_147_483_647.0;

@@ -4,9 +4,9 @@
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
 
+use super::Field;
 use super::argv::{Arg, Argv, CAP, Units, decimal, fail, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "calendar_quota";
 const DAY_MS: i64 = 86_400_000;

@@ -1,9 +1,9 @@
 //! `lua/concurrency.lua`: the leases of the requests in flight, each until released or
 //! expired.
 
+use super::Field;
 use super::argv::{Arg, Argv, MAX, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "concurrency";
 /// The longest lease id the script takes.
@@ -192,7 +192,7 @@ fn answer(
 mod tests {
     use super::super::Algorithm;
     use super::super::state::{State, Stored, Verdict};
-    use crate::backend::Charge;
+    use crate::limit::Charge;
     use crate::limit::Opt;
 
     const OPTS: [Opt; 2] = [Opt::Int(2), Opt::Int(30)];

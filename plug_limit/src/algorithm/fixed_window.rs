@@ -1,9 +1,9 @@
 //! `lua/fixed_window.lua` with an explicit `now`: a counter per window, the window timed from
 //! its first request.
 
+use super::Field;
 use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "fixed_window";
 

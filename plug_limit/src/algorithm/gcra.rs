@@ -1,9 +1,9 @@
 //! `lua/gcra.lua`: the generic cell rate algorithm, one theoretical arrival time (TAT) per key,
 //! in integer microseconds.
 
+use super::Field;
 use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "gcra";
 

@@ -1,9 +1,9 @@
 //! `lua/leaky_bucket.lua`: a bucket of `limit` units leaking `limit` units per window, its level
 //! kept in unit-milliseconds so that filling and leaking are exact integer steps.
 
+use super::Field;
 use super::argv::{Argv, Units, fail, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "leaky_bucket";
 

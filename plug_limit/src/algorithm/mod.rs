@@ -17,17 +17,19 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
-use crate::backend::Charge;
+use crate::limit::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
 
 use self::argv::Argv;
 pub(crate) use self::calendar_quota::period_seconds;
+pub(crate) use self::fields::{Field, Fields};
 pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
 mod calendar_quota;
 mod concurrency;
+mod fields;
 mod fixed_window;
 mod gcra;
 mod leaky_bucket;

@@ -1,9 +1,9 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
+use super::Field;
 use super::argv::{Arg, Argv, CAP, MAX, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "multi_window";
 

@@ -2,9 +2,9 @@
 
 use std::collections::VecDeque;
 
+use super::Field;
 use super::argv::{Argv, Units, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::Field;
 
 const NAME: &str = "sliding_log";
 

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
 use super::{Algorithm, CATALOGUE, Stored, Verdict};
-use crate::backend::Charge;
+use crate::limit::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
 

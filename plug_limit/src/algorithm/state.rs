@@ -3,8 +3,8 @@
 
 use std::collections::VecDeque;
 
+use super::Fields;
 use super::multi_window::Window;
-use crate::outcome::Fields;
 
 /// A key's state and when Redis would delete it.
 #[derive(Debug, Clone, PartialEq)]

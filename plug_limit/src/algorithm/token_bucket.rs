@@ -3,7 +3,7 @@
 
 use super::argv::{Argv, Cost, Units, fail, granted, int, positive, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::outcome::{Field, Fields};
+use super::{Field, Fields};
 
 const NAME: &str = "token_bucket";
 

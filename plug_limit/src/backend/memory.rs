@@ -12,7 +12,8 @@ use super::{Call, StackPart, Stacked};
 use crate::algorithm::{Algorithm, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::outcome::{Decision, Names, Outcome, ReplyError, declared_name};
+use crate::error::ReplyError;
+use crate::outcome::{Decision, Names, Outcome, declared_name};
 
 const SHARDS: usize = 64;
 

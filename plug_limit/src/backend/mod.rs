@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::algorithm::Algorithm;
 use crate::error::Error;
-use crate::limit::Opt;
+use crate::limit::{Charge, Opt};
 use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
@@ -57,20 +57,6 @@ impl Program {
     }
 }
 
-/// What one evaluation does with its units.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Charge {
-    /// Takes them if the limit has room (0: a peek); a script's `cost` argument `n`.
-    Take(u32),
-    /// Gives back up to that many units the key holds, and always allows: `-n`.
-    Refund(u32),
-    /// Takes them whatever the limit (the request was served): `+n`.
-    Force(u32),
-    /// Takes up to that many, as many as the key has left (fixed_window and token_bucket):
-    /// `~n`, a local batch's reservation. The outcome's first extra value is the units taken.
-    UpTo(u32),
-}
-
 /// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,
 /// and for a limiter that leases its units, the lease's id (its ARGV entry after `now`): the
 /// lease a `Take` takes, or a `Refund` gives back.
@@ -111,6 +97,14 @@ pub(crate) enum StartedStack<'a> {
 }
 
 impl Backend {
+    /// The backend's name in telemetry: `redis` or `memory`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Self::Redis(_) => "redis",
+            Self::Memory(_) => "memory",
+        }
+    }
+
     /// Evaluates `call` as far as it goes without waiting. A built-in's option count is
     /// checked first, so both backends refuse the same calls alike.
     ///

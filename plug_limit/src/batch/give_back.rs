@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use super::held::GiveBack;
 use super::{Inner, Slot};
-use crate::backend::{Call, Charge, RedisBackend};
+use crate::backend::{Call, RedisBackend};
+use crate::limit::Charge;
 use crate::limit::Opt;
 
 /// What a give-back needs once the request that reserved the batch is gone.

@@ -14,11 +14,13 @@ use deadpool_redis::redis::Value;
 
 use self::held::Held;
 use crate::backend::sharded::Sharded;
-use crate::backend::{Call, Charge, Program, RedisBackend};
+use crate::backend::{Call, Program, RedisBackend};
 use crate::config::LocalBatches;
 use crate::error::Error;
+use crate::error::ReplyError;
+use crate::limit::Charge;
 use crate::limit::Opt;
-use crate::outcome::{Outcome, ReplyError};
+use crate::outcome::Outcome;
 
 mod give_back;
 mod held;

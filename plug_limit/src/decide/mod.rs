@@ -18,11 +18,12 @@ use axum::extract::MatchedPath;
 use http::request::Parts;
 
 use crate::algorithm::Algorithm;
-use crate::backend::{Backend, Call, Charge, MemoryBackend, Started};
+use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::{self, KeyExtractor};
+use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -225,7 +226,7 @@ impl Decider {
             return Step::Done(decided);
         }
         let entry = request.entry;
-        request.watch.dispatched(self.backend(entry));
+        request.watch.dispatched(self.backend(entry).name());
         let backend = self.backend(entry);
         if let (Some(batches), Backend::Redis(redis)) = (&entry.batches, backend)
             && request.batchable()
@@ -448,7 +449,7 @@ impl Decider {
                 lease: lease.as_deref(),
             };
             let backend = self.backend(entry);
-            watch.dispatched(backend);
+            watch.dispatched(backend.name());
             let result = backend.eval(call).await;
             let outcome =
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;

@@ -11,9 +11,10 @@ use crate::backend::{Backend, Program};
 use crate::batch::Batches;
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::hook::{self, Hook};
+use crate::hook::{Action, Check, Hook};
 use crate::key::KeyExtractor;
-use crate::outcome::{Outcome, Styler};
+use crate::outcome::{Decision, Outcome, Styler};
+use crate::rejection::RateLimitRejection;
 use crate::responder::Responder;
 
 /// A registered limiter.
@@ -51,12 +52,49 @@ impl Entry {
 
     /// What its hook makes of `outcome`; `None` without a hook, or to keep the default path.
     pub(crate) fn hooked(&self, outcome: &Outcome) -> Option<Decided> {
-        hook::consult(self.hook.as_deref()?, self.name(), outcome)
+        consult(self.hook.as_deref()?, self.name(), outcome)
     }
 
     /// What its hook makes of `error`; `None` without a hook, or to keep the failure policy.
     pub(crate) fn hooked_failure(&self, error: &Error) -> Option<Decided> {
-        hook::failed(self.hook.as_deref()?, self.name(), error)
+        failed(self.hook.as_deref()?, self.name(), error)
+    }
+}
+
+/// What `hook` makes of `limiter`'s outcome: `None` keeps the default path.
+fn consult(hook: &dyn Hook, limiter: &str, outcome: &Outcome) -> Option<Decided> {
+    let check = if outcome.is_allowed() {
+        Check::Allowed(outcome)
+    } else {
+        Check::Denied(outcome)
+    };
+    overrides(hook.on_check(limiter, check), Some(outcome))
+}
+
+/// What `hook` makes of `limiter`'s failure: `None` keeps the failure policy.
+fn failed(hook: &dyn Hook, limiter: &str, error: &Error) -> Option<Decided> {
+    overrides(hook.on_check(limiter, Check::Failed(error)), None)
+}
+
+fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Decided> {
+    match action {
+        Action::Default => None,
+        Action::Proceed(headers) => {
+            let headers = headers
+                .iter()
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            let extra = outcome
+                .map(|outcome| outcome.extra().to_vec())
+                .unwrap_or_default();
+            let proceed = Outcome::with_extra(Decision::Allow, headers, extra);
+            // The request proceeds on what its check took: a lease, a reservation to settle.
+            Some(Ok(Some(match outcome {
+                Some(outcome) => proceed.owing_as(outcome),
+                None => proceed,
+            })))
+        }
+        Action::Respond(response) => Some(Err(RateLimitRejection::answered(response))),
     }
 }
 

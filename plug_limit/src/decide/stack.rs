@@ -14,9 +14,10 @@ use http::request::Parts;
 use tracing::{Instrument, Span};
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass};
-use crate::backend::{Backend, Charge, StackPart, Stacked, StartedStack};
+use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
+use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::outcome::stack::{Tightness, merge};
@@ -91,7 +92,7 @@ impl Decider {
             Err(error) => return Step::Done(self.fail_stack(&requests, error)),
         };
         for request in &requests {
-            request.watch.dispatched(backend);
+            request.watch.dispatched(backend.name());
         }
         let started = backend.start_stack(&stack_parts(&requests));
         match started {
@@ -158,7 +159,7 @@ impl Decider {
         }
         let backend = self.stack_backend(checks.iter().map(|(entry, ..)| *entry))?;
         for watch in watches {
-            watch.dispatched(backend);
+            watch.dispatched(backend.name());
         }
         let parts: Vec<StackPart<'_>> = checks
             .iter()

@@ -9,11 +9,13 @@ pub use self::builtin::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, MonthlyQuota, SlidingLog,
     SlidingWindow, TokenBucket, WeeklyQuota,
 };
+pub(crate) use self::charge::Charge;
 pub use self::opt::Opt;
 pub use self::runtime::RuntimeLimit;
 pub use self::subject::Subject;
 
 mod builtin;
+mod charge;
 mod opt;
 mod runtime;
 mod subject;

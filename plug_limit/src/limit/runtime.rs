@@ -6,9 +6,9 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde::Deserialize;
 
+use super::Charge;
 use super::{LimitRef, Opt};
 use crate::algorithm::Algorithm;
-use crate::backend::Charge;
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 

@@ -13,18 +13,7 @@ use std::sync::{Arc, OnceLock};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-/// The most header values a built-in answers (`x-ratelimit-limit`, `-reset`, `-remaining`,
-/// `retry-after`).
-const MAX_FIELDS: usize = 4;
-
-/// One header value a twin answered, as its script would send it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Field {
-    /// `string.format('%d', n)`.
-    Int(i64),
-    /// Any other text, e.g. token_bucket's policy or an option echoed as given.
-    Text(Box<str>),
-}
+use crate::algorithm::{Field, Fields};
 
 /// `n` as a header value, in one allocation of its exact size: `HeaderValue::from(n)` keeps
 /// spare capacity, which costs its buffer a second allocation and a shared count.
@@ -37,112 +26,11 @@ where
         .unwrap_or_else(|_| HeaderValue::from(n))
 }
 
-impl Field {
-    fn value(&self) -> Option<HeaderValue> {
-        match self {
-            Self::Int(n) => Some(number(*n)),
-            Self::Text(text) => HeaderValue::from_str(text).ok(),
-        }
-    }
-
-    /// Whether the value can be sent as a header value, as the Redis path checks a reply's.
-    pub(crate) fn is_valid(&self) -> bool {
-        match self {
-            Self::Int(_) => true,
-            Self::Text(text) => HeaderValue::from_str(text).is_ok(),
-        }
-    }
-}
-
-impl fmt::Display for Field {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Int(n) => write!(f, "{n}"),
-            Self::Text(text) => f.write_str(text),
-        }
-    }
-}
-
-impl From<String> for Field {
-    fn from(text: String) -> Self {
-        Self::Text(text.into())
-    }
-}
-
-/// A twin's header values, in reply order, held inline: a verdict allocates nothing for them.
-#[derive(Clone)]
-pub(crate) struct Fields {
-    items: [Field; MAX_FIELDS],
-    len: usize,
-}
-
-impl Fields {
-    /// Appends a value.
-    ///
-    /// # Panics
-    ///
-    /// Past [`MAX_FIELDS`] values: no built-in answers more.
-    pub(crate) fn push(&mut self, field: Field) {
-        assert!(
-            self.len < MAX_FIELDS,
-            "a built-in answers at most 4 header values"
-        );
-        self.items[self.len] = field;
-        self.len += 1;
-    }
-
-    /// The values as text, as the script's reply would read.
-    #[cfg(test)]
-    pub(crate) fn texts(&self) -> Vec<String> {
-        self.iter().map(ToString::to_string).collect()
-    }
-}
-
-impl<const N: usize> From<[Field; N]> for Fields {
-    fn from(fields: [Field; N]) -> Self {
-        const {
-            assert!(
-                N <= MAX_FIELDS,
-                "a built-in answers at most 4 header values"
-            )
-        };
-        let mut items = [const { Field::Int(0) }; MAX_FIELDS];
-        for (item, field) in items.iter_mut().zip(fields) {
-            *item = field;
-        }
-        Self { items, len: N }
-    }
-}
-
-impl Deref for Fields {
-    type Target = [Field];
-
-    fn deref(&self) -> &[Field] {
-        &self.items[..self.len]
-    }
-}
-
-impl PartialEq for Fields {
-    fn eq(&self, other: &Self) -> bool {
-        self[..] == other[..]
-    }
-}
-
-impl Eq for Fields {}
-
-impl fmt::Debug for Fields {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl<const N: usize> PartialEq<[&str; N]> for Fields {
-    fn eq(&self, other: &[&str; N]) -> bool {
-        self.len == N
-            && self
-                .iter()
-                .zip(other)
-                .all(|(field, text)| field.to_string() == *text)
+/// `field` as a header value; `None` for text a header cannot carry.
+fn value(field: &Field) -> Option<HeaderValue> {
+    match field {
+        Field::Int(n) => Some(number(*n)),
+        Field::Text(text) => HeaderValue::from_str(text).ok(),
     }
 }
 
@@ -262,7 +150,7 @@ fn pairs<'a>(
     names
         .iter()
         .zip(fields)
-        .filter_map(|(name, field)| Some((name.clone(), field.value()?)))
+        .filter_map(|(name, field)| Some((name.clone(), value(field)?)))
 }
 
 impl PartialEq for Headers {

@@ -6,11 +6,11 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
+use crate::algorithm::Fields;
 use crate::settle::Pending;
 
 use self::headers::Headers;
-pub(crate) use self::headers::{Field, Fields, Names, number};
-pub use self::reply::ReplyError;
+pub(crate) use self::headers::{Names, number};
 pub(crate) use self::reply::{
     answered_in_full, declared_name, is_framing, packed_records, parse_record, parse_reply,
 };

@@ -23,8 +23,9 @@ use tokio::task::AbortHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use super::Admission;
-use crate::backend::{Backend, Call, Charge, Program, Started};
+use crate::backend::{Backend, Call, Program, Started};
 use crate::error::Error;
+use crate::limit::Charge;
 use crate::limit::Opt;
 use crate::outcome::Outcome;
 

@@ -15,8 +15,8 @@ use tracing::field::Empty;
 use tracing::level_filters::LevelFilter;
 use tracing::span::EnteredSpan;
 
-use crate::backend::{Backend, Charge};
 use crate::error::Error;
+use crate::limit::Charge;
 use crate::outcome::Outcome;
 
 /// How a decided check came out, as the `decision` label and span field spell it.
@@ -214,13 +214,9 @@ impl<'a> Watch<'a> {
         (!self.span.is_none()).then(|| self.span.clone().entered())
     }
 
-    /// The check goes to `backend`.
-    pub(crate) fn dispatched(&self, backend: &Backend) {
-        let name = match backend {
-            Backend::Redis(_) => "redis",
-            Backend::Memory(_) => "memory",
-        };
-        self.span.record("backend", name);
+    /// The check goes to the backend named `backend` (`redis` or `memory`).
+    pub(crate) fn dispatched(&self, backend: &'static str) {
+        self.span.record("backend", backend);
     }
 
     /// The local deny cache answered: a denial that cost the backend nothing.

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel};
+use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::outcome::HeaderStyle;
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but

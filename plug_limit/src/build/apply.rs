@@ -5,7 +5,8 @@ use std::time::Duration;
 use deadpool_redis::Runtime;
 
 use super::builder::Store;
-use super::{Builder, Config, Limiter, LocalBatches, Rules, Script};
+use super::{Builder, Config, Limiter, Script};
+use crate::config::{LocalBatches, Rules};
 use crate::error::BuildError;
 
 impl Builder {

@@ -147,7 +147,7 @@ pub(super) fn lua_source(field: &str, which: &str, lua: String) -> Result<Lua, B
 mod tests {
     use std::sync::Arc;
 
-    use crate::config::{Limiter, Script};
+    use crate::build::{Limiter, Script};
     use crate::handle::PlugLimit;
 
     fn pool() -> deadpool_redis::Pool {

@@ -6,12 +6,10 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 
-use super::{
-    CircuitBreaker, Enabled, FailurePolicy, KeyFailure, Limiter, LogLevel, RedisConnection, Rules,
-    Script,
-};
+use super::{Limiter, RedisConnection, Script};
 use crate::backend::Pools;
 use crate::clock::Clock;
+use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel, Rules};
 use crate::error::BuildError;
 use crate::hook::Hook;
 use crate::key::{self, KeyExtractor};

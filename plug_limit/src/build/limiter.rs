@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use deadpool_redis::Pool;
 
-use super::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, RedisConnection, Rules};
+use super::RedisConnection;
 use crate::algorithm::Algorithm;
 use crate::backend::Pools;
+use crate::config::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules};
 use crate::hook::Hook;
 use crate::key::KeyExtractor;
 use crate::outcome::HeaderStyle;

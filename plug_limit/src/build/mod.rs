@@ -1,0 +1,20 @@
+//! Building a [`PlugLimit`](crate::PlugLimit): the [`Builder`], its serializable [`Config`],
+//! custom [`Limiter`]s and [`Script`]s, and the one place that assembles backends, batches and
+//! the decider from them.
+
+pub use self::builder::Builder;
+pub use self::connection::RedisConnection;
+pub use self::file::{Config, LimiterConfig, LocalBatchesConfig, ScriptConfig};
+pub use self::handler_uses::LimiterUse;
+pub use self::limiter::Limiter;
+pub use self::script::Script;
+
+mod apply;
+mod assemble;
+mod builder;
+mod connection;
+mod constructors;
+mod file;
+mod handler_uses;
+mod limiter;
+mod script;
