@@ -509,3 +509,84 @@ async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_on
     assert_eq!(left(&limits).await, "92");
     drop(cluster);
 }
+
+#[tokio::test]
+async fn a_slot_moved_to_a_dead_master_is_refused_at_once_while_its_old_master_answers() {
+    let timeout = Duration::from_millis(300);
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("moved_mixed");
+    let limits = closed_limits(&cluster, &prefix);
+    warm_up(&limits).await;
+    let app = Router::new().route("/", get(wide)).with_state(limits);
+    let [from, to] = [cluster.ports()[0], cluster.ports()[1]];
+    let [stays, moves] =
+        <[String; 2]>::try_from(clients_by_owner(&cluster, &prefix, 2).await[&from].clone())
+            .unwrap();
+    let slot = Slots::read(&cluster)
+        .await
+        .slot(&stored_key(&prefix, "fixed_window", "/", &moves))
+        .await;
+    cluster.move_slot(slot, to);
+    let cluster = blocking(cluster, move |c| c.stop(to)).await;
+
+    // One check of each in turn: `from`'s successes keep its breaker closed, so only a map
+    // read again after the failures finds `moves`'s slot on the dead master.
+    let start = Instant::now();
+    let mut moved = Vec::new();
+    while start.elapsed() < Duration::from_secs(3) {
+        assert!(is_decided(&app, &stays).await);
+        let at = start.elapsed();
+        assert!(!is_decided(&app, &moves).await);
+        moved.push((at, start.elapsed() - at));
+    }
+    let late: Vec<Duration> = moved
+        .iter()
+        .filter(|(at, _)| *at > Duration::from_millis(1_500))
+        .map(|(_, took)| *took)
+        .collect();
+    let at_once = late
+        .iter()
+        .filter(|took| **took < Duration::from_millis(20))
+        .count();
+    eprintln!(
+        "{} checks of the moved slot; after 1.5 s, {at_once} of {} at once",
+        moved.len(),
+        late.len()
+    );
+    assert!(late.len() > 20, "{}", late.len());
+    assert!(
+        at_once * 10 >= late.len() * 9,
+        "{at_once} of {}",
+        late.len()
+    );
+    assert!(
+        late.iter()
+            .all(|took| *took < timeout + Duration::from_millis(100))
+    );
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn an_idle_check_on_a_live_master_is_decided_while_another_master_is_frozen() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("idle");
+    let limits = closed_limits(&cluster, &prefix);
+    warm_up(&limits).await;
+    let app = Router::new().route("/", get(wide)).with_state(limits);
+    let [live, frozen] = [cluster.ports()[0], cluster.ports()[1]];
+    let client = clients_by_owner(&cluster, &prefix, 1).await[&live][0].clone();
+    cluster.freeze(frozen);
+    // Each check follows more than a second without one: the shared connection is idle, and
+    // no PING to every master (the frozen one too) stands between it and its answer.
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        let started = Instant::now();
+        assert!(is_decided(&app, &client).await);
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    cluster.thaw(frozen);
+}

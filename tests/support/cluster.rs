@@ -225,6 +225,28 @@ impl RedisCluster {
         }
     }
 
+    /// Freezes the node on `port` (`SIGSTOP`): it holds its connections and answers nothing,
+    /// as a paused VM would, until [`thaw`](Self::thaw).
+    pub fn freeze(&self, port: u16) {
+        self.signal(port, "-STOP");
+    }
+
+    /// Lets a node frozen by [`freeze`](Self::freeze) run again (`SIGCONT`).
+    pub fn thaw(&self, port: u16) {
+        self.signal(port, "-CONT");
+    }
+
+    fn signal(&self, port: u16, signal: &str) {
+        let node = self.nodes[self.index(port)]
+            .as_ref()
+            .unwrap_or_else(|| panic!("the node on port {port} is stopped"));
+        let status = Command::new("kill")
+            .args([signal, &node.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} the node on port {port}");
+    }
+
     /// Starts the node on `port` again, from its cluster configuration file: the same node,
     /// with the same slots and no keys (nothing is persisted). Returns once it answers `PING`.
     pub fn restart(&mut self, port: u16) {
@@ -360,6 +382,7 @@ fn ask(port: u16, command: &[&str]) -> String {
 impl Drop for RedisCluster {
     fn drop(&mut self) {
         for node in self.nodes.iter_mut().flatten() {
+            // SIGKILL ends a frozen node too.
             let _ = node.kill();
         }
         for node in self.nodes.iter_mut().flatten() {

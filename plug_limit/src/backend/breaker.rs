@@ -31,6 +31,9 @@ pub(crate) struct Breaker {
     state: Mutex<State>,
     /// Its metrics, and the node its log lines name.
     label: BreakerLabel,
+    /// Its master left the cluster: it records and logs nothing more.
+    #[cfg(feature = "cluster")]
+    retired: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -56,6 +59,8 @@ impl Breaker {
                 probing: false,
             }),
             label,
+            #[cfg(feature = "cluster")]
+            retired: AtomicBool::new(false),
         }
     }
 
@@ -104,11 +109,13 @@ impl Breaker {
             state.probing = false;
             self.quiet.store(true, Ordering::Release);
             drop(state);
-            self.label.closed();
-            self.log_level.log_event(&format!(
-                "redis answers again: circuit breaker closed{}",
-                self.on_node()
-            ));
+            if self.speaks() {
+                self.label.closed();
+                self.log_level.log_event(&format!(
+                    "redis answers again: circuit breaker closed{}",
+                    self.on_node()
+                ));
+            }
             return;
         }
         self.quiet.store(true, Ordering::Release);
@@ -131,6 +138,9 @@ impl Breaker {
             state.probing = false;
             let failures = state.consecutive_failures;
             drop(state);
+            if !self.speaks() {
+                return true;
+            }
             if trip {
                 self.label.opened();
             }
@@ -155,12 +165,44 @@ impl Breaker {
     }
 
     /// Nothing reaches the breaker any more (its master left the cluster's map): its gauge
-    /// reads closed rather than open for ever.
+    /// reads closed rather than open for ever, and the calls still under way when it left
+    /// record nothing more.
     #[cfg(feature = "cluster")]
     pub(crate) fn retire(&self) {
-        if self.state().open_until.is_some() {
+        let state = self.state();
+        if !self.retired.swap(true, Ordering::AcqRel) && state.open_until.is_some() {
             self.label.retired();
         }
+    }
+
+    /// Closes the breaker if it is open, as a success would: the cluster-wide breaker once
+    /// each master has one of its own, since what opened it were the masters' failures.
+    #[cfg(feature = "cluster")]
+    pub(crate) fn reset(&self) {
+        let mut state = self.state();
+        state.consecutive_failures = 0;
+        self.quiet.store(true, Ordering::Release);
+        if state.open_until.take().is_some() {
+            state.probing = false;
+            drop(state);
+            self.label.closed();
+            self.log_level.log_event(
+                "circuit breaker closed: each master of the cluster has a breaker of its own now",
+            );
+        }
+    }
+
+    /// Whether it records and logs its transitions: not once retired.
+    #[cfg(feature = "cluster")]
+    fn speaks(&self) -> bool {
+        !self.retired.load(Ordering::Acquire)
+    }
+
+    /// Whether it records and logs its transitions: always, without clusters.
+    #[cfg(not(feature = "cluster"))]
+    #[allow(clippy::unused_self)]
+    fn speaks(&self) -> bool {
+        true
     }
 
     /// ` on node ADDRESS` for a log line, when the breaker covers one node.

@@ -90,13 +90,14 @@ impl Breakers {
         }
     }
 
-    /// A breaker just opened: on a cluster, the slot map is read again, since a failover or
-    /// a slot move may be why its calls failed.
+    /// A call failed for a reason of Redis's, which `opened` a breaker or not: on a cluster,
+    /// the slot map is read again (see `Masters::failed`), since a failover or a slot move may
+    /// be why.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
-    pub(super) fn opened(&self, connections: &Connections, timeout: Duration) {
+    pub(super) fn failed(&self, opened: bool, connections: &Connections, timeout: Duration) {
         #[cfg(feature = "cluster")]
         if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
-            masters.read(current, timeout);
+            masters.failed(current, opened, timeout);
         }
     }
 }

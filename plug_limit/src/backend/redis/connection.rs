@@ -53,7 +53,10 @@ impl Clone for Box<dyn OwnConnection> {
 /// itself. When it breaks, a fresh one is taken from the pool, which reconnects as usual.
 ///
 /// A cluster connection is shared the same way: it multiplexes too, routes each `EVALSHA` to
-/// the node owning the slot of `KEYS[1]`, and follows `MOVED` by itself.
+/// the node owning the slot of `KEYS[1]`, and follows `MOVED` by itself. It holds one
+/// connection per node and repairs each itself, so it is replaced only when it refuses a
+/// command at once (its driver is gone), never for one node's failure or silence, and it is
+/// not pinged when idle.
 pub(crate) struct Connections {
     pool: Pools,
     current: Mutex<Option<Current>>,
@@ -110,7 +113,9 @@ impl Connections {
             // every check's future, moved and allocated with it on every request.
             return Box::pin(self.checkout()).await;
         };
-        if self.idle_for() < IDLE {
+        // A cluster connection is one connection per node, each repaired by the cluster
+        // client; a `PING` would go to every master and fail while one is down.
+        if self.idle_for() < IDLE || self.is_cluster() {
             return Ok(current);
         }
         // Boxed for the same reason: rare, and kept out of every check's future.
@@ -140,7 +145,7 @@ impl Connections {
     /// host, a lost route), not merely slow. Dropping it resends nothing.
     ///
     /// Not a cluster connection: it holds one connection per node and repairs each itself, and
-    /// a replacement would stall the checks of every healthy master while it connects.
+    /// a replacement would cost the checks of every healthy master a new connection to each.
     pub(crate) fn forget_if_silent(&self, generation: u64, replies: u64) {
         if !self.is_cluster() && self.replies() == replies {
             self.forget_generation(generation);

@@ -7,16 +7,17 @@
 //! also keeps one master's outage from refusing the others' checks, as one breaker for the
 //! whole cluster did.
 //!
-//! The map is read when a new cluster connection is first used, and again whenever a breaker
-//! opens: a failover or a slot move may be why its checks failed. A breaker whose master lost
-//! slots in that read probes at once, since the failures that opened it may have been another
-//! master's; a breaker whose master left the map is dropped. Until the first read, and for the
+//! The map is read when a new cluster connection is first used, every 30 s while checks go
+//! on, after a failed call (at most once a second), and at once whenever a breaker opens: a
+//! failover or a slot move may be why the calls failed. A breaker whose master lost a slot in
+//! that read probes at once, since the failures that opened it may have been that slot's new
+//! master's; a breaker whose master left the map is retired. Until the first read, and for the
 //! commands no one master serves (a script without keys, `reset_all`'s fan-out), one more
-//! breaker stands for the whole cluster.
+//! breaker stands for the whole cluster; the first map closes it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use deadpool_redis::redis::{Value, cmd};
@@ -31,6 +32,12 @@ const SLOTS: usize = 16384;
 
 /// A slot no known master owns.
 const UNOWNED: u16 = u16::MAX;
+
+/// How often the map is read again while checks go on: slots move between healthy masters too.
+const REREAD: Duration = Duration::from_secs(30);
+
+/// The least time between two reads after failed calls.
+const AFTER_FAILURE: Duration = Duration::from_secs(1);
 
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between its
 /// first `{` and the next `}`, when not empty) or else of the whole key, modulo 16384.
@@ -56,6 +63,9 @@ pub(super) struct Masters {
     /// The generation of the connection the map was last read on, or tried; `u64::MAX` before
     /// the first read.
     read_on: AtomicU64,
+    /// When the last read started, in milliseconds since `epoch`.
+    read_at_ms: AtomicU64,
+    epoch: Instant,
 }
 
 /// Which master owns each slot, and their breakers.
@@ -95,6 +105,8 @@ impl Masters {
             })),
             reading: AtomicBool::new(false),
             read_on: AtomicU64::new(u64::MAX),
+            read_at_ms: AtomicU64::new(0),
+            epoch: Instant::now(),
         }
     }
 
@@ -108,22 +120,43 @@ impl Masters {
         }
     }
 
-    /// A call is about to use `current`: the map is read if it was not read on it yet (a new
-    /// connection).
+    /// A call is about to use `current`: the map is read if it was not read on that connection
+    /// yet (a new connection), or not for [`REREAD`].
     pub(super) fn using(self: &Arc<Self>, current: &Current, timeout: Duration) {
-        if self.read_on.load(Ordering::Relaxed) != current.generation {
+        if self.read_on.load(Ordering::Relaxed) != current.generation || self.since_read() >= REREAD
+        {
             self.read(current.clone(), timeout);
         }
     }
 
+    /// A call on `current` failed for a reason of Redis's: the map is read again if it was not
+    /// for [`AFTER_FAILURE`], and at once when that opened a breaker. A slot that moved to a
+    /// dead master fails without opening any breaker while its old master's other slots
+    /// answer; read again, it counts against the dead master's own.
+    pub(super) fn failed(self: &Arc<Self>, current: Current, opened: bool, timeout: Duration) {
+        if opened || self.since_read() >= AFTER_FAILURE {
+            self.read(current, timeout);
+        }
+    }
+
+    fn since_read(&self) -> Duration {
+        let read_at = Duration::from_millis(self.read_at_ms.load(Ordering::Relaxed));
+        self.epoch.elapsed().saturating_sub(read_at)
+    }
+
     /// Reads the map again in a task of its own, within `timeout`, unless a read is under way.
     /// Nothing waits for it: the checks go on with the map they have.
-    pub(super) fn read(self: &Arc<Self>, mut current: Current, timeout: Duration) {
+    fn read(self: &Arc<Self>, mut current: Current, timeout: Duration) {
         if self.reading.swap(true, Ordering::Acquire) {
             return;
         }
-        let masters = Arc::clone(self);
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.read_at_ms.store(now_ms, Ordering::Relaxed);
+        self.read_on.store(current.generation, Ordering::Relaxed);
+        // Lets the next read in however this task ends, dropped with its runtime included.
+        let reading = Reading(Arc::clone(self));
         tokio::spawn(async move {
+            let masters = &reading.0;
             let read = tokio::time::timeout(timeout, masters.query(&mut current.conn)).await;
             match read {
                 Ok(Ok(ranges)) => masters.install(&ranges),
@@ -134,10 +167,6 @@ impl Masters {
                     "cannot read the cluster's slots within {timeout:?}, the breakers keep their map"
                 )),
             }
-            // A failed read is tried again when a breaker opens, not by every check: until
-            // then the map read last, or the whole cluster's breaker, stands.
-            masters.read_on.store(current.generation, Ordering::Relaxed);
-            masters.reading.store(false, Ordering::Release);
         });
     }
 
@@ -158,8 +187,9 @@ impl Masters {
 
     /// Installs the map `ranges` give, keeping the breaker of every master still in it.
     fn install(&self, ranges: &[Range]) {
-        let mut map = self.map.write().unwrap_or_else(PoisonError::into_inner);
-        let old = Arc::clone(&map);
+        // Only one read runs at a time: the map cannot change between this snapshot and the
+        // swap below, which is all that holds the lock.
+        let old = Arc::clone(&self.map.read().unwrap_or_else(PoisonError::into_inner));
         let mut owners = vec![UNOWNED; SLOTS].into_boxed_slice();
         let mut masters: Vec<Master> = Vec::new();
         for range in ranges {
@@ -189,34 +219,48 @@ impl Masters {
             let index = u16::try_from(index).unwrap_or(UNOWNED);
             owners[usize::from(*range.slots.start())..=usize::from(*range.slots.end())].fill(index);
         }
-        let now = SlotMap {
+        // Which of the old masters lost a slot, to another master or to none.
+        let mut lost = vec![false; old.masters.len()];
+        for (&before, &after) in old.owners.iter().zip(owners.iter()) {
+            let Some(was) = old.masters.get(usize::from(before)) else {
+                continue;
+            };
+            let kept = masters
+                .get(usize::from(after))
+                .is_some_and(|now| now.node == was.node);
+            if !kept {
+                lost[usize::from(before)] = true;
+            }
+        }
+        for (master, lost) in old.masters.iter().zip(lost) {
+            if !masters.iter().any(|now| now.node == master.node) {
+                // It left the map: nothing reaches its breaker any more.
+                master.breaker.retire();
+            } else if lost {
+                // The failures that opened its breaker may have been a lost slot's.
+                master.breaker.probe_now();
+            }
+        }
+        if !masters.is_empty() {
+            // Each slot now has its master's breaker: the whole cluster's, opened before the
+            // map was known, no longer speaks for them.
+            old.any.reset();
+        }
+        let now = Arc::new(SlotMap {
             owners,
             masters,
             any: Arc::clone(&old.any),
-        };
-        for (index, master) in old.masters.iter().enumerate() {
-            match now.index_of(&master.node) {
-                // It lost slots: the failures that opened its breaker may have been theirs.
-                Some(new) if now.owned(new) < old.owned(index) => master.breaker.probe_now(),
-                Some(_) => {}
-                // It left the map: nothing reaches its breaker any more.
-                None => master.breaker.retire(),
-            }
-        }
-        *map = Arc::new(now);
+        });
+        *self.map.write().unwrap_or_else(PoisonError::into_inner) = now;
     }
 }
 
-impl SlotMap {
-    /// The index of the master `node`, if it is one.
-    fn index_of(&self, node: &str) -> Option<usize> {
-        self.masters.iter().position(|master| *master.node == *node)
-    }
+/// Marks the end of a read of the map, however its task ends.
+struct Reading(Arc<Masters>);
 
-    /// How many slots the master at `index` owns.
-    fn owned(&self, index: usize) -> usize {
-        let index = u16::try_from(index).unwrap_or(UNOWNED);
-        self.owners.iter().filter(|&&owner| owner == index).count()
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.reading.store(false, Ordering::Release);
     }
 }
 
@@ -244,10 +288,14 @@ fn parse_slots(reply: &Value) -> Option<Vec<Range>> {
                 Value::SimpleString(text) => Some(text.clone()),
                 _ => None,
             };
+            // A master whose endpoint is unknown (`cluster-preferred-endpoint-type
+            // unknown-endpoint`) answers a null host: its ID still tells it apart.
             let (host, port, id) = match master.as_slice() {
-                [host, Value::Int(port), rest @ ..] => {
-                    (text(host)?, *port, rest.first().and_then(text))
-                }
+                [host, Value::Int(port), rest @ ..] => (
+                    text(host).unwrap_or_else(|| "?".to_owned()),
+                    *port,
+                    rest.first().and_then(text),
+                ),
                 _ => return None,
             };
             let address = format!("{host}:{port}");
@@ -336,6 +384,31 @@ mod tests {
     }
 
     #[test]
+    fn a_master_that_swapped_a_slot_probes_the_first_map_closes_the_clusters_breaker() {
+        use crate::backend::breaker::Admit;
+        let m = masters();
+        let now = std::time::Instant::now();
+        // Before the map, a failure opens the whole cluster's breaker.
+        assert!(m.breaker(Some(5)).failed(Admit::Call, now));
+        assert_eq!(m.breaker(None).admit(), Admit::Reject);
+        install(&m, vec![entry(0, 99, 1, "a"), entry(100, 16383, 2, "b")]);
+        assert_eq!(m.breaker(None).admit(), Admit::Call);
+        let a = m.breaker(Some(0));
+        assert!(a.failed(Admit::Call, now));
+        // a gives slot 0 to b and takes slot 100: as many slots, one of them lost.
+        install(
+            &m,
+            vec![
+                entry(0, 0, 2, "b"),
+                entry(1, 100, 1, "a"),
+                entry(101, 16383, 2, "b"),
+            ],
+        );
+        assert!(Arc::ptr_eq(&a, &m.breaker(Some(100))));
+        assert_eq!(a.admit(), Admit::Probe);
+    }
+
+    #[test]
     fn a_reply_out_of_form_is_refused() {
         assert!(parse_slots(&Value::Int(1)).is_none());
         assert!(parse_slots(&Value::Array(vec![entry(5, 4, 1, "a")])).is_none());
@@ -348,5 +421,12 @@ mod tests {
         let ranges = parse_slots(&Value::Array(vec![no_id])).unwrap();
         assert_eq!(ranges[0].node, "10.0.0.1:6379");
         assert_eq!(ranges[0].address, "10.0.0.1:6379");
+        let no_endpoint = Value::Array(vec![
+            Value::Int(0),
+            Value::Int(1),
+            Value::Array(vec![Value::Nil, Value::Int(6379), bulk("c")]),
+        ]);
+        let ranges = parse_slots(&Value::Array(vec![no_endpoint])).unwrap();
+        assert_eq!((&*ranges[0].node, &*ranges[0].address), ("c", "?:6379"));
     }
 }

@@ -332,9 +332,9 @@ impl RedisBackend {
         probe.settled = true;
         match &result {
             Err(error) if is_outage(error) => {
-                if breaker.failed(admit, Instant::now()) {
-                    self.breakers.opened(&self.connections, self.timeout);
-                }
+                let opened = breaker.failed(admit, Instant::now());
+                self.breakers
+                    .failed(opened, &self.connections, self.timeout);
             }
             // Redis answered, if only with a script error: it is up.
             _ => breaker.succeeded(admit),
