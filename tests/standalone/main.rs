@@ -9,6 +9,7 @@
 //! checks the limiters named by every `#[rate_limit]` handler linked into it, so the handlers
 //! there, with their custom limiters, would fail every build here that does not register them.
 
+mod architecture;
 mod builder;
 mod calendar_quota;
 mod client_ip;
