@@ -14,7 +14,7 @@ use plug_limit_tests::{RedisServer, stored_key, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use crate::gated::eventually;
+use crate::streaming_bodies::eventually;
 
 /// Every built-in, with small limits and windows so that sequences cross every boundary.
 const LIMITERS: [(&str, &[Opt]); 8] = [

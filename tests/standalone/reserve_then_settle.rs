@@ -16,7 +16,7 @@ use plug_limit::{
 use plug_limit_tests::{RedisServer, backends};
 use tower::ServiceExt;
 
-use crate::gated::{Gates, configured, eventually, finish, start};
+use crate::streaming_bodies::{Gates, configured, eventually, finish, start};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;

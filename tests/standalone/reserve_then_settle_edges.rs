@@ -11,7 +11,7 @@ use axum::routing::get;
 use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Subject, Usage, rate_limit};
 use plug_limit_tests::{RedisServer, backends};
 
-use crate::gated::{Gates, configured, finish, start};
+use crate::streaming_bodies::{Gates, configured, finish, start};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
