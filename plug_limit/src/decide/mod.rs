@@ -28,7 +28,7 @@ use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::settle::{self, Deadline, Pending, Terms};
-use crate::telemetry::{self, Telemetry, Verdict, Watch};
+use crate::telemetry::{self, DecisionLabel, Telemetry, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::keys::Keys;
@@ -141,13 +141,13 @@ impl Decider {
                 limit.skip.is_some_and(|skip| skip(parts)) || skip.is_some_and(|skip| skip(parts))
             };
             match rules::judge(entry.rules.as_deref(), parts, skip_here) {
-                rules::Verdict::Check => {}
-                rules::Verdict::Pass => {
-                    watch.decided(Verdict::Skipped);
+                rules::Ruling::Check => {}
+                rules::Ruling::Pass => {
+                    watch.decided(DecisionLabel::Skipped);
                     return Err(Ok(None));
                 }
-                rules::Verdict::Forbid => {
-                    watch.decided(Verdict::Forbidden);
+                rules::Ruling::Forbid => {
+                    watch.decided(DecisionLabel::Forbidden);
                     return Err(Err(RateLimitRejection::Forbidden));
                 }
             }
@@ -210,7 +210,7 @@ impl Decider {
         // The client's key stays out of the logs: it may be a credential (an API key).
         tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
         request.watch.deny_cache_hit();
-        request.watch.decided(Verdict::Denied);
+        request.watch.decided(DecisionLabel::Denied);
         let hooked = entry.hooked(&outcome);
         Some(hooked.unwrap_or_else(|| {
             Err(RateLimitRejection::denied(
@@ -276,19 +276,19 @@ impl Decider {
             .filter(|decided| !(entry.shadow && decided.is_err()));
         let decided = match outcome {
             outcome if outcome.is_allowed() => {
-                request.watch.decided(Verdict::Allowed);
+                request.watch.decided(DecisionLabel::Allowed);
                 Ok(Some(outcome))
             }
             outcome if entry.shadow => {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
-                request.watch.decided(Verdict::ShadowDenied);
+                request.watch.decided(DecisionLabel::ShadowDenied);
                 Ok(Some(outcome))
             }
             outcome => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
-                request.watch.decided(Verdict::Denied);
+                request.watch.decided(DecisionLabel::Denied);
                 if let Some((opts, now_ms)) = &request.cached {
                     self.denials.insert(
                         request.keys.first(),

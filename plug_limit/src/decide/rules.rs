@@ -1,4 +1,4 @@
-//! A limiter's [`Rules`] as the hot path reads them, and their verdict on one request.
+//! A limiter's [`Rules`] as the hot path reads them, and their ruling on one request.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -20,7 +20,7 @@ pub(crate) struct RuleSet {
 
 /// What the rules make of a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum Ruling {
     /// Check it against its limit.
     Check,
     /// Let it through uncounted, without headers.
@@ -59,8 +59,8 @@ impl RuleSet {
         (!inert).then(|| Arc::new(set))
     }
 
-    /// The verdict on a request; `skip_here` is the skip of the use (a layer's, a handler's).
-    pub(crate) fn judge(&self, parts: &Parts, skip_here: bool) -> Verdict {
+    /// The ruling on a request; `skip_here` is the skip of the use (a layer's, a handler's).
+    pub(crate) fn judge(&self, parts: &Parts, skip_here: bool) -> Ruling {
         // Resolved once, and only when a list needs it.
         let ip = (!self.deny.is_empty() || !self.allow.is_empty())
             .then(|| self.ip.client_address(parts));
@@ -68,37 +68,37 @@ impl RuleSet {
             && contains(&self.deny, *ip)
         {
             tracing::debug!(target: "plug_limit", "request refused by the deny-list");
-            return Verdict::Forbid;
+            return Ruling::Forbid;
         }
         // A skip (a proxy's own health check, say) passes even without a client address.
         if skip_here || self.skip.as_ref().is_some_and(|skip| skip(parts)) {
-            return Verdict::Pass;
+            return Ruling::Pass;
         }
         if !self.deny.is_empty()
             && let Some(Err(error)) = &ip
         {
             tracing::debug!(target: "plug_limit", %error, "request refused: no client address to check against the deny-list");
-            return Verdict::Forbid;
+            return Ruling::Forbid;
         }
         if let Some(Ok(ip)) = ip
             && contains(&self.allow, ip)
         {
-            return Verdict::Pass;
+            return Ruling::Pass;
         }
-        Verdict::Check
+        Ruling::Check
     }
 }
 
-/// The verdict of a limiter's rules, if any, and of the use's skip, if any.
+/// The ruling of a limiter's rules, if any, and of the use's skip, if any.
 pub(crate) fn judge(
     rules: Option<&RuleSet>,
     parts: &Parts,
     skip_here: impl FnOnce() -> bool,
-) -> Verdict {
+) -> Ruling {
     match rules {
         Some(rules) => rules.judge(parts, skip_here()),
-        None if skip_here() => Verdict::Pass,
-        None => Verdict::Check,
+        None if skip_here() => Ruling::Pass,
+        None => Ruling::Check,
     }
 }
 
@@ -144,7 +144,7 @@ mod tests {
         request.body(()).unwrap().into_parts().0
     }
 
-    fn verdict(rules: &Rules, peer: Option<&str>) -> Verdict {
+    fn ruling(rules: &Rules, peer: Option<&str>) -> Ruling {
         let set = RuleSet::resolve(None, rules).expect("rules");
         set.judge(&parts(peer, None), false)
     }
@@ -167,23 +167,23 @@ mod tests {
         let set = RuleSet::resolve(None, &rules).unwrap();
         assert_eq!(
             set.judge(&parts(Some("10.6.6.6"), None), false),
-            Verdict::Forbid
+            Ruling::Forbid
         );
         assert_eq!(
             set.judge(&parts(Some("10.6.6.6"), None), true),
-            Verdict::Forbid
+            Ruling::Forbid
         );
         assert_eq!(
             set.judge(&parts(Some("10.1.1.1"), None), false),
-            Verdict::Pass
+            Ruling::Pass
         );
         assert_eq!(
             set.judge(&parts(Some("192.0.2.1"), None), false),
-            Verdict::Check
+            Ruling::Check
         );
         assert_eq!(
             set.judge(&parts(Some("192.0.2.1"), None), true),
-            Verdict::Pass
+            Ruling::Pass
         );
     }
 
@@ -191,37 +191,37 @@ mod tests {
     fn cidr_edges() {
         let rules = Rules::new().allow_cidrs(["10.0.0.0/8", "2001:db8::/126"]);
         for (peer, expected) in [
-            ("10.0.0.0", Verdict::Pass),
-            ("10.255.255.255", Verdict::Pass),
-            ("11.0.0.0", Verdict::Check),
-            ("9.255.255.255", Verdict::Check),
-            ("::ffff:10.0.0.1", Verdict::Pass),
-            ("::ffff:11.0.0.1", Verdict::Check),
-            ("2001:db8::3", Verdict::Pass),
-            ("2001:db8::4", Verdict::Check),
+            ("10.0.0.0", Ruling::Pass),
+            ("10.255.255.255", Ruling::Pass),
+            ("11.0.0.0", Ruling::Check),
+            ("9.255.255.255", Ruling::Check),
+            ("::ffff:10.0.0.1", Ruling::Pass),
+            ("::ffff:11.0.0.1", Ruling::Check),
+            ("2001:db8::3", Ruling::Pass),
+            ("2001:db8::4", Ruling::Check),
         ] {
-            assert_eq!(verdict(&rules, Some(peer)), expected, "{peer}");
+            assert_eq!(ruling(&rules, Some(peer)), expected, "{peer}");
         }
         // A list naming the mapped form matches the IPv4 client too.
         let mapped = Rules::new().deny_cidrs(["::ffff:10.0.0.0/104"]);
-        assert_eq!(verdict(&mapped, Some("10.0.0.1")), Verdict::Forbid);
-        assert_eq!(verdict(&mapped, Some("11.0.0.1")), Verdict::Check);
+        assert_eq!(ruling(&mapped, Some("10.0.0.1")), Ruling::Forbid);
+        assert_eq!(ruling(&mapped, Some("11.0.0.1")), Ruling::Check);
         let everyone = Rules::new().deny_cidrs(["0.0.0.0/0"]);
-        assert_eq!(verdict(&everyone, Some("203.0.113.9")), Verdict::Forbid);
-        assert_eq!(verdict(&everyone, Some("2001:db8::1")), Verdict::Check);
+        assert_eq!(ruling(&everyone, Some("203.0.113.9")), Ruling::Forbid);
+        assert_eq!(ruling(&everyone, Some("2001:db8::1")), Ruling::Check);
     }
 
     #[test]
     fn ipv6_blocks_spanning_the_mapped_range_do_not_catch_ipv4_clients() {
         let no_v6 = Rules::new().deny_cidrs(["::/0"]);
-        assert_eq!(verdict(&no_v6, Some("2001:db8::1")), Verdict::Forbid);
-        assert_eq!(verdict(&no_v6, Some("203.0.113.9")), Verdict::Check);
+        assert_eq!(ruling(&no_v6, Some("2001:db8::1")), Ruling::Forbid);
+        assert_eq!(ruling(&no_v6, Some("203.0.113.9")), Ruling::Check);
         let allow_v6 = Rules::new().allow_cidrs(["::/64"]);
-        assert_eq!(verdict(&allow_v6, Some("203.0.113.9")), Verdict::Check);
+        assert_eq!(ruling(&allow_v6, Some("203.0.113.9")), Ruling::Check);
         // A block inside the mapped range is the IPv4 block it stands for.
         let mapped = Rules::new().deny_cidrs(["::ffff:10.0.0.0/104"]);
-        assert_eq!(verdict(&mapped, Some("10.9.9.9")), Verdict::Forbid);
-        assert_eq!(verdict(&mapped, Some("11.0.0.1")), Verdict::Check);
+        assert_eq!(ruling(&mapped, Some("10.9.9.9")), Ruling::Forbid);
+        assert_eq!(ruling(&mapped, Some("11.0.0.1")), Ruling::Check);
     }
 
     /// A trusted proxy's own health check carries no forwarding header: a skip still passes
@@ -236,17 +236,17 @@ mod tests {
         let set = RuleSet::resolve(None, &rules).unwrap();
         let mut health = parts(Some("10.1.0.5"), None);
         health.uri = "/health".parse().unwrap();
-        assert_eq!(set.judge(&health, false), Verdict::Pass);
+        assert_eq!(set.judge(&health, false), Ruling::Pass);
         health.uri = "/items".parse().unwrap();
-        assert_eq!(set.judge(&health, false), Verdict::Forbid);
+        assert_eq!(set.judge(&health, false), Ruling::Forbid);
     }
 
     #[test]
     fn no_address_matches_no_allow_list_and_is_refused_by_a_deny_list() {
         let allow = Rules::new().allow_cidrs(["0.0.0.0/0", "::/0"]);
-        assert_eq!(verdict(&allow, None), Verdict::Check);
+        assert_eq!(ruling(&allow, None), Ruling::Check);
         let deny = Rules::new().deny_cidrs(["192.0.2.0/24"]);
-        assert_eq!(verdict(&deny, None), Verdict::Forbid);
+        assert_eq!(ruling(&deny, None), Ruling::Forbid);
     }
 
     #[test]
@@ -259,13 +259,13 @@ mod tests {
         let set = RuleSet::resolve(None, &rules).unwrap();
         let judge = |peer, xff| set.judge(&parts(Some(peer), Some(xff)), false);
         // Straight in, claiming an internal address: its own address decides.
-        assert_eq!(judge("203.0.113.5", "10.0.0.1"), Verdict::Check);
+        assert_eq!(judge("203.0.113.5", "10.0.0.1"), Ruling::Check);
         // Straight in from a denied address, claiming another: still denied.
-        assert_eq!(judge("198.51.100.7", "203.0.113.5"), Verdict::Forbid);
+        assert_eq!(judge("198.51.100.7", "203.0.113.5"), Ruling::Forbid);
         // Through the proxy: the address it appended decides, not the client's entries.
-        assert_eq!(judge("10.9.0.1", "10.0.0.1, 198.51.100.7"), Verdict::Forbid);
-        assert_eq!(judge("10.9.0.1", "198.51.100.7, 10.0.0.1"), Verdict::Pass);
+        assert_eq!(judge("10.9.0.1", "10.0.0.1, 198.51.100.7"), Ruling::Forbid);
+        assert_eq!(judge("10.9.0.1", "198.51.100.7, 10.0.0.1"), Ruling::Pass);
         // Through the proxy without a usable header: no address, refused by the deny-list.
-        assert_eq!(judge("10.9.0.1", "not an address"), Verdict::Forbid);
+        assert_eq!(judge("10.9.0.1", "not an address"), Ruling::Forbid);
     }
 }

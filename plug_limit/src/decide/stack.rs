@@ -23,7 +23,7 @@ use crate::outcome::Outcome;
 use crate::outcome::stack::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
 use crate::settle::Pending;
-use crate::telemetry::{self, Verdict, Watch};
+use crate::telemetry::{self, DecisionLabel, Watch};
 
 impl Decider {
     /// Decides one request under every limit of `limits` at once; `skip`, a use's own skip
@@ -180,9 +180,9 @@ impl Decider {
             .position(|outcome| outcome.as_ref().is_some_and(|o| !o.is_allowed()));
         for (at, watch) in watches.iter().enumerate() {
             match denier {
-                Some(denier) if at == denier => watch.decided(Verdict::Denied),
+                Some(denier) if at == denier => watch.decided(DecisionLabel::Denied),
                 Some(_) => watch.undecided(),
-                None => watch.decided(Verdict::Allowed),
+                None => watch.decided(DecisionLabel::Allowed),
             }
         }
         let mut styled = Vec::with_capacity(outcomes.len());
@@ -280,12 +280,12 @@ impl Decider {
         for (_, request, _, outcome) in &ran {
             let entry = request.entry;
             if outcome.is_allowed() {
-                request.watch.decided(Verdict::Allowed);
+                request.watch.decided(DecisionLabel::Allowed);
             } else {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
-                request.watch.decided(Verdict::ShadowDenied);
+                request.watch.decided(DecisionLabel::ShadowDenied);
             }
         }
         // A shadow limit's would-be denial speaks for nothing: the headers are those of the
@@ -330,7 +330,7 @@ impl Decider {
         };
         let entry = request.entry;
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
-        request.watch.decided(Verdict::Denied);
+        request.watch.decided(DecisionLabel::Denied);
         if let Some((opts, now_ms)) = request.cached {
             self.denials
                 .insert(request.keys.first(), opts, request.cost, &outcome, now_ms);

@@ -21,7 +21,7 @@ use crate::outcome::Outcome;
 
 /// How a decided check came out, as the `decision` label and span field spell it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+pub(crate) enum DecisionLabel {
     Allowed,
     Denied,
     /// Denied by the limit, let through by shadow mode.
@@ -32,7 +32,7 @@ pub(crate) enum Verdict {
     Forbidden,
 }
 
-impl Verdict {
+impl DecisionLabel {
     pub(crate) const fn as_str(self) -> &'static str {
         match self {
             Self::Allowed => "allowed",
@@ -246,12 +246,12 @@ impl<'a> Watch<'a> {
         }
     }
 
-    /// The check ended with `verdict`.
-    pub(crate) fn decided(&self, verdict: Verdict) {
-        self.span.record("decision", verdict.as_str());
+    /// The check ended with `label`.
+    pub(crate) fn decided(&self, label: DecisionLabel) {
+        self.span.record("decision", label.as_str());
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
-            check.decided(verdict);
+            check.decided(label);
         }
     }
 
@@ -267,8 +267,8 @@ impl<'a> Watch<'a> {
     /// A programmatic check's result: decided by its outcome, or failed.
     pub(crate) fn checked(&self, result: &Result<Outcome, Error>) {
         match result {
-            Ok(outcome) if outcome.is_allowed() => self.decided(Verdict::Allowed),
-            Ok(_) => self.decided(Verdict::Denied),
+            Ok(outcome) if outcome.is_allowed() => self.decided(DecisionLabel::Allowed),
+            Ok(_) => self.decided(DecisionLabel::Denied),
             Err(error) => {
                 self.failed(cause(error));
                 self.undecided();

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use metrics::{Key, Label, Level, Metadata, SharedString};
 
-use super::Verdict;
+use super::DecisionLabel;
 use crate::metrics::{
     BREAKER_OPEN, BREAKER_TRANSITIONS, DECISION_SECONDS, DECISIONS, DENY_CACHE_HITS, FAILURES,
     FALLBACKS, SCRIPT_RELOADS,
@@ -46,20 +46,20 @@ impl Series {
     fn new(limiter: &str, scope: &str) -> Self {
         let limiter = SharedString::from(limiter.to_owned());
         let scope = SharedString::from(scope.to_owned());
-        let key = |name: &'static str, decision: Option<Verdict>| {
+        let key = |name: &'static str, decision: Option<DecisionLabel>| {
             let mut labels = vec![
                 Label::new("limiter", limiter.clone()),
                 Label::new("scope", scope.clone()),
             ];
-            labels.extend(decision.map(|verdict| Label::new("decision", verdict.as_str())));
+            labels.extend(decision.map(|label| Label::new("decision", label.as_str())));
             Key::from_parts(name, labels)
         };
         Self {
-            allowed: key(DECISIONS, Some(Verdict::Allowed)),
-            denied: key(DECISIONS, Some(Verdict::Denied)),
-            shadow_denied: key(DECISIONS, Some(Verdict::ShadowDenied)),
-            skipped: key(DECISIONS, Some(Verdict::Skipped)),
-            forbidden: key(DECISIONS, Some(Verdict::Forbidden)),
+            allowed: key(DECISIONS, Some(DecisionLabel::Allowed)),
+            denied: key(DECISIONS, Some(DecisionLabel::Denied)),
+            shadow_denied: key(DECISIONS, Some(DecisionLabel::ShadowDenied)),
+            skipped: key(DECISIONS, Some(DecisionLabel::Skipped)),
+            forbidden: key(DECISIONS, Some(DecisionLabel::Forbidden)),
             deny_cache_hits: key(DENY_CACHE_HITS, None),
             fallbacks: key(FALLBACKS, None),
             seconds: key(DECISION_SECONDS, None),
@@ -172,13 +172,13 @@ impl<'a> Check<'a> {
         count(&self.series.fallbacks);
     }
 
-    pub(super) fn decided(&self, verdict: Verdict) {
-        count(match verdict {
-            Verdict::Allowed => &self.series.allowed,
-            Verdict::Denied => &self.series.denied,
-            Verdict::ShadowDenied => &self.series.shadow_denied,
-            Verdict::Skipped => &self.series.skipped,
-            Verdict::Forbidden => &self.series.forbidden,
+    pub(super) fn decided(&self, label: DecisionLabel) {
+        count(match label {
+            DecisionLabel::Allowed => &self.series.allowed,
+            DecisionLabel::Denied => &self.series.denied,
+            DecisionLabel::ShadowDenied => &self.series.shadow_denied,
+            DecisionLabel::Skipped => &self.series.skipped,
+            DecisionLabel::Forbidden => &self.series.forbidden,
         });
         self.ended();
     }
