@@ -2,5 +2,7 @@
 //! for itself (`plug_limit_tests::RedisCluster`), healthy and with a master down.
 
 mod decisions;
+#[path = "../support/metric_values.rs"]
+mod metric_values;
 mod outages;
 mod slots;

@@ -8,10 +8,9 @@ use std::time::{Duration, Instant};
 use axum::{Router, routing::get};
 use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{CircuitBreaker, FailurePolicy, FixedWindow, Opt, PlugLimit, RateLimited, key};
-use plug_limit_tests::{
-    Logs, RedisCluster, get as send_get, metric_values, stored_key, unique_prefix,
-};
+use plug_limit_tests::{Logs, RedisCluster, get as send_get, stored_key, unique_prefix};
 
+use crate::metric_values::metric_values;
 use crate::slots::Slots;
 
 type Wide = RateLimited<FixedWindow<1_000_000, 600>>;

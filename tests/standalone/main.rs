@@ -29,6 +29,8 @@ mod local_batches;
 mod local_batches_edges;
 mod memory;
 mod memory_capacity;
+#[path = "../support/metric_values.rs"]
+mod metric_values;
 mod metrics;
 mod outages;
 mod own_connection;

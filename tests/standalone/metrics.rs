@@ -4,15 +4,14 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::metric_values::metric_values;
 use axum::{Router, routing::get};
 use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{
     CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited,
     Subject, key,
 };
-use plug_limit_tests::{
-    Fault, FaultProxy, RedisServer, dead_url, get as send_get, metric_values, pool,
-};
+use plug_limit_tests::{Fault, FaultProxy, RedisServer, dead_url, get as send_get, pool};
 
 /// The client keys of these tests: none may appear in any label.
 const CLIENTS: [&str; 2] = ["client-secret-1", "client-secret-2"];

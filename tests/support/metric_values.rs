@@ -1,4 +1,6 @@
-//! What a `metrics` recorder saw, as text a test compares exactly.
+//! What a `metrics` recorder saw, as text a test compares exactly. Not part of the support
+//! library (its crate would then be a dependency of it): each test binary that needs it
+//! includes it with `#[path]`.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,7 @@ use metrics_util::debugging::{DebugValue, Snapshotter};
 /// histogram's value is its number of samples): a snapshot drains the recorder, leaving every
 /// counter it had seen at 0.
 #[must_use]
-pub fn metric_values(snapshotter: &Snapshotter) -> BTreeMap<String, String> {
+pub(crate) fn metric_values(snapshotter: &Snapshotter) -> BTreeMap<String, String> {
     snapshotter
         .snapshot()
         .into_vec()
