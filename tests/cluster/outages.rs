@@ -411,11 +411,19 @@ async fn a_replica_that_takes_over_a_dead_master_is_used_within_a_probe() {
     drop(cluster);
 }
 
-#[tokio::test]
-async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures() {
-    let timeout = Duration::from_millis(300);
+/// A cluster whose first master gave the slot of one of its clients (`moves`) to the second,
+/// which is then killed; `stays` is another client of the first master. The app's slot map
+/// was read before the move, so it still places `moves` on the first master.
+struct MovedSlot {
+    cluster: RedisCluster,
+    app: Router,
+    stays: String,
+    moves: String,
+}
+
+async fn moved_slot(test: &str) -> MovedSlot {
     let cluster = RedisCluster::start();
-    let prefix = unique_prefix("moved");
+    let prefix = unique_prefix(test);
     let limits = closed_limits(&cluster, &prefix);
     warm_up(&limits).await;
     let app = Router::new().route("/", get(wide)).with_state(limits);
@@ -423,7 +431,6 @@ async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures(
     let [stays, moves] =
         <[String; 2]>::try_from(clients_by_owner(&cluster, &prefix, 2).await[&from].clone())
             .unwrap();
-    // The slot map was read: `moves`'s slot is `from`'s.
     assert!(is_decided(&app, &stays).await);
     let slot = Slots::read(&cluster)
         .await
@@ -431,6 +438,23 @@ async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures(
         .await;
     cluster.move_slot(slot, to);
     let cluster = blocking(cluster, move |c| c.stop(to)).await;
+    MovedSlot {
+        cluster,
+        app,
+        stays,
+        moves,
+    }
+}
+
+#[tokio::test]
+async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures() {
+    let timeout = Duration::from_millis(300);
+    let MovedSlot {
+        cluster,
+        app,
+        stays,
+        moves,
+    } = moved_slot("moved").await;
 
     // `moves`'s checks now fail on `to`, while the map still says `from`: enough of them open
     // a breaker, and its master no longer owns their slot.
@@ -512,21 +536,12 @@ async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_on
 #[tokio::test]
 async fn a_slot_moved_to_a_dead_master_is_refused_at_once_while_its_old_master_answers() {
     let timeout = Duration::from_millis(300);
-    let cluster = RedisCluster::start();
-    let prefix = unique_prefix("moved_mixed");
-    let limits = closed_limits(&cluster, &prefix);
-    warm_up(&limits).await;
-    let app = Router::new().route("/", get(wide)).with_state(limits);
-    let [from, to] = [cluster.ports()[0], cluster.ports()[1]];
-    let [stays, moves] =
-        <[String; 2]>::try_from(clients_by_owner(&cluster, &prefix, 2).await[&from].clone())
-            .unwrap();
-    let slot = Slots::read(&cluster)
-        .await
-        .slot(&stored_key(&prefix, "fixed_window", "/", &moves))
-        .await;
-    cluster.move_slot(slot, to);
-    let cluster = blocking(cluster, move |c| c.stop(to)).await;
+    let MovedSlot {
+        cluster,
+        app,
+        stays,
+        moves,
+    } = moved_slot("moved_mixed").await;
 
     // One check of each in turn: `from`'s successes keep its breaker closed, so only a map
     // read again after the failures finds `moves`'s slot on the dead master.
