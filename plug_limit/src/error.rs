@@ -1,4 +1,5 @@
-//! Errors: a failed rate-limit check, and an invalid configuration.
+//! Errors: a failed rate-limit check, an invalid configuration, and a script reply out of
+//! contract.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -121,7 +121,9 @@
 //! | `metrics` | decisions, failures, fallbacks, breaker state, script reloads and latency through the `metrics` crate (module `metrics`) | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-// The public face: the handle, the ways to limit, and what a denied request gets.
+// The public face: the handle (its constructors first), the ways to limit, and what a denied
+// request gets.
+mod build;
 mod extract;
 mod handle;
 mod hook;
@@ -133,7 +135,6 @@ mod runtime_layer;
 mod send_headers;
 
 // What users configure and name.
-mod build;
 mod clock;
 mod config;
 mod error;

@@ -9,8 +9,9 @@
 //! zero). Integer-only steps use `i64`, exact where the scripts' doubles are (below 2^53, which
 //! the scripts' bounds on opts and `now` ensure).
 //!
-//! Adding a built-in: its script in `lua/`, its twin as a submodule here, a [`State`] variant
-//! if it keeps a new shape of state, and one entry in [`CATALOGUE`].
+//! Adding a built-in: see "Adding a built-in algorithm" in `ARCHITECTURE.md` at the
+//! repository's root (its script, its twin here and its entry in [`CATALOGUE`], a `State`
+//! variant if it keeps a new shape of state, and the places outside this module).
 
 use std::sync::{Arc, LazyLock};
 

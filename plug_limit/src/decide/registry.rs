@@ -1,5 +1,5 @@
 //! The registered limiters, each with every setting resolved, so the hot path never falls
-//! back on a default.
+//! back on a default; and what a limiter's hook makes of a result.
 
 use std::collections::HashMap;
 use std::sync::Arc;
