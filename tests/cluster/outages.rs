@@ -343,6 +343,9 @@ async fn is_decided(app: &Router, client: &str) -> bool {
 async fn a_replica_that_takes_over_a_dead_master_is_used_within_a_probe() {
     let breaker = CircuitBreaker::default();
     let timeout = Duration::from_millis(300);
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _recording = metrics::set_default_local_recorder(&recorder);
     let cluster = RedisCluster::start_with_replica();
     let prefix = unique_prefix("failover");
     let limits = closed_limits(&cluster, &prefix);
@@ -408,6 +411,15 @@ async fn a_replica_that_takes_over_a_dead_master_is_used_within_a_probe() {
         .collect();
     assert!(late.len() > 10, "{}", late.len());
     assert!(late.iter().all(|(_, decided)| *decided));
+    // The map was read again: the promoted replica is a master with a breaker of its own,
+    // closed, and the dead master's breaker no longer reads open.
+    let gauges = metric_values(&snapshotter);
+    let gauge = |port: u16| {
+        let name = format!("gauge plug_limit_breaker_open{{node=127.0.0.1:{port},pool=default}}");
+        gauges.get(&name).cloned()
+    };
+    assert_eq!(gauge(replica).as_deref(), Some("0"), "{gauges:#?}");
+    assert_eq!(gauge(master).as_deref(), Some("0"), "{gauges:#?}");
     drop(cluster);
 }
 

@@ -97,28 +97,29 @@ impl Breaker {
             .is_some_and(|until| Instant::now() < until || state.probing)
     }
 
-    /// A call admitted as `admit` reached Redis and got its answer.
-    pub(crate) fn succeeded(&self, admit: Admit) {
+    /// A call admitted as `admit` reached Redis and got its answer. True when that closed
+    /// the breaker.
+    pub(crate) fn succeeded(&self, admit: Admit) -> bool {
         if self.quiet.load(Ordering::Acquire) {
-            return;
+            return false;
         }
         let mut state = self.state();
         state.consecutive_failures = 0;
-        if admit == Admit::Probe || state.open_until.is_some() {
-            state.open_until = None;
-            state.probing = false;
-            self.quiet.store(true, Ordering::Release);
-            drop(state);
-            if self.speaks() {
-                self.label.closed();
-                self.log_level.log_event(&format!(
-                    "redis answers again: circuit breaker closed{}",
-                    self.on_node()
-                ));
-            }
-            return;
-        }
         self.quiet.store(true, Ordering::Release);
+        if admit != Admit::Probe && state.open_until.is_none() {
+            return false;
+        }
+        state.open_until = None;
+        state.probing = false;
+        drop(state);
+        if self.speaks() {
+            self.label.closed();
+            self.log_level.log_event(&format!(
+                "redis answers again: circuit breaker closed{}",
+                self.on_node()
+            ));
+        }
+        true
     }
 
     /// A call admitted as `admit` failed at `now` for a reason of Redis's (timeout, lost

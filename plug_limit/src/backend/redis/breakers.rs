@@ -100,4 +100,15 @@ impl Breakers {
             masters.failed(current, opened, timeout);
         }
     }
+
+    /// A breaker just closed: on a cluster, the slot map is read again, since the answer may
+    /// have come from a replica promoted in its master's place, which is then a master with
+    /// a breaker of its own.
+    #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
+    pub(super) fn closed(&self, connections: &Connections, timeout: Duration) {
+        #[cfg(feature = "cluster")]
+        if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
+            masters.read(current, timeout);
+        }
+    }
 }

@@ -8,8 +8,8 @@
 //! whole cluster did.
 //!
 //! The map is read when a new cluster connection is first used, every 30 s while checks go
-//! on, after a failed call (at most once a second), and at once whenever a breaker opens: a
-//! failover or a slot move may be why the calls failed. A breaker whose master lost a slot in
+//! on, after a failed call (at most once a second), and at once whenever a breaker opens or
+//! closes: a failover or a slot move may be why the calls failed, or why they answer again. A breaker whose master lost a slot in
 //! that read probes at once, since the failures that opened it may have been that slot's new
 //! master's; a breaker whose master left the map is retired. Until the first read, and for the
 //! commands no one master serves (a script without keys, `reset_all`'s fan-out), one more
@@ -146,7 +146,7 @@ impl Masters {
 
     /// Reads the map again in a task of its own, within `timeout`, unless a read is under way.
     /// Nothing waits for it: the checks go on with the map they have.
-    fn read(self: &Arc<Self>, mut current: Current, timeout: Duration) {
+    pub(super) fn read(self: &Arc<Self>, mut current: Current, timeout: Duration) {
         if self.reading.swap(true, Ordering::Acquire) {
             return;
         }

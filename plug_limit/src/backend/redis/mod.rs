@@ -337,7 +337,11 @@ impl RedisBackend {
                     .failed(opened, &self.connections, self.timeout);
             }
             // Redis answered, if only with a script error: it is up.
-            _ => breaker.succeeded(admit),
+            _ => {
+                if breaker.succeeded(admit) {
+                    self.breakers.closed(&self.connections, self.timeout);
+                }
+            }
         }
         result
     }
