@@ -91,23 +91,14 @@ fn decided(of: &[Sample]) -> usize {
 #[tokio::test]
 async fn a_dead_master_stops_only_its_own_keys_and_is_back_within_a_probe() {
     const WORKERS: usize = 20;
-    let timeout = Duration::from_millis(300);
+    let timeout = TIMEOUT;
     let breaker = CircuitBreaker::default();
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
     let (logs, _guard) = Logs::capture();
     let cluster = RedisCluster::start();
-    let prefix = unique_prefix("outage");
-    let limits = PlugLimit::cluster_builder(cluster.pool())
-        .prefix(&prefix)
-        .timeout(timeout)
-        .circuit_breaker(breaker)
-        .on_failure(FailurePolicy::Closed)
-        .key(key::header("x-client"))
-        .build()
-        .unwrap();
-    warm_up(&limits).await;
+    let (limits, prefix) = warmed_up(&cluster, "outage").await;
     let app = Router::new().route("/", get(wide)).with_state(limits);
     let ports = cluster.ports().to_vec();
     let dead = ports[1];
@@ -300,16 +291,27 @@ async fn a_dead_master_stops_only_its_own_keys_and_is_back_within_a_probe() {
     assert!(transitions_seen, "{outage:#?} {after:#?}");
 }
 
-/// A cluster's limits as the tests below use them: a 300 ms timeout, the default breaker, and
-/// `Closed`, so a failed check is a 503.
+/// The timeout of every check in these tests.
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A cluster's limits as these tests use them: [`TIMEOUT`], the default breaker, and `Closed`,
+/// so a failed check is a 503.
 fn closed_limits(cluster: &RedisCluster, prefix: &str) -> PlugLimit {
     PlugLimit::cluster_builder(cluster.pool())
         .prefix(prefix)
-        .timeout(Duration::from_millis(300))
+        .timeout(TIMEOUT)
         .on_failure(FailurePolicy::Closed)
         .key(key::header("x-client"))
         .build()
         .unwrap()
+}
+
+/// [`closed_limits`] under a prefix of `test`'s own, connected ([`warm_up`]).
+async fn warmed_up(cluster: &RedisCluster, test: &str) -> (PlugLimit, String) {
+    let prefix = unique_prefix(test);
+    let limits = closed_limits(cluster, &prefix);
+    warm_up(&limits).await;
+    (limits, prefix)
 }
 
 /// Checks until one is decided: on a busy machine the first connection to a new cluster may
@@ -342,14 +344,12 @@ async fn is_decided(app: &Router, client: &str) -> bool {
 #[tokio::test]
 async fn a_replica_that_takes_over_a_dead_master_is_used_within_a_probe() {
     let breaker = CircuitBreaker::default();
-    let timeout = Duration::from_millis(300);
+    let timeout = TIMEOUT;
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
     let cluster = RedisCluster::start_with_replica();
-    let prefix = unique_prefix("failover");
-    let limits = closed_limits(&cluster, &prefix);
-    warm_up(&limits).await;
+    let (limits, prefix) = warmed_up(&cluster, "failover").await;
     let app = Router::new().route("/", get(wide)).with_state(limits);
     let master = cluster.ports()[0];
     let replica = cluster.replica().unwrap();
@@ -435,9 +435,7 @@ struct MovedSlot {
 
 async fn moved_slot(test: &str) -> MovedSlot {
     let cluster = RedisCluster::start();
-    let prefix = unique_prefix(test);
-    let limits = closed_limits(&cluster, &prefix);
-    warm_up(&limits).await;
+    let (limits, prefix) = warmed_up(&cluster, test).await;
     let app = Router::new().route("/", get(wide)).with_state(limits);
     let [from, to] = [cluster.ports()[0], cluster.ports()[1]];
     let [stays, moves] =
@@ -460,7 +458,7 @@ async fn moved_slot(test: &str) -> MovedSlot {
 
 #[tokio::test]
 async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures() {
-    let timeout = Duration::from_millis(300);
+    let timeout = TIMEOUT;
     let MovedSlot {
         cluster,
         app,
@@ -496,9 +494,7 @@ async fn a_master_whose_slot_moved_away_is_not_kept_open_by_that_slots_failures(
 #[tokio::test]
 async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_once_known() {
     let cluster = RedisCluster::start();
-    let prefix = unique_prefix("stack_outage");
-    let limits = closed_limits(&cluster, &prefix);
-    warm_up(&limits).await;
+    let (limits, prefix) = warmed_up(&cluster, "stack_outage").await;
     let [live, dead] = [cluster.ports()[0], cluster.ports()[1]];
     let by_owner = clients_by_owner(&cluster, &prefix, 1).await;
     let (ann, team) = (by_owner[&live][0].as_str(), by_owner[&dead][0].as_str());
@@ -547,7 +543,7 @@ async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_on
 
 #[tokio::test]
 async fn a_slot_moved_to_a_dead_master_is_refused_at_once_while_its_old_master_answers() {
-    let timeout = Duration::from_millis(300);
+    let timeout = TIMEOUT;
     let MovedSlot {
         cluster,
         app,
@@ -595,9 +591,7 @@ async fn a_slot_moved_to_a_dead_master_is_refused_at_once_while_its_old_master_a
 #[tokio::test]
 async fn an_idle_check_on_a_live_master_is_decided_while_another_master_is_frozen() {
     let cluster = RedisCluster::start();
-    let prefix = unique_prefix("idle");
-    let limits = closed_limits(&cluster, &prefix);
-    warm_up(&limits).await;
+    let (limits, prefix) = warmed_up(&cluster, "idle").await;
     let app = Router::new().route("/", get(wide)).with_state(limits);
     let [live, frozen] = [cluster.ports()[0], cluster.ports()[1]];
     let client = clients_by_owner(&cluster, &prefix, 1).await[&live][0].clone();
