@@ -10,9 +10,10 @@ use http::request::Parts;
 use crate::handle::PlugLimit;
 use crate::limit::Limits;
 use crate::outcome::Outcome;
+use crate::outcome::Usage;
 use crate::rejection::RateLimitRejection;
 use crate::send_headers::HeaderSlot;
-use crate::settle::{self, Usage};
+use crate::settle;
 
 /// Extractor that checks the limit `L` before the handler runs: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).

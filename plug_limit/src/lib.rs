@@ -186,13 +186,12 @@ pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
     RuntimeLimit, SlidingLog, SlidingWindow, Subject, TokenBucket, WeeklyQuota,
 };
-pub use self::outcome::{Decision, HeaderStyle, Outcome};
+pub use self::outcome::{Decision, HeaderStyle, Outcome, Usage};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};
 pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::responder::{Responder, TooManyRequests};
 pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
-pub use self::settle::Usage;
 
 #[cfg(feature = "macros")]
 pub use plug_limit_macros::rate_limit;

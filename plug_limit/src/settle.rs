@@ -24,11 +24,11 @@ use crate::backend::{Backend, Call, Program, Started};
 use crate::decide::DenyCache;
 use crate::limit::Charge;
 use crate::limit::Opt;
+use crate::outcome::{Owing, Usage};
 
 pub(crate) use self::body::hold;
 pub(crate) use self::deadline::Deadline;
 pub(crate) use self::lease_id::new_id;
-pub use self::usage::Usage;
 
 use self::renewal::Renewal;
 
@@ -36,7 +36,6 @@ mod body;
 mod deadline;
 mod lease_id;
 mod renewal;
-mod usage;
 
 /// What a request owes its limit beyond the cost charged when it was admitted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -162,17 +161,19 @@ impl Pending {
         }
         self
     }
+}
 
-    /// Where the handler reports what the request used, for a cost that is an estimate.
-    pub(crate) fn usage(&self) -> Option<&Usage> {
-        self.0.iter().find_map(|owed| owed.usage.as_ref())
-    }
-
+impl Owing for Pending {
     /// The response's status, for [`Terms::count_if`]; the first one given stands.
-    pub(crate) fn responded(&self, status: StatusCode) {
+    fn responded(&self, status: StatusCode) {
         for owed in &self.0 {
             let _ = owed.status.set(status);
         }
+    }
+
+    /// Where the handler reports what the request used, for a cost that is an estimate.
+    fn usage(&self) -> Option<&Usage> {
+        self.0.iter().find_map(|owed| owed.usage.as_ref())
     }
 }
 
@@ -181,11 +182,11 @@ impl Pending {
 /// reports go nowhere. Returns it.
 pub(crate) fn leave_usage(
     extensions: &mut http::Extensions,
-    pending: Option<&Pending>,
+    pending: Option<&dyn Owing>,
     settles: bool,
 ) -> Option<Usage> {
     let usage = pending
-        .and_then(Pending::usage)
+        .and_then(Owing::usage)
         .cloned()
         .or_else(|| settles.then(Usage::default))?;
     extensions.insert(usage.clone());

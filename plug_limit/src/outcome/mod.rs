@@ -1,13 +1,13 @@
 //! The result of one limiter evaluation: [`Outcome`] and its [`Decision`].
 
+use std::fmt;
 use std::sync::Arc;
 
 use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
-use http::{HeaderName, HeaderValue};
+use http::{HeaderName, HeaderValue, StatusCode};
 
 use crate::algorithm::Fields;
-use crate::settle::Pending;
 
 use self::headers::Headers;
 pub(crate) use self::headers::{Names, number};
@@ -16,12 +16,14 @@ pub(crate) use self::reply::{
 };
 pub use self::style::HeaderStyle;
 pub(crate) use self::style::Styler;
+pub use self::usage::Usage;
 
 mod headers;
 pub(crate) mod ietf;
 mod reply;
 pub(crate) mod stack;
 mod style;
+mod usage;
 
 /// Whether a request may proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +33,18 @@ pub enum Decision {
     Allow,
     /// The request is over its limit.
     Deny,
+}
+
+/// What a request owes its limits after its response (a lease to give back, a reservation to
+/// settle): made by the engine, carried by an [`Outcome`] to the response, and settled when its
+/// last holder drops it. The outcome knows it only by this trait, so it depends on nothing that
+/// calls a backend.
+pub(crate) trait Owing: fmt::Debug + Send + Sync {
+    /// The response's status, which decides what a limit counting by status gives back.
+    fn responded(&self, status: StatusCode);
+
+    /// The [`Usage`] its handler reports to, for a limit that settles to what was used.
+    fn usage(&self) -> Option<&Usage>;
 }
 
 /// What a limiter decided for one request: the decision, the rate-limit headers, and any extra
@@ -52,7 +66,7 @@ pub struct Outcome {
     decision: Decision,
     headers: Headers,
     extra: Vec<Value>,
-    pending: Option<Arc<Pending>>,
+    pending: Option<Arc<dyn Owing>>,
 }
 
 impl PartialEq for Outcome {
@@ -111,7 +125,7 @@ impl Outcome {
     }
 
     /// The outcome holding what its request owes after its response, until it drops.
-    pub(crate) fn owing(mut self, pending: Pending) -> Self {
+    pub(crate) fn owing(mut self, pending: impl Owing + 'static) -> Self {
         self.pending = Some(Arc::new(pending));
         self
     }
@@ -123,12 +137,12 @@ impl Outcome {
     }
 
     /// What its request owes, to hold elsewhere (a response body).
-    pub(crate) fn take_pending(&mut self) -> Option<Arc<Pending>> {
+    pub(crate) fn take_pending(&mut self) -> Option<Arc<dyn Owing>> {
         self.pending.take()
     }
 
     /// What its request owes, if anything.
-    pub(crate) fn pending(&self) -> Option<&Pending> {
+    pub(crate) fn pending(&self) -> Option<&dyn Owing> {
         self.pending.as_deref()
     }
 

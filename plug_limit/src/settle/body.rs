@@ -8,11 +8,11 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 
-use super::Pending;
+use crate::outcome::Owing;
 
 /// `response`, holding what its request owes until its body ends (or is dropped unfinished),
 /// and telling it the response's status.
-pub(crate) fn hold(response: Response, pending: Option<Arc<Pending>>) -> Response {
+pub(crate) fn hold(response: Response, pending: Option<Arc<dyn Owing>>) -> Response {
     match pending {
         Some(pending) => {
             pending.responded(response.status());
@@ -30,7 +30,7 @@ pub(crate) fn hold(response: Response, pending: Option<Arc<Pending>>) -> Respons
 /// A response body that holds what its request owes while it streams.
 struct Held {
     body: Body,
-    pending: Option<Arc<Pending>>,
+    pending: Option<Arc<dyn Owing>>,
 }
 
 impl http_body::Body for Held {
