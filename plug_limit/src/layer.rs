@@ -212,7 +212,11 @@ where
     let pending = outcome.as_mut().and_then(Outcome::take_pending);
     let mut request = Request::from_parts(parts, body);
     let settles = limits_of.iter().any(|limit| limit.settle);
-    settle::leave_usage(request.extensions_mut(), pending.as_deref(), settles);
+    settle::leave_usage(
+        request.extensions_mut(),
+        pending.as_deref().map(Box::as_ref),
+        settles,
+    );
     let response = inner.call(request).await?;
     let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),

@@ -12,7 +12,7 @@ use crate::outcome::Owing;
 
 /// `response`, holding what its request owes until its body ends (or is dropped unfinished),
 /// and telling it the response's status.
-pub(crate) fn hold(response: Response, pending: Option<Arc<dyn Owing>>) -> Response {
+pub(crate) fn hold(response: Response, pending: Option<Arc<Box<dyn Owing>>>) -> Response {
     match pending {
         Some(pending) => {
             pending.responded(response.status());
@@ -30,7 +30,7 @@ pub(crate) fn hold(response: Response, pending: Option<Arc<dyn Owing>>) -> Respo
 /// A response body that holds what its request owes while it streams.
 struct Held {
     body: Body,
-    pending: Option<Arc<dyn Owing>>,
+    pending: Option<Arc<Box<dyn Owing>>>,
 }
 
 impl http_body::Body for Held {
