@@ -22,8 +22,7 @@ use http::StatusCode;
 
 use crate::backend::{Backend, Call, Program, Started};
 use crate::decide::DenyCache;
-use crate::limit::Charge;
-use crate::limit::Opt;
+use crate::limit::{Charge, Opt};
 use crate::outcome::{Owing, Usage};
 
 pub(crate) use self::body::hold;

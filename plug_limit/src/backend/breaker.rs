@@ -19,9 +19,8 @@ pub(crate) enum Admit {
 }
 
 /// The breaker of one failure domain: a single Redis, or one master of a Redis Cluster. Its
-/// state sits behind a mutex, which keeps the
-/// transitions simple to reason about; while Redis is healthy (`quiet`), calls read one atomic
-/// and never take it.
+/// state sits behind a mutex, which keeps the transitions simple to reason about; while Redis
+/// is healthy (`quiet`), calls read one atomic and never take it.
 #[derive(Debug)]
 pub(crate) struct Breaker {
     settings: CircuitBreaker,
@@ -112,13 +111,7 @@ impl Breaker {
         state.open_until = None;
         state.probing = false;
         drop(state);
-        if self.speaks() {
-            self.label.closed();
-            self.log_level.log_event(&format!(
-                "redis answers again: circuit breaker closed{}",
-                self.on_node()
-            ));
-        }
+        self.announce_closed("redis answers again");
         true
     }
 
@@ -186,10 +179,7 @@ impl Breaker {
         if state.open_until.take().is_some() {
             state.probing = false;
             drop(state);
-            self.label.closed();
-            self.log_level.log_event(
-                "circuit breaker closed: each master of the cluster has a breaker of its own now",
-            );
+            self.announce_closed("each master of the cluster has a breaker of its own now");
         }
     }
 
@@ -204,6 +194,15 @@ impl Breaker {
     #[allow(clippy::unused_self)]
     fn speaks(&self) -> bool {
         true
+    }
+
+    /// Counts and logs a transition to closed, `why` first, unless the breaker is retired.
+    fn announce_closed(&self, why: &str) {
+        if self.speaks() {
+            self.label.closed();
+            self.log_level
+                .log_event(&format!("{why}: circuit breaker closed{}", self.on_node()));
+        }
     }
 
     /// ` on node ADDRESS` for a log line, when the breaker covers one node.

@@ -35,6 +35,10 @@ pub enum Decision {
     Deny,
 }
 
+/// What an outcome holds of what its request owes: boxed inside the `Arc`, a thin pointer keeps
+/// every outcome, moved through every layer of a check, a word smaller than a `dyn` one would.
+pub(crate) type Owes = Arc<Box<dyn Owing>>;
+
 /// What a request owes its limits after its response (a lease to give back, a reservation to
 /// settle): made by the engine, carried by an [`Outcome`] to the response, and settled when its
 /// last holder drops it. The outcome knows it only by this trait, so it depends on nothing that
@@ -66,9 +70,7 @@ pub struct Outcome {
     decision: Decision,
     headers: Headers,
     extra: Vec<Value>,
-    /// Boxed inside the `Arc`: a thin pointer keeps every outcome, moved through every layer of
-    /// a check, a word smaller than a `dyn` one would.
-    pending: Option<Arc<Box<dyn Owing>>>,
+    pending: Option<Owes>,
 }
 
 impl PartialEq for Outcome {
@@ -139,7 +141,7 @@ impl Outcome {
     }
 
     /// What its request owes, to hold elsewhere (a response body).
-    pub(crate) fn take_pending(&mut self) -> Option<Arc<Box<dyn Owing>>> {
+    pub(crate) fn take_pending(&mut self) -> Option<Owes> {
         self.pending.take()
     }
 

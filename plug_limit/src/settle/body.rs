@@ -1,18 +1,17 @@
 //! The response body that holds what its request owes until its last byte is sent.
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 
-use crate::outcome::Owing;
+use crate::outcome::Owes;
 
 /// `response`, holding what its request owes until its body ends (or is dropped unfinished),
 /// and telling it the response's status.
-pub(crate) fn hold(response: Response, pending: Option<Arc<Box<dyn Owing>>>) -> Response {
+pub(crate) fn hold(response: Response, pending: Option<Owes>) -> Response {
     match pending {
         Some(pending) => {
             pending.responded(response.status());
@@ -30,7 +29,7 @@ pub(crate) fn hold(response: Response, pending: Option<Arc<Box<dyn Owing>>>) -> 
 /// A response body that holds what its request owes while it streams.
 struct Held {
     body: Body,
-    pending: Option<Arc<Box<dyn Owing>>>,
+    pending: Option<Owes>,
 }
 
 impl http_body::Body for Held {

@@ -9,9 +9,10 @@
 //!
 //! The map is read when a new cluster connection is first used, every 30 s while checks go
 //! on, after a failed call (at most once a second), and at once whenever a breaker opens or
-//! closes: a failover or a slot move may be why the calls failed, or why they answer again. A breaker whose master lost a slot in
-//! that read probes at once, since the failures that opened it may have been that slot's new
-//! master's; a breaker whose master left the map is retired. Until the first read, and for the
+//! closes: a failover or a slot move may be why the calls failed, or why they answer again. A
+//! breaker whose master lost a slot in that read probes at once, since the failures that
+//! opened it may have been that slot's new master's; a breaker whose master left the map is
+//! retired. Until the first read, and for the
 //! commands no one master serves (a script without keys, `reset_all`'s fan-out), one more
 //! breaker stands for the whole cluster; the first map closes it.
 

@@ -40,8 +40,7 @@ use crate::algorithm::stack;
 use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
-use crate::limit::Charge;
-use crate::limit::Opt;
+use crate::limit::{Charge, Opt};
 use crate::outcome::{Outcome, answered_in_full, packed_records, parse_record, parse_reply};
 use crate::telemetry::BreakerLabel;
 
