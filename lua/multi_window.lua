@@ -30,9 +30,10 @@
 --          Refund: every window counting something gives back up to n (one
 --          HSET); the expiry stays. Force: every window counts n more, up to
 --          4294967294, written as an admitted request is.
--- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}} as
---          strings, for the most restrictive limit: the smallest remaining
---          after this request (ties: the longest reset, then the first given).
+-- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}, window}:
+--          the headers as strings, for the most restrictive limit: the
+--          smallest remaining after this request (ties: the longest reset, then
+--          the first given); window its position among the limits, from 0.
 --          remaining   limit - count after this request, >= 0;
 --          reset       seconds (ceil) until that limit's window ends;
 --          retry_after on deny only, seconds (ceil) until the last of the
@@ -178,6 +179,6 @@ end
 local headers = {limit_strs[pick], fmt('%d', pick_reset), fmt('%d', pick_left)}
 if denied then
   headers[4] = fmt('%d', retry)
-  return {'deny', headers}
+  return {'deny', headers, pick - 1}
 end
-return {'allow', headers}
+return {'allow', headers, pick - 1}

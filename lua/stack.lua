@@ -29,8 +29,10 @@
 -- take, when a limit follows it, and restored byte for byte. A limit's own
 -- denial writes nothing that counts, as alone.
 -- Reply    one string: each run limit's own reply, in KEYS order, as a record
---          of its decision, then each of its header values after a '\31'; the
---          records separated by '\30' (no header value can hold either byte).
+--          of its decision, then each of its header values after a '\31', then
+--          the window that decided after a '\29' when the limit says
+--          (multi_window); the records separated by '\30' (no header value can
+--          hold any of these bytes).
 --          Fewer records than KEYS when the last one's limit denied. One string
 --          costs Redis and the client far less than nested arrays. An error of
 --          any limit (its error reply, or a command's error such as WRONGTYPE)
@@ -105,6 +107,7 @@ for i = 1, n do
   end
   local headers = reply[2]
   replies[i] = #headers > 0 and reply[1] .. '\31' .. concat(headers, '\31') or reply[1]
+  if reply[3] then replies[i] = replies[i] .. '\29' .. reply[3] end
   if reply[1] == 'deny' and soft ~= '1' then
     give_back(i - 1)
     return concat(replies, '\30')

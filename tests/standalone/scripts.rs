@@ -42,7 +42,7 @@ async fn eval(
     let mut invocation = script.key(key);
     invocation.arg(opts).arg(tail);
     match invocation.invoke_async::<Value>(conn).await {
-        Ok(reply) => render(reply),
+        Ok(reply) => render(limiter, reply),
         Err(err) => {
             assert_eq!(err.code(), Some("ERR"), "{err}");
             format!("error {}", err.detail().unwrap_or_default())
@@ -50,7 +50,7 @@ async fn eval(
     }
 }
 
-fn render(reply: Value) -> String {
+fn render(limiter: &str, reply: Value) -> String {
     let text = |value: &Value| match value {
         Value::BulkString(bytes) => String::from_utf8(bytes.clone()).unwrap(),
         other => panic!("not a bulk string: {other:?}"),
@@ -58,16 +58,23 @@ fn render(reply: Value) -> String {
     let Value::Array(items) = reply else {
         panic!("not an array: {reply:?}")
     };
-    // A batch's `~n` reply carries the units it granted after the headers.
-    let (decision, headers, granted) = match items.as_slice() {
+    // A batch's `~n` reply carries the units it granted after the headers, and multi_window's
+    // every reply the window that decided.
+    let (decision, headers, after) = match items.as_slice() {
         [decision, Value::Array(headers)] => (decision, headers, None),
-        [decision, Value::Array(headers), Value::Int(granted)] => {
-            (decision, headers, Some(*granted))
-        }
-        _ => panic!("not {{decision, headers[, granted]}}: {items:?}"),
+        [decision, Value::Array(headers), Value::Int(after)] => (decision, headers, Some(*after)),
+        _ => panic!("not {{decision, headers[, granted or window]}}: {items:?}"),
     };
     let headers: Vec<String> = headers.iter().map(text).collect();
-    scenarios::render(text(decision) == "allow", &headers, granted)
+    let (granted, window) = if limiter == "multi_window" {
+        (
+            None,
+            Some(after.expect("multi_window replies the window that decided")),
+        )
+    } else {
+        (after, None)
+    };
+    scenarios::render(text(decision) == "allow", &headers, granted, window)
 }
 
 async fn query<T: redis::FromRedisValue>(
@@ -252,7 +259,7 @@ async fn multi_window_stores_nothing_for_a_request_one_limit_denies() {
     let opts = ["1/5", "5/3600"];
     assert_eq!(
         eval(&mut conn, ("multi_window", &key), &opts, &[1, start]).await,
-        "allow 1,5,0"
+        "allow 1,5,0 @0"
     );
     let before: Vec<String> = query(&mut conn, "HGETALL", &key).await;
     assert_eq!(
@@ -263,7 +270,7 @@ async fn multi_window_stores_nothing_for_a_request_one_limit_denies() {
             &[1, start + 1_000]
         )
         .await,
-        "deny 1,4,0,4"
+        "deny 1,4,0,4 @0"
     );
     let after: Vec<String> = query(&mut conn, "HGETALL", &key).await;
     assert_eq!(before, after);

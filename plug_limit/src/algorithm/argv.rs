@@ -212,6 +212,7 @@ pub(super) fn verdict<const N: usize>(allow: bool, headers: [Field; N]) -> Resul
         allow,
         headers: headers.into(),
         granted: None,
+        window: 0,
     })
 }
 
@@ -226,5 +227,6 @@ pub(super) fn granted<const N: usize>(
         allow: units > 0,
         headers: headers.into(),
         granted: Some(units),
+        window: 0,
     })
 }

@@ -66,10 +66,24 @@ impl Fields {
         self.len += 1;
     }
 
+    /// Appends a value; `None` past [`MAX_FIELDS`] values (a reply out of contract).
+    pub(crate) fn push_checked(&mut self, field: Field) -> Option<()> {
+        let item = self.items.get_mut(self.len)?;
+        *item = field;
+        self.len += 1;
+        Some(())
+    }
+
     /// The values as text, as the script's reply would read.
     #[cfg(test)]
     pub(crate) fn texts(&self) -> Vec<String> {
         self.iter().map(ToString::to_string).collect()
+    }
+}
+
+impl Default for Fields {
+    fn default() -> Self {
+        Self::from([])
     }
 }
 

@@ -25,6 +25,7 @@ use crate::lua::Lua;
 use self::argv::Argv;
 pub(crate) use self::calendar_quota::period_seconds;
 pub(crate) use self::fields::{Field, Fields};
+pub(crate) use self::report::Report;
 pub(crate) use self::state::{Stored, Verdict};
 
 mod argv;
@@ -35,6 +36,7 @@ mod fixed_window;
 mod gcra;
 mod leaky_bucket;
 mod multi_window;
+mod report;
 mod sliding_log;
 mod sliding_window;
 pub(crate) mod stack;

@@ -1,7 +1,6 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use super::Field;
 use super::argv::{Arg, Argv, CAP, MAX, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
@@ -16,10 +15,9 @@ pub(crate) struct Window {
 }
 
 /// One `"<limit>/<window>"` opt and its window's state at this call.
-struct Limit<'a> {
+struct Limit {
     limit: f64,
     window: f64,
-    text: &'a str,
     count: f64,
     ends: f64,
 }
@@ -35,15 +33,14 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let mut limits = Vec::with_capacity(last + 1);
     for i in 0..=last {
         let arg = argv.get(i);
-        let (limit, window, text) = parse(arg).map_err(|rule| fail(i, rule, arg))?;
-        if let Some(j) = limits.iter().position(|l: &Limit<'_>| l.window == window) {
+        let (limit, window) = parse(arg).map_err(|rule| fail(i, rule, arg))?;
+        if let Some(j) = limits.iter().position(|l: &Limit| l.window == window) {
             let rule = format!("must not repeat the window of opt {}", j + 1);
             return Err(fail(i, &rule, arg));
         }
         limits.push(Limit {
             limit,
             window,
-            text,
             count: 0.0,
             ends: 0.0,
         });
@@ -109,21 +106,21 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             retry = reset;
         }
     }
-    let headers = [
-        Field::Text(limits[pick].text.into()),
-        int(pick_reset),
-        int(pick_left),
-    ];
-    if denied {
+    let headers = [int(limits[pick].limit), int(pick_reset), int(pick_left)];
+    let mut verdict = if denied {
         let [limit, reset, remaining] = headers;
-        return verdict(false, [limit, reset, remaining, int(retry)]);
-    }
-    verdict(true, headers)
+        verdict(false, [limit, reset, remaining, int(retry)])
+    } else {
+        verdict(true, headers)
+    }?;
+    // The script replies which window it picked after the headers (from 0).
+    verdict.window = u32::try_from(pick).unwrap_or(u32::MAX);
+    Ok(verdict)
 }
 
 /// HSET of every window's count (and end), PEXPIREAT at the last end when a window started.
 #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
-fn consume(slot: &mut Option<Stored>, limits: &[Limit<'_>], cost: f64, started: bool) {
+fn consume(slot: &mut Option<Stored>, limits: &[Limit], cost: f64, started: bool) {
     let stored = slot.get_or_insert_with(|| Stored {
         state: State::MultiWindow {
             windows: Vec::with_capacity(limits.len()),
@@ -160,7 +157,7 @@ fn consume(slot: &mut Option<Stored>, limits: &[Limit<'_>], cost: f64, started: 
 /// HDEL of a window begun at `now` and given back in full, and the key goes with its last
 /// window.
 #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
-fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64, now: f64) {
+fn refund(slot: &mut Option<Stored>, limits: &mut [Limit], cost: f64, now: f64) {
     let Some(Stored {
         state: State::MultiWindow { windows },
         ..
@@ -186,7 +183,7 @@ fn refund(slot: &mut Option<Stored>, limits: &mut [Limit<'_>], cost: f64, now: f
 }
 
 /// `match(v, '^([1-9]%d*)/([1-9]%d*)$')`, then the bounds.
-fn parse(arg: Arg<'_>) -> Result<(f64, f64, &str), &'static str> {
+fn parse(arg: Arg<'_>) -> Result<(f64, f64), &'static str> {
     let canonical = |s: &str| {
         s.starts_with(|c: char| matches!(c, '1'..='9')) && s.bytes().all(|b| b.is_ascii_digit())
     };
@@ -200,7 +197,7 @@ fn parse(arg: Arg<'_>) -> Result<(f64, f64, &str), &'static str> {
         return Err("must be \"<limit>/<window>\" with positive integers");
     };
     match (l.parse::<f64>(), w.parse::<f64>()) {
-        (Ok(limit), Ok(window)) if limit <= MAX && window <= MAX => Ok((limit, window, l)),
+        (Ok(limit), Ok(window)) if limit <= MAX && window <= MAX => Ok((limit, window)),
         _ => Err("must have limit and window <= 2147483647"),
     }
 }

@@ -92,14 +92,24 @@ const fn up(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     }
 }
 
-/// A reply as one line: `"allow 3,60,2"`, and a batch's `"allow 3,60,0 ~2"`: the units it
-/// granted, which its reply carries after the headers.
-pub(crate) fn render(allow: bool, headers: &[String], granted: Option<i64>) -> String {
+/// A reply as one line: `"allow 3,60,2"`, a batch's `"allow 3,60,0 ~2"` (the units it
+/// granted) and multi_window's `"allow 2,10,1 @0"` (the window that decided), which their
+/// replies carry after the headers.
+pub(crate) fn render(
+    allow: bool,
+    headers: &[String],
+    granted: Option<i64>,
+    window: Option<i64>,
+) -> String {
     let decision = if allow { "allow" } else { "deny" };
-    match granted {
-        Some(granted) => format!("{decision} {} ~{granted}", headers.join(",")),
-        None => format!("{decision} {}", headers.join(",")),
+    let mut text = format!("{decision} {}", headers.join(","));
+    if let Some(granted) = granted {
+        text.push_str(&format!(" ~{granted}"));
     }
+    if let Some(window) = window {
+        text.push_str(&format!(" @{window}"));
+    }
+    text
 }
 
 pub(crate) const SCENARIOS: &[Scenario] = &[
@@ -374,22 +384,22 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         limiter: "multi_window",
         opts: &["2/10", "3/60"],
         calls: &[
-            at(0, 1, "allow 2,10,1"),
-            at(0, 1, "allow 2,10,0"),
-            at(5_000, 1, "deny 2,5,0,5"),
+            at(0, 1, "allow 2,10,1 @0"),
+            at(0, 1, "allow 2,10,0 @0"),
+            at(5_000, 1, "deny 2,5,0,5 @0"),
             // Had the denied call counted in the hour, this one would be denied too.
-            at(10_000, 1, "allow 3,50,0"),
-            at(10_000, 1, "deny 3,50,0,50"),
-            at(10_000, 0, "deny 3,50,0,50"),
-            at(60_000, 2, "allow 2,10,0"),
-            at(60_000, 3, "deny 2,10,0,60"),
+            at(10_000, 1, "allow 3,50,0 @1"),
+            at(10_000, 1, "deny 3,50,0,50 @1"),
+            at(10_000, 0, "deny 3,50,0,50 @1"),
+            at(60_000, 2, "allow 2,10,0 @0"),
+            at(60_000, 3, "deny 2,10,0,60 @0"),
         ],
     },
     Scenario {
         name: "multi_window breaks a tie of remaining by the longest reset",
         limiter: "multi_window",
         opts: &["5/10", "5/60"],
-        calls: &[at(0, 1, "allow 5,60,4")],
+        calls: &[at(0, 1, "allow 5,60,4 @1")],
     },
     Scenario {
         name: "fixed_window refunds down to no key, forces past the limit",
@@ -580,14 +590,14 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         limiter: "multi_window",
         opts: &["2/10", "5/60"],
         calls: &[
-            at(0, 1, "allow 2,10,1"),
-            back(0, 1, "allow 2,10,2"),
+            at(0, 1, "allow 2,10,1 @0"),
+            back(0, 1, "allow 2,10,2 @0"),
             // New windows from here: a reset of 10 s, not the 5 s left of one begun at 0.
-            at(5_000, 1, "allow 2,10,1"),
+            at(5_000, 1, "allow 2,10,1 @0"),
             // The 60 s window still counts one: only the 10 s one began now.
-            at(15_000, 1, "allow 2,10,1"),
-            back(15_000, 1, "allow 2,10,2"),
-            at(20_000, 1, "allow 2,10,1"),
+            at(15_000, 1, "allow 2,10,1 @0"),
+            back(15_000, 1, "allow 2,10,2 @0"),
+            at(20_000, 1, "allow 2,10,1 @0"),
         ],
     },
     Scenario {
@@ -595,17 +605,17 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         limiter: "multi_window",
         opts: &["2/10", "5/60"],
         calls: &[
-            back(0, 1, "allow 2,10,2"),
-            at(0, 2, "allow 2,10,0"),
-            back(1_000, 1, "allow 2,9,1"),
-            force(2_000, 3, "deny 2,8,0,8"),
-            at(2_000, 0, "deny 2,8,0,8"),
-            at(10_000, 1, "allow 5,50,0"),
-            back(10_000, 2, "allow 5,50,2"),
-            at(10_000, 0, "allow 5,50,1"),
-            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
-            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
-            force(20_000, 2_147_483_647, "deny 5,40,0,40"),
+            back(0, 1, "allow 2,10,2 @0"),
+            at(0, 2, "allow 2,10,0 @0"),
+            back(1_000, 1, "allow 2,9,1 @0"),
+            force(2_000, 3, "deny 2,8,0,8 @0"),
+            at(2_000, 0, "deny 2,8,0,8 @0"),
+            at(10_000, 1, "allow 5,50,0 @1"),
+            back(10_000, 2, "allow 5,50,2 @1"),
+            at(10_000, 0, "allow 5,50,1 @1"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40 @1"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40 @1"),
+            force(20_000, 2_147_483_647, "deny 5,40,0,40 @1"),
             back(
                 20_000,
                 4_294_967_290,

@@ -117,6 +117,7 @@ fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f6
         allow: true,
         headers: [int(limit), int(reset), int((limit - count).max(0.0))].into(),
         granted: None,
+        window: 0,
     }
 }
 

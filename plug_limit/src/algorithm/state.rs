@@ -52,4 +52,7 @@ pub(crate) struct Verdict {
     pub(crate) headers: Fields,
     /// The units a batch's `~n` granted, which its script replies after the headers.
     pub(crate) granted: Option<u32>,
+    /// Which window decided (multi_window's position of it among its limits; 0 for the
+    /// others), which its script replies after the headers.
+    pub(crate) window: u32,
 }

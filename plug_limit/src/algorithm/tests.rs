@@ -54,7 +54,12 @@ pub(super) fn run_scenarios(limiter: &str) {
             *slot = None;
         }
         match settle(limiter, opts, charge(cost), now, slot) {
-            Ok(v) => scenarios::render(v.allow, &v.headers.texts(), v.granted.map(i64::from)),
+            Ok(v) => scenarios::render(
+                v.allow,
+                &v.headers.texts(),
+                v.granted.map(i64::from),
+                (limiter == "multi_window").then_some(i64::from(v.window)),
+            ),
             Err(e) => format!("error {e}"),
         }
     };

@@ -295,6 +295,7 @@ fn settle(
         allow: refund || (tokens >= 0.0 && remaining >= 0.0),
         headers,
         granted: None,
+        window: 0,
     })
 }
 

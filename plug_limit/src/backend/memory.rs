@@ -9,7 +9,7 @@ use deadpool_redis::redis::Value;
 
 use super::sharded::Sharded;
 use super::{Call, StackPart, Stacked};
-use crate::algorithm::{Algorithm, Stored, Verdict, stack};
+use crate::algorithm::{Algorithm, Report, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::error::ReplyError;
@@ -159,11 +159,11 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
     slot.map_or(i64::MIN, |stored| stored.expires_at_ms)
 }
 
-/// A twin's verdict as the outcome its script's reply would parse to: header values under the
-/// declared names, in order, checked as a reply's are and made only when read.
+/// A twin's verdict as the outcome its script's reply would parse to: its report, its values
+/// under the declared names, checked as a reply's are and made into headers only when read.
 fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     let fields = verdict.headers;
-    // Position by position, as a reply's headers are checked.
+    // Position by position, as a reply's values are checked.
     for (position, field) in fields.iter().enumerate() {
         declared_name(declared, position)?;
         if !field.is_valid() {
@@ -174,16 +174,22 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
             .into());
         }
     }
+    let report = Report::from_values(&fields, verdict.window).map_err(|position| {
+        ReplyError::InvalidHeaderValue {
+            position,
+            found: "not the built-in's number",
+        }
+    })?;
     let decision = if verdict.allow {
         Decision::Allow
     } else {
         Decision::Deny
     };
     let granted = verdict.granted.map(|units| Value::Int(units.into()));
-    Ok(Outcome::unmade(
+    Ok(Outcome::reported(
         decision,
         declared.clone(),
-        fields,
+        report,
         granted.into_iter().collect(),
     ))
 }

@@ -3,13 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use http::header::RETRY_AFTER;
-use http::{HeaderName, HeaderValue};
-
-use crate::outcome::{Decision, Outcome, number};
-
-const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
-const REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+use crate::outcome::{Decision, Outcome};
 
 /// Redis rounds a reset to the nearest second: the window may end this much before it says.
 const ROUNDING: Duration = Duration::from_millis(500);
@@ -27,8 +21,8 @@ pub(super) struct Held {
     until: Instant,
     /// The earliest the window may end: nothing is given back unless it lands before.
     window_ends: Instant,
-    /// The grant's headers, and its remaining and reset, which the answers count from.
-    headers: Vec<(HeaderName, HeaderValue)>,
+    /// The grant's outcome, and its remaining and reset, which the answers count from.
+    granted: Option<Outcome>,
     remaining: i64,
     reset: u64,
     granted_at: Instant,
@@ -61,7 +55,7 @@ impl Held {
             units: 0,
             until: now,
             window_ends: now,
-            headers: Vec::new(),
+            granted: None,
             remaining: 0,
             reset: 0,
             granted_at: now,
@@ -133,15 +127,12 @@ impl Held {
         sent_at: Instant,
         now: Instant,
     ) -> (Outcome, u32) {
-        let value = |name: &HeaderName| {
-            let value = outcome.header(name.as_str())?.to_str().ok()?;
-            value.parse::<i64>().ok()
-        };
-        let reset = value(&RESET).and_then(|reset| u64::try_from(reset).ok());
+        let report = outcome.report();
+        let reset = report.and_then(|report| u64::try_from(report.reset).ok());
         self.generation += 1;
         self.opts = opts;
-        self.headers = outcome.headers().to_vec();
-        self.remaining = value(&REMAINING).unwrap_or(0);
+        self.granted = Some(outcome.clone().answered(Decision::Allow));
+        self.remaining = report.map_or(0, |report| report.remaining);
         self.reset = reset.unwrap_or(0);
         self.granted_at = now;
         self.last_spent = now;
@@ -195,52 +186,43 @@ impl Held {
         GiveBack::Later
     }
 
-    /// The answer to a request just admitted from the batch: the grant's headers, with
-    /// `x-ratelimit-remaining` what Redis had left at the grant plus what this batch still
-    /// holds, `x-ratelimit-reset` the grant's counted down by the whole seconds since, and a
-    /// `retry-after` only once the batch is spent (the grant's).
+    /// The answer to a request just admitted from the batch: the grant's report, with
+    /// its remaining what Redis had left at the grant plus what this batch still holds, its
+    /// reset the grant's counted down by the whole seconds since, and a `retry-after` only once
+    /// the batch is spent (the grant's).
     fn answer(&self, now: Instant) -> Outcome {
         let passed = now.duration_since(self.granted_at).as_secs();
         let reset = self.reset.saturating_sub(passed);
         let remaining = self.remaining.saturating_add(i64::from(self.units)).max(0);
-        let headers = self
-            .headers
-            .iter()
-            .filter(|(name, _)| self.units == 0 || *name != RETRY_AFTER)
-            .map(|(name, value)| {
-                let value = if *name == RESET {
-                    number(reset)
-                } else if *name == REMAINING {
-                    number(remaining)
-                } else {
-                    value.clone()
-                };
-                (name.clone(), value)
-            })
-            .collect();
-        Outcome::new(Decision::Allow, headers)
+        let mut answer = self
+            .granted
+            .clone()
+            .unwrap_or_else(|| Outcome::new(Decision::Allow, Vec::new()));
+        if let Some(reported) = answer.reported_mut() {
+            reported.report.reset = i64::try_from(reset).unwrap_or(i64::MAX);
+            reported.report.remaining = remaining;
+            if self.units > 0 {
+                reported.report.retry_after = None;
+            }
+        }
+        answer
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::outcome::Names;
 
     fn granted(remaining: &str, reset: &str) -> Outcome {
-        let header = |name: &str, value: &str| {
-            (
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                HeaderValue::from_str(value).unwrap(),
-            )
-        };
-        Outcome::new(
+        let number = |text: &str| Field::Int(text.parse().unwrap());
+        let values = [number("100"), number(reset), number(remaining), number("1")];
+        Outcome::reported(
             Decision::Allow,
-            vec![
-                header("x-ratelimit-limit", "100"),
-                header("x-ratelimit-reset", reset),
-                header("x-ratelimit-remaining", remaining),
-                header("retry-after", "1"),
-            ],
+            Names::Builtin(Algorithm::TokenBucket.headers()),
+            Report::from_values(&values, 0).unwrap(),
+            Vec::new(),
         )
     }
 

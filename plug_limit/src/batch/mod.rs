@@ -152,7 +152,8 @@ impl Batches {
         };
         if granted == 0 {
             // Redis's answer, as a take's: the granted count is the batch's business.
-            return Ok(Outcome::new(outcome.decision(), outcome.headers().to_vec()));
+            let decision = outcome.decision();
+            return Ok(outcome.answered(decision));
         }
         let (answer, leftover, generation) = {
             let mut held = slot.held();

@@ -62,7 +62,7 @@ impl DenyCache {
     /// `x-ratelimit-reset`) seconds have passed. An outcome with neither is not cached:
     /// nothing says when it ends.
     pub(crate) fn insert(&self, key: &str, opts: u64, cost: u32, outcome: &Outcome, now_ms: i64) {
-        let Some(wait) = seconds(outcome, &RETRY_AFTER).or_else(|| seconds(outcome, &RESET)) else {
+        let Some(wait) = wait_s(outcome) else {
             return;
         };
         if wait == 0 {
@@ -107,7 +107,18 @@ const MAX_WAIT_S: u64 = 3600;
 
 const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-fn seconds(outcome: &Outcome, name: &HeaderName) -> Option<u64> {
+/// How long `outcome`'s denial lasts, in seconds: its `retry-after`, else its reset. A
+/// built-in's are its report's; a custom script's, the values it sent under those names.
+fn wait_s(outcome: &Outcome) -> Option<u64> {
+    if let Some(reported) = outcome.reported_as() {
+        let wait = reported.retry_after().unwrap_or(reported.report.reset);
+        return u64::try_from(wait).ok();
+    }
+    sent_seconds(outcome, &RETRY_AFTER).or_else(|| sent_seconds(outcome, &RESET))
+}
+
+/// A number a custom script sent under `name`.
+fn sent_seconds(outcome: &Outcome, name: &HeaderName) -> Option<u64> {
     outcome
         .headers()
         .iter()
@@ -121,6 +132,12 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
     if passed == 0 {
         return outcome.clone();
     }
+    let mut later = outcome.clone();
+    if let Some(reported) = later.reported_mut() {
+        reported.count_down(i64::try_from(passed).unwrap_or(i64::MAX));
+        return later;
+    }
+    // A custom script's own values, as it sent them.
     let headers = outcome
         .headers()
         .iter()
@@ -142,7 +159,8 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outcome::Decision;
+    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::outcome::{Decision, Names};
     use http::HeaderValue;
 
     fn denied(retry_after: Option<&'static str>, reset: &'static str) -> Outcome {
@@ -174,6 +192,26 @@ mod tests {
         assert_eq!(header(&later, "x-ratelimit-remaining"), "0");
         assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
         assert!(cache.get("other", 0, 1, t0).is_none());
+    }
+
+    #[test]
+    fn a_built_ins_denial_counts_its_report_down() {
+        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let t0 = 1_700_000_000_000;
+        let values = [Field::Int(5), Field::Int(50), Field::Int(0), Field::Int(3)];
+        let outcome = Outcome::reported(
+            Decision::Deny,
+            Names::Builtin(Algorithm::SlidingWindow.headers()),
+            Report::from_values(&values, 0).unwrap(),
+            Vec::new(),
+        );
+        cache.insert("k", 0, 1, &outcome, t0);
+        let later = cache.get("k", 0, 1, t0 + 1500).unwrap();
+        assert_eq!(header(&later, "retry-after"), "2");
+        assert_eq!(header(&later, "x-ratelimit-reset"), "49");
+        assert_eq!(header(&later, "x-ratelimit-limit"), "5");
+        assert_eq!(later.report().map(|report| report.reset), Some(49));
+        assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
     }
 
     #[test]

@@ -406,12 +406,9 @@ impl Decider {
         caches_denials: bool,
         outcome: &Outcome,
     ) -> Pending {
-        // Every built-in's reset is its second header value (read before a header style
-        // renames them).
-        let reset_s: u64 = outcome
-            .headers()
-            .get(1)
-            .and_then(|(_, value)| value.to_str().ok()?.parse().ok())
+        let reset_s = outcome
+            .report()
+            .and_then(|report| u64::try_from(report.reset).ok())
             .unwrap_or(0);
         // Less a second, as the reset is rounded, and twice the timeout: the refund is sent
         // after the deadline is read, and may take that long to land.

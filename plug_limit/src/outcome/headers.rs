@@ -1,19 +1,21 @@
-//! An outcome's rate-limit headers: ready-made from a script's reply, or a native twin's values
-//! made into header values only when something reads them.
+//! An outcome's rate-limit headers: ready-made (a custom script's reply, a hand-built outcome),
+//! or a built-in's [`Report`] made into header values only when something reads them.
 //!
-//! A twin answers numbers. Formatting them, checking them as header values and collecting them
-//! with their names was a fifth of a memory check, paid even when no header is sent (a handler
-//! that drops its extractor, a layer configured without headers). [`Headers::unmade`] keeps the
-//! numbers; the first read makes the values once, and a response takes them without the
-//! intermediate list.
+//! A built-in answers numbers. Formatting them, checking them as header values and collecting
+//! them with their names was a fifth of a memory check, paid even when no header is sent (a
+//! handler that drops its extractor, a layer configured without headers). [`Headers::Reported`]
+//! keeps the numbers (and, in the draft-10 style, the fields' items); the first read makes the
+//! values once, and a response takes them without the intermediate list.
 
 use std::fmt;
 use std::ops::Deref;
 use std::sync::{Arc, OnceLock};
 
+use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::algorithm::{Field, Fields};
+use super::ietf::Items;
+use crate::algorithm::{Field, Report};
 
 /// `n` as a header value, in one allocation of its exact size: `HeaderValue::from(n)` keeps
 /// spare capacity, which costs its buffer a second allocation and a shared count.
@@ -27,10 +29,10 @@ where
 }
 
 /// `field` as a header value; `None` for text a header cannot carry.
-fn value(field: &Field) -> Option<HeaderValue> {
+fn value(field: Field) -> Option<HeaderValue> {
     match field {
-        Field::Int(n) => Some(number(*n)),
-        Field::Text(text) => HeaderValue::from_str(text).ok(),
+        Field::Int(n) => Some(number(n)),
+        Field::Text(text) => HeaderValue::try_from(String::from(text)).ok(),
     }
 }
 
@@ -55,65 +57,119 @@ impl Deref for Names {
 
 /// An outcome's headers, made at most once.
 ///
-/// The unmade side is boxed: an outcome is moved through every layer of a check and its
+/// The reported side is boxed: an outcome is moved through every layer of a check and its
 /// response, and inline it would triple the outcome's size; one allocation costs less than
 /// those copies.
 #[derive(Clone)]
 pub(crate) enum Headers {
-    /// Made already (a script's reply, a hand-built outcome, or an edited one).
+    /// Made already (a custom script's reply, a hand-built outcome, or an edited one).
     Made(Vec<(HeaderName, HeaderValue)>),
-    /// A twin's values under their names, made when first read.
-    Unmade(Box<Unmade>),
+    /// A built-in's numbers, made into headers when first read.
+    Reported(Box<Reported>),
 }
 
+/// A built-in's report and how it is to be written.
 #[derive(Clone)]
-pub(crate) struct Unmade {
+pub(crate) struct Reported {
+    pub(crate) report: Report,
+    /// The names of the report's values, in reply order.
     names: Names,
-    fields: Fields,
+    /// The seed's fixed_window answers no `retry-after`: on its denial the reset is when the
+    /// client may try again, and is sent as that too.
+    pub(crate) reset_is_retry_after: bool,
+    /// In the draft-10 style, the fields' items (every limit's, for a stack).
+    pub(crate) draft10: Option<Items>,
     made: OnceLock<Vec<(HeaderName, HeaderValue)>>,
 }
 
+impl Reported {
+    /// Seconds until a denied request may pass, as the response says it.
+    pub(crate) fn retry_after(&self) -> Option<i64> {
+        self.report
+            .retry_after
+            .or(self.reset_is_retry_after.then_some(self.report.reset))
+    }
+
+    /// The report as it reads `passed` whole seconds later: every wait counted down.
+    pub(crate) fn count_down(&mut self, passed: i64) {
+        self.report = self.report.counted_down(passed);
+        if let Some(items) = &mut self.draft10 {
+            items.count_down(passed);
+        }
+        self.made = OnceLock::new();
+    }
+
+    /// The headers, in the style set: the draft-10 fields and `retry-after`, or the report's
+    /// values under their names.
+    fn render(&self) -> Vec<(HeaderName, HeaderValue)> {
+        let retry_after = || self.retry_after().map(|secs| (RETRY_AFTER, number(secs)));
+        if let Some(fields) = self.draft10.as_ref().and_then(Items::render) {
+            let mut headers = Vec::with_capacity(3);
+            headers.extend(fields);
+            headers.extend(retry_after());
+            return headers;
+        }
+        let mut headers: Vec<_> = self
+            .names
+            .iter()
+            .zip(self.report.values())
+            .filter_map(|(name, field)| Some((name.clone(), value(field)?)))
+            .collect();
+        if self.reset_is_retry_after && self.report.retry_after.is_none() {
+            headers.extend(retry_after());
+        }
+        headers
+    }
+}
+
 impl Headers {
-    /// Headers made already (a script's reply, a hand-built outcome).
+    /// Headers made already (a custom script's reply, a hand-built outcome).
     pub(crate) fn made(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
         Self::Made(headers)
     }
 
-    /// A twin's values under `names`, made when first read. The caller has checked that there
-    /// is a name for every value and that every value is valid ([`Field::is_valid`]).
-    pub(crate) fn unmade(names: Names, fields: Fields) -> Self {
+    /// A built-in's `report`, its values under `names`, made when first read. The caller has
+    /// checked that there is a name for every value and that every value is valid
+    /// ([`Field::is_valid`]).
+    pub(crate) fn reported(names: Names, report: Report) -> Self {
         debug_assert!(
-            fields.len() <= names.len() && fields.iter().all(Field::is_valid),
+            report.values().count() <= names.len() && report.limit.is_valid(),
             "unchecked header values",
         );
-        Self::Unmade(Box::new(Unmade {
+        Self::Reported(Box::new(Reported {
+            report,
             names,
-            fields,
+            reset_is_retry_after: false,
+            draft10: None,
             made: OnceLock::new(),
         }))
+    }
+
+    /// The built-in's report and how it is written; `None` for headers made already.
+    pub(crate) fn as_reported(&self) -> Option<&Reported> {
+        match self {
+            Self::Reported(reported) => Some(reported),
+            Self::Made(_) => None,
+        }
+    }
+
+    /// [`as_reported`](Self::as_reported), to change: the headers are made again when next
+    /// read.
+    pub(crate) fn as_reported_mut(&mut self) -> Option<&mut Reported> {
+        match self {
+            Self::Reported(reported) => {
+                reported.made = OnceLock::new();
+                Some(reported)
+            }
+            Self::Made(_) => None,
+        }
     }
 
     /// The headers, made now if they were not.
     pub(crate) fn get(&self) -> &[(HeaderName, HeaderValue)] {
         match self {
             Self::Made(made) => made,
-            Self::Unmade(unmade) => unmade
-                .made
-                .get_or_init(|| pairs(&unmade.names, &unmade.fields).collect()),
-        }
-    }
-
-    /// Changes the headers in place (made first if they were not).
-    pub(crate) fn edit(&mut self, edit: impl FnOnce(&mut Vec<(HeaderName, HeaderValue)>)) {
-        if let Self::Unmade(unmade) = self {
-            let made = unmade
-                .made
-                .take()
-                .unwrap_or_else(|| pairs(&unmade.names, &unmade.fields).collect());
-            *self = Self::Made(made);
-        }
-        if let Self::Made(made) = self {
-            edit(made);
+            Self::Reported(reported) => reported.made.get_or_init(|| reported.render()),
         }
     }
 
@@ -121,36 +177,15 @@ impl Headers {
     pub(crate) fn insert_into(self, map: &mut HeaderMap) {
         let made = match self {
             Self::Made(made) => made,
-            Self::Unmade(unmade) => {
-                let Unmade {
-                    names,
-                    fields,
-                    made,
-                } = *unmade;
-                let Some(made) = made.into_inner() else {
-                    for (name, value) in pairs(&names, &fields) {
-                        map.insert(name, value);
-                    }
-                    return;
-                };
-                made
-            }
+            Self::Reported(mut reported) => match reported.made.take() {
+                Some(made) => made,
+                None => reported.render(),
+            },
         };
         for (name, value) in made {
             map.insert(name, value);
         }
     }
-}
-
-/// The values made, each under its name.
-fn pairs<'a>(
-    names: &'a [HeaderName],
-    fields: &'a [Field],
-) -> impl Iterator<Item = (HeaderName, HeaderValue)> + 'a {
-    names
-        .iter()
-        .zip(fields)
-        .filter_map(|(name, field)| Some((name.clone(), value(field)?)))
 }
 
 impl PartialEq for Headers {
@@ -169,41 +204,62 @@ impl fmt::Debug for Headers {
 mod tests {
     use super::*;
 
-    static NAMES: [HeaderName; 2] = [
+    static NAMES: [HeaderName; 4] = [
         HeaderName::from_static("x-a"),
         HeaderName::from_static("x-b"),
+        HeaderName::from_static("x-c"),
+        HeaderName::from_static("x-d"),
     ];
 
-    #[test]
-    fn unmade_values_read_as_the_made_ones() {
-        let fields = Fields::from([Field::Int(-3), Field::Text("7 7;w=1".into())]);
-        let unmade = Headers::unmade(Names::Builtin(&NAMES), fields);
-        // Never read before it is sent: its values go straight to the map.
-        let sent_unread = unmade.clone();
-        let made = Headers::made(vec![
-            (NAMES[0].clone(), HeaderValue::from_static("-3")),
-            (NAMES[1].clone(), HeaderValue::from_static("7 7;w=1")),
-        ]);
-        assert_eq!(unmade.get(), made.get());
-        let (mut from_unmade, mut from_made) = (HeaderMap::new(), HeaderMap::new());
-        sent_unread.insert_into(&mut from_unmade);
-        made.insert_into(&mut from_made);
-        assert_eq!(from_unmade, from_made);
-        assert_eq!(from_unmade["x-b"], "7 7;w=1");
+    fn report(limit: Field, values: [i64; 2], retry_after: Option<i64>) -> Report {
+        Report {
+            limit,
+            reset: values[0],
+            remaining: values[1],
+            retry_after,
+            window: 0,
+        }
     }
 
     #[test]
-    fn changed_in_place_they_stay_changed() {
-        let fields = Fields::from([Field::Int(1), Field::Int(2)]);
-        let mut headers = Headers::unmade(Names::Builtin(&NAMES), fields);
-        headers.edit(|made| {
-            made.pop();
-        });
-        assert_eq!(headers.get().len(), 1);
-        let mut map = HeaderMap::new();
-        headers.insert_into(&mut map);
-        assert_eq!(map.len(), 1);
-        assert_eq!(map["x-a"], "1");
+    fn reported_values_read_as_the_made_ones() {
+        let reported = Headers::reported(
+            Names::Builtin(&NAMES),
+            report(Field::Text("7 7;w=1".into()), [-3, 0], Some(4)),
+        );
+        // Never read before it is sent: its values go straight to the map.
+        let sent_unread = reported.clone();
+        let made = Headers::made(vec![
+            (NAMES[0].clone(), HeaderValue::from_static("7 7;w=1")),
+            (NAMES[1].clone(), HeaderValue::from_static("-3")),
+            (NAMES[2].clone(), HeaderValue::from_static("0")),
+            (NAMES[3].clone(), HeaderValue::from_static("4")),
+        ]);
+        assert_eq!(reported.get(), made.get());
+        let (mut from_reported, mut from_made) = (HeaderMap::new(), HeaderMap::new());
+        sent_unread.insert_into(&mut from_reported);
+        made.insert_into(&mut from_made);
+        assert_eq!(from_reported, from_made);
+        assert_eq!(from_reported["x-a"], "7 7;w=1");
+    }
+
+    #[test]
+    fn a_reset_that_is_the_retry_after_is_sent_as_both() {
+        let mut headers = Headers::reported(
+            Names::Builtin(&NAMES[..3]),
+            report(Field::Int(5), [30, 0], None),
+        );
+        headers.as_reported_mut().unwrap().reset_is_retry_after = true;
+        let texts: Vec<_> = headers
+            .get()
+            .iter()
+            .map(|(name, value)| format!("{name}={}", value.to_str().unwrap()))
+            .collect();
+        assert_eq!(texts, ["x-a=5", "x-b=30", "x-c=0", "retry-after=30"]);
+        let reported = headers.as_reported_mut().unwrap();
+        reported.count_down(12);
+        assert_eq!(reported.retry_after(), Some(18));
+        assert_eq!(headers.get()[3].1, "18");
     }
 
     #[test]
@@ -211,15 +267,5 @@ mod tests {
         assert_eq!(number(0_i64), "0");
         assert_eq!(number(-42_i64), "-42");
         assert_eq!(number(u64::MAX), "18446744073709551615");
-    }
-
-    #[test]
-    fn fields_compare_as_their_texts() {
-        let mut fields = Fields::from([Field::Int(10)]);
-        fields.push(Field::Text("0".into()));
-        assert_eq!(fields, ["10", "0"]);
-        assert_ne!(fields, ["10"]);
-        assert_eq!(fields.texts(), ["10", "0"]);
-        assert!(!Field::Text("a\nb".into()).is_valid());
     }
 }

@@ -36,7 +36,7 @@ use sfv::visitor::{EntryVisitor, InnerListVisitor, ItemVisitor, ListVisitor, Nev
 use sfv::{BareItemFromInput, Integer, KeyRef, ListSerializer, Parser, StringRef};
 use sha2::Sha256;
 
-use crate::algorithm::{Algorithm, period_seconds};
+use crate::algorithm::{Algorithm, Report, period_seconds};
 use crate::limit::Opt;
 
 /// `RateLimit-Policy`: the quota policies, one item per window.
@@ -131,29 +131,20 @@ impl Draft10 {
         StringRef::from_str(name).is_ok()
     }
 
-    /// The two fields of an outcome whose built-in header values are `values` (limit, reset,
-    /// remaining, ...), for the client counted under `key` with the limit's `opts`. `None`
-    /// when a value is not what the built-in answers (a number where one belongs): the
-    /// outcome then keeps its own headers rather than carry made-up ones. A `denied` outcome
-    /// reports `r=0`.
-    pub(crate) fn render(
+    /// The fields' items for the client counted under `key` with the limit's `opts`, of a
+    /// built-in's `report`. `None` when the options do not declare the built-in's quotas (a
+    /// limit the script refused would not have been reported). A `denied` outcome reports
+    /// `r=0`.
+    pub(crate) fn items(
         &self,
         algorithm: Algorithm,
         key: &str,
         opts: &[Opt],
-        values: &[(HeaderName, HeaderValue)],
+        report: &Report,
         denied: bool,
-    ) -> Option<[(HeaderName, HeaderValue); 2]> {
-        let number = |position: usize| -> Option<i64> {
-            values.get(position)?.1.to_str().ok()?.parse().ok()
-        };
-        let (reset, remaining) = (number(1)?, number(2)?);
+    ) -> Option<Items> {
         let windows = windows(algorithm, opts)?;
-        let decided = if algorithm == Algorithm::MultiWindow {
-            deciding_window(&windows, number(0)?, reset)
-        } else {
-            0
-        };
+        let decided = usize::try_from(report.window).ok()?;
         let pk = self.keys.of(key);
         let multi = algorithm == Algorithm::MultiWindow;
         let name = |window: &Window| {
@@ -196,16 +187,55 @@ impl Draft10 {
                 // pacing by `r` must not retry into more denials.
                 (
                     "r".to_owned(),
-                    Param::Int(if denied { 0 } else { remaining.max(0) }),
+                    Param::Int(if denied { 0 } else { report.remaining.max(0) }),
                 ),
-                ("t".to_owned(), Param::Int(reset.max(0))),
+                ("t".to_owned(), Param::Int(report.reset.max(0))),
                 pk_param(),
             ],
         };
+        Some(Items {
+            policies,
+            current: vec![current],
+        })
+    }
+}
+
+/// The items of an outcome's `RateLimit-Policy` and `RateLimit`, kept as values until a
+/// response is written: a stack lists every limit's, and a cached denial counts its `t` down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Items {
+    policies: Vec<Member>,
+    current: Vec<Member>,
+}
+
+impl Items {
+    /// The two fields; `None` when a value is out of a Structured Field's range.
+    pub(crate) fn render(&self) -> Option<[(HeaderName, HeaderValue); 2]> {
         Some([
-            (POLICY, serialize(&policies)?),
-            (RATELIMIT, serialize(&[current])?),
+            (POLICY, serialize(&self.policies)?),
+            (RATELIMIT, serialize(&self.current)?),
         ])
+    }
+
+    /// Adds `other`'s items after these: one more limit of a stack.
+    pub(crate) fn append(&mut self, other: &Self) {
+        self.policies.extend_from_slice(&other.policies);
+        self.current.extend_from_slice(&other.current);
+    }
+
+    /// Every `t` counted down by `passed` seconds, never below zero.
+    pub(crate) fn count_down(&mut self, passed: i64) {
+        for member in &mut self.current {
+            count_down_member(member, passed);
+        }
+    }
+}
+
+fn count_down_member(member: &mut Member, passed: i64) {
+    for (key, param) in &mut member.params {
+        if let ("t", Param::Int(t)) = (key.as_str(), param) {
+            *t = t.saturating_sub(passed).max(0);
+        }
     }
 }
 
@@ -239,19 +269,6 @@ fn windows(algorithm: Algorithm, opts: &[Opt]) -> Option<Vec<Window>> {
         limit: int(opts.first()?)?,
         seconds,
     }])
-}
-
-/// Which of multi_window's windows its reply speaks for. The script reports the most
-/// restrictive window's limit and reset but not its length: the window is the first with that
-/// limit whose length covers the reset (a reset never exceeds its window). Only windows of
-/// equal limits can be mistaken for one another, and then the values sent are still those of
-/// the one that decided.
-fn deciding_window(windows: &[Window], limit: i64, reset: i64) -> usize {
-    windows
-        .iter()
-        .position(|window| window.limit == limit && window.seconds >= reset)
-        .or_else(|| windows.iter().position(|window| window.limit == limit))
-        .unwrap_or(0)
 }
 
 fn integer(n: i64) -> Option<Integer> {
@@ -318,11 +335,7 @@ pub(crate) fn count_down(value: &HeaderValue, passed: u64) -> Option<HeaderValue
     let passed = i64::try_from(passed).unwrap_or(i64::MAX);
     let mut members = parse(value)?;
     for member in &mut members {
-        for (key, param) in &mut member.params {
-            if let ("t", Param::Int(t)) = (key.as_str(), param) {
-                *t = t.saturating_sub(passed).max(0);
-            }
-        }
+        count_down_member(member, passed);
     }
     serialize(&members)
 }
@@ -440,17 +453,24 @@ impl<'de> ParameterVisitor<'de> for Params<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::Field;
 
-    fn values(texts: &[&'static str]) -> Vec<(HeaderName, HeaderValue)> {
-        texts
-            .iter()
-            .map(|text| {
-                (
-                    HeaderName::from_static("x-any"),
-                    HeaderValue::from_static(text),
-                )
-            })
-            .collect()
+    /// A report of limit, reset, remaining (and retry-after), `window` having decided.
+    fn report(values: &[i64], window: u32) -> Report {
+        let fields: Vec<Field> = values.iter().copied().map(Field::Int).collect();
+        Report::from_values(&fields, window).unwrap()
+    }
+
+    /// The two fields of `report`, as a response carries them.
+    fn render(
+        draft: &Draft10,
+        algorithm: Algorithm,
+        key: &str,
+        opts: &[Opt],
+        report: &Report,
+        denied: bool,
+    ) -> Option<[(HeaderName, HeaderValue); 2]> {
+        draft.items(algorithm, key, opts, report, denied)?.render()
     }
 
     fn keys() -> PartitionKeys {
@@ -490,15 +510,17 @@ mod tests {
     #[test]
     fn single_window_built_ins_name_their_policy_after_the_limiter() {
         let draft = Draft10::new("token_bucket", keys());
-        let fields = draft
-            .render(
-                Algorithm::TokenBucket,
-                "plug_limit:{abcd}:token_bucket:1:/:alice",
-                &[Opt::Int(20), Opt::Int(600), Opt::Int(5)],
-                &values(&["20 20;w=600;burst=5;policy=token_bucket", "600", "19"]),
-                false,
-            )
-            .unwrap();
+        let mut bucket = report(&[20, 600, 19], 0);
+        bucket.limit = Field::Text("20 20;w=600;burst=5;policy=token_bucket".into());
+        let fields = render(
+            &draft,
+            Algorithm::TokenBucket,
+            "plug_limit:{abcd}:token_bucket:1:/:alice",
+            &[Opt::Int(20), Opt::Int(600), Opt::Int(5)],
+            &bucket,
+            false,
+        )
+        .unwrap();
         let pk = parse(&fields[1].1).unwrap()[0].params[2].1.clone();
         let Param::Bytes(pk) = pk else { panic!() };
         assert_eq!(pk.len(), PK_LEN);
@@ -519,15 +541,15 @@ mod tests {
     fn multi_window_lists_every_window_and_names_the_one_that_decided() {
         let draft = Draft10::new("multi_window", keys());
         let opts = [Opt::Str("10/1"), Opt::Str("100/60"), Opt::Str("10/3600")];
-        let fields = draft
-            .render(
-                Algorithm::MultiWindow,
-                "k",
-                &opts,
-                &values(&["100", "42", "0", "42"]),
-                true,
-            )
-            .unwrap();
+        let fields = render(
+            &draft,
+            Algorithm::MultiWindow,
+            "k",
+            &opts,
+            &report(&[100, 42, 0, 42], 1),
+            true,
+        )
+        .unwrap();
         let policies = parse(&fields[0].1).unwrap();
         let names: Vec<_> = policies.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(
@@ -539,26 +561,30 @@ mod tests {
         let current = &parse(&fields[1].1).unwrap()[0];
         assert_eq!(current.name, "multi_window:60s");
         assert_eq!((current.int("r"), current.int("t")), (Some(0), Some(42)));
-        // Equal limits: the first whose length covers the reset.
-        let windows = windows(Algorithm::MultiWindow, &opts).unwrap();
-        assert_eq!(deciding_window(&windows, 10, 1), 0);
-        assert_eq!(deciding_window(&windows, 10, 2), 2);
+        // Equal limits: the window the script says decided, whatever its reset.
+        for (window, name) in [(0, "multi_window:1s"), (2, "multi_window:3600s")] {
+            let fields = render(
+                &draft,
+                Algorithm::MultiWindow,
+                "k",
+                &opts,
+                &report(&[10, 1, 0], window),
+                false,
+            );
+            assert_eq!(parse(&fields.unwrap()[1].1).unwrap()[0].name, name);
+        }
+        let beyond = report(&[10, 1, 0], 3);
+        assert!(render(&draft, Algorithm::MultiWindow, "k", &opts, &beyond, false).is_none());
     }
 
     #[test]
     fn calendar_quota_windows_are_its_periods_nominal_lengths() {
         let draft = Draft10::new("monthly", keys());
-        let render = |period: &'static str, offset| {
+        let quota = report(&[10_000, 3600, 9999], 0);
+        let fields_of = |period: &'static str, offset| {
             let opts = [Opt::Int(10_000), Opt::Str(period), Opt::Int(offset)];
-            let fields = draft
-                .render(
-                    Algorithm::CalendarQuota,
-                    "k",
-                    &opts,
-                    &values(&["10000", "3600", "9999"]),
-                    false,
-                )
-                .unwrap();
+            let fields =
+                render(&draft, Algorithm::CalendarQuota, "k", &opts, &quota, false).unwrap();
             let policy = &parse(&fields[0].1).unwrap()[0];
             let current = &parse(&fields[1].1).unwrap()[0];
             (
@@ -568,19 +594,25 @@ mod tests {
                 current.int("t"),
             )
         };
-        let month = render("month", -300);
+        let month = fields_of("month", -300);
         assert_eq!(
             month,
             (Some(10_000), Some(2_629_746), Some(9_999), Some(3_600))
         );
-        assert_eq!(render("week", 330).1, Some(604_800));
-        assert_eq!(render("day", 0).1, Some(86_400));
+        assert_eq!(fields_of("week", 330).1, Some(604_800));
+        assert_eq!(fields_of("day", 0).1, Some(86_400));
         let unknown = [Opt::Int(5), Opt::Str("year"), Opt::Int(0)];
-        let values = values(&["5", "60", "4"]);
+        let five = report(&[5, 60, 4], 0);
         assert!(
-            draft
-                .render(Algorithm::CalendarQuota, "k", &unknown, &values, false)
-                .is_none()
+            render(
+                &draft,
+                Algorithm::CalendarQuota,
+                "k",
+                &unknown,
+                &five,
+                false
+            )
+            .is_none()
         );
     }
 
@@ -588,15 +620,15 @@ mod tests {
     fn a_concurrency_policy_counts_requests_in_flight_without_a_window() {
         let draft = Draft10::new("concurrency", keys());
         let opts = [Opt::Int(3), Opt::Int(600)];
-        let fields = draft
-            .render(
-                Algorithm::Concurrency,
-                "k",
-                &opts,
-                &values(&["3", "42", "1"]),
-                false,
-            )
-            .unwrap();
+        let fields = render(
+            &draft,
+            Algorithm::Concurrency,
+            "k",
+            &opts,
+            &report(&[3, 42, 1], 0),
+            false,
+        )
+        .unwrap();
         let policy = &parse(&fields[0].1).unwrap()[0];
         assert_eq!(policy.int("q"), Some(3));
         assert_eq!(policy.int("w"), None);
@@ -609,19 +641,49 @@ mod tests {
     }
 
     #[test]
-    fn values_out_of_contract_render_nothing() {
+    fn options_out_of_contract_render_nothing() {
         let draft = Draft10::new("fixed_window", keys());
         let opts = [Opt::Int(3), Opt::Int(60)];
-        let render = |texts: &[&'static str], opts: &[Opt]| {
-            draft.render(Algorithm::FixedWindow, "k", opts, &values(texts), false)
+        let fields_of = |opts: &[Opt], report: &Report| {
+            render(&draft, Algorithm::FixedWindow, "k", opts, report, false)
         };
-        assert!(render(&["3", "60", "2"], &opts).is_some());
-        assert!(render(&["3", "soon", "2"], &opts).is_none());
-        assert!(render(&["3", "60"], &opts).is_none());
-        assert!(render(&["3", "60", "2"], &[Opt::Int(3)]).is_none());
-        assert!(render(&["3", "60", "2"], &[Opt::Str("3"), Opt::Str("60")]).is_some());
+        let three = report(&[3, 60, 2], 0);
+        assert!(fields_of(&opts, &three).is_some());
+        assert!(fields_of(&[Opt::Int(3)], &three).is_none());
+        assert!(fields_of(&[Opt::Str("3"), Opt::Str("60")], &three).is_some());
+        // Past a Structured Field integer's range (15 digits): no fields rather than wrong ones.
+        let huge = report(&[3, 1_000_000_000_000_000, 2], 0);
+        assert!(fields_of(&opts, &huge).is_none());
         assert!(!Draft10::can_name("límite"));
         assert!(Draft10::can_name("login"));
+    }
+
+    #[test]
+    fn items_of_a_stack_list_every_limit_and_count_down_together() {
+        let draft = Draft10::new("fixed_window", keys());
+        let opts = [Opt::Int(3), Opt::Int(60)];
+        let items = |reset| {
+            draft
+                .items(
+                    Algorithm::FixedWindow,
+                    "k",
+                    &opts,
+                    &report(&[3, reset, 1], 0),
+                    false,
+                )
+                .unwrap()
+        };
+        let mut stack = items(50);
+        stack.append(&items(20));
+        stack.count_down(30);
+        let [policy, current] = stack.render().unwrap();
+        assert_eq!(parse(&policy.1).unwrap().len(), 2);
+        let ts: Vec<_> = parse(&current.1)
+            .unwrap()
+            .iter()
+            .map(|m| m.int("t"))
+            .collect();
+        assert_eq!(ts, [Some(20), Some(0)]);
     }
 
     #[test]

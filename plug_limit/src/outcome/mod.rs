@@ -7,12 +7,13 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::algorithm::Fields;
+use crate::algorithm::Report;
 
 use self::headers::Headers;
-pub(crate) use self::headers::{Names, number};
+pub(crate) use self::headers::{Names, Reported, number};
 pub(crate) use self::reply::{
-    answered_in_full, declared_name, is_framing, packed_records, parse_record, parse_reply,
+    answered_in_full, declared_name, is_framing, packed_records, parse_builtin, parse_record,
+    parse_reply,
 };
 pub use self::style::HeaderStyle;
 pub(crate) use self::style::Styler;
@@ -54,10 +55,11 @@ pub(crate) trait Owing: fmt::Debug + Send + Sync {
 /// What a limiter decided for one request: the decision, the rate-limit headers, and any extra
 /// values a custom script returned after them.
 ///
-/// Header values come ready-made from the script; Rust only maps each reply position to its
-/// declared header name. On the memory backend they are made from the limiter's numbers when
-/// first read ([`headers`](Self::headers), a response): an outcome whose headers are never
-/// sent never formats them.
+/// A custom script's header values come ready-made from its reply; Rust only maps each reply
+/// position to its declared header name. A built-in limiter's outcome holds its numbers
+/// (limit, remaining, reset, retry-after, the window that decided) and makes them into headers
+/// of the limiter's [`HeaderStyle`] when first read ([`headers`](Self::headers), a response):
+/// an outcome whose headers are never sent never formats them.
 ///
 /// An allowed outcome of a [`Concurrency`](crate::Concurrency) limit holds the request's
 /// lease, and one of a limit that settles after the response
@@ -107,25 +109,44 @@ impl Outcome {
         }
     }
 
-    /// A native twin's outcome: its header values are made when first read (see
-    /// [`Fields`]); the caller has checked them.
-    pub(crate) fn unmade(
+    /// A built-in's outcome: its `report`'s values under `names`, made into headers when first
+    /// read; the caller has checked them.
+    pub(crate) fn reported(
         decision: Decision,
         names: Names,
-        fields: Fields,
+        report: Report,
         extra: Vec<Value>,
     ) -> Self {
         Self {
             decision,
-            headers: Headers::unmade(names, fields),
+            headers: Headers::reported(names, report),
             extra,
             pending: None,
         }
     }
 
-    /// Changes the headers in place.
-    pub(crate) fn edit_headers(&mut self, edit: impl FnOnce(&mut Vec<(HeaderName, HeaderValue)>)) {
-        self.headers.edit(edit);
+    /// What a built-in reported, and how it is written; `None` for an outcome whose headers
+    /// are made (a custom script's, a hand-built or an edited one).
+    pub(crate) fn reported_as(&self) -> Option<&Reported> {
+        self.headers.as_reported()
+    }
+
+    /// [`reported_as`](Self::reported_as), to change: the headers are made again when next
+    /// read.
+    pub(crate) fn reported_mut(&mut self) -> Option<&mut Reported> {
+        self.headers.as_reported_mut()
+    }
+
+    /// The numbers a built-in reported of the limit that decided.
+    pub(crate) fn report(&self) -> Option<&Report> {
+        self.reported_as().map(|reported| &reported.report)
+    }
+
+    /// The same outcome with `decision` and without its extra values.
+    pub(crate) fn answered(mut self, decision: Decision) -> Self {
+        self.decision = decision;
+        self.extra = Vec::new();
+        self
     }
 
     /// The outcome holding what its request owes after its response, until it drops.

@@ -5,7 +5,8 @@ use axum::body::Bytes;
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
-use super::{Decision, Outcome};
+use super::{Decision, Names, Outcome};
+use crate::algorithm::{Algorithm, Field, Fields, Report};
 use crate::error::ReplyError;
 
 /// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
@@ -32,21 +33,122 @@ pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outco
     Ok(Outcome::with_extra(decision, headers, items.collect()))
 }
 
+/// Parses a built-in's reply, `{"allow"|"deny", {limit, reset, remaining[, retry_after]},
+/// extra...}`, into its [`Report`], once, as it arrives: every value after the limit is a
+/// number, or the reply is out of contract. multi_window's first extra value is the window that
+/// decided, which the report holds; the rest (a batch's grant) stay extra values.
+pub(crate) fn parse_builtin(
+    reply: Value,
+    algorithm: Algorithm,
+    names: &Names,
+) -> Result<Outcome, ReplyError> {
+    let Value::Array(items) = reply else {
+        return Err(ReplyError::NotAnArray(kind(&reply)));
+    };
+    let mut items = items.into_iter();
+    let decision = match items.next() {
+        Some(Value::BulkString(word)) => decision(&word)?,
+        Some(Value::SimpleString(word)) => decision(word.as_bytes())?,
+        Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
+        None => return Err(ReplyError::Empty),
+    };
+    let values = match items.next() {
+        Some(Value::Array(values)) => values,
+        None => Vec::new(),
+        Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
+    };
+    let mut fields = Fields::default();
+    for (position, value) in values.into_iter().enumerate() {
+        declared_name(names, position)?;
+        let field = match value {
+            Value::Int(n) => Field::Int(n),
+            value => builtin_field(&text(value, position)?, position)?,
+        };
+        fields.push_checked(field).ok_or(past(position))?;
+    }
+    let mut extra: Vec<Value> = items.collect();
+    let window = if algorithm == Algorithm::MultiWindow && !extra.is_empty() {
+        match extra.remove(0) {
+            Value::Int(window) => u32::try_from(window).ok(),
+            _ => None,
+        }
+        .ok_or(ReplyError::InvalidHeaderValue {
+            position: fields.len(),
+            found: "not the window that decided",
+        })?
+    } else {
+        0
+    };
+    let report = report(&fields, window)?;
+    Ok(Outcome::reported(decision, names.clone(), report, extra))
+}
+
+/// A built-in's values as its report, or the position of the one out of contract.
+fn report(fields: &[Field], window: u32) -> Result<Report, ReplyError> {
+    Report::from_values(fields, window).map_err(|position| ReplyError::InvalidHeaderValue {
+        position,
+        found: "not the built-in's number",
+    })
+}
+
+/// A value past the most a built-in answers.
+fn past(position: usize) -> ReplyError {
+    ReplyError::InvalidHeaderValue {
+        position,
+        found: "past the values a built-in answers",
+    }
+}
+
+/// One value of a built-in's reply: a number when it is one (a canonical decimal integer, as
+/// `string.format('%d')` writes it), else its text (token_bucket's policy).
+fn builtin_field(bytes: &[u8], position: usize) -> Result<Field, ReplyError> {
+    let invalid = || ReplyError::InvalidHeaderValue {
+        position,
+        found: "bytes not allowed in a header",
+    };
+    if let Some(n) = canonical_integer(bytes) {
+        return Ok(Field::Int(n));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid())?;
+    let field = Field::Text(text.into());
+    if field.is_valid() {
+        Ok(field)
+    } else {
+        Err(invalid())
+    }
+}
+
+/// `bytes` as the integer they write, when they write it as `%d` would: no sign but a leading
+/// `-`, no leading zero, within `i64`.
+fn canonical_integer(bytes: &[u8]) -> Option<i64> {
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let plain = match digits {
+        [b'0'] => bytes.len() == 1,
+        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+        _ => false,
+    };
+    if !plain {
+        return None;
+    }
+    std::str::from_utf8(bytes).ok()?.parse().ok()
+}
+
 /// Between the records of a stack's packed reply (ASCII record separator).
 const RECORD: u8 = 0x1e;
 /// Before each header value of a packed record (ASCII unit separator).
 const UNIT: u8 = 0x1f;
+/// Before the window that decided, in a multi_window's record (ASCII group separator).
+const WINDOW: u8 = 0x1d;
 
 /// Splits the stack script's reply (`lua/stack.lua`): one string, each run limit's reply a
-/// record, `decision` then each header value after a 0x1F, the records separated by 0x1E. No
-/// header value can hold either byte, so the split is exact; each record is then checked as
-/// [`parse_reply`] checks a reply.
+/// record, `decision` then each header value after a 0x1F (and multi_window's deciding window
+/// after a 0x1D), the records separated by 0x1E. No header value can hold any of these bytes,
+/// so the split is exact; each record is then checked as [`parse_builtin`] checks a reply.
 pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>, ReplyError> {
     let Value::BulkString(packed) = reply else {
         return Err(ReplyError::NotPacked(kind(&reply)));
     };
-    // One buffer for the whole reply: every record, and every header value in it, is a view
-    // of it, without a copy.
+    // One buffer for the whole reply: every record is a view of it, without a copy.
     let packed = Bytes::from(packed);
     let mut at = 0;
     Ok(std::iter::from_fn(move || {
@@ -64,19 +166,37 @@ pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>
 }
 
 /// One record of a stack's packed reply (see [`packed_records`]) as the [`Outcome`] its
-/// limit's own reply would parse to, with header values under `declared` names in order.
-pub(crate) fn parse_record(record: &Bytes, declared: &[HeaderName]) -> Result<Outcome, ReplyError> {
-    let mut fields = record.split(|&b| b == UNIT);
-    let decision = match fields.next() {
+/// limit's own reply would parse to, its values under `names` in order.
+pub(crate) fn parse_record(record: &[u8], names: &Names) -> Result<Outcome, ReplyError> {
+    let (record, window) = match record.iter().position(|&b| b == WINDOW) {
+        Some(at) => {
+            let window =
+                canonical_integer(&record[at + 1..]).and_then(|window| u32::try_from(window).ok());
+            let found = "not the window that decided";
+            let window = window.ok_or(ReplyError::InvalidHeaderValue { position: 0, found })?;
+            (&record[..at], Some(window))
+        }
+        None => (record, None),
+    };
+    let mut values = record.split(|&b| b == UNIT);
+    let decision = match values.next() {
         Some(b"") | None => return Err(ReplyError::Empty),
         Some(word) => decision(word)?,
     };
-    let mut headers = Vec::with_capacity(declared.len());
-    for (position, field) in fields.enumerate() {
-        let name = declared_name(declared, position)?.clone();
-        headers.push((name, shared_value(record.slice_ref(field), position)?));
+    let mut fields = Fields::default();
+    for (position, value) in values.enumerate() {
+        declared_name(names, position)?;
+        fields
+            .push_checked(builtin_field(value, position)?)
+            .ok_or(past(position))?;
     }
-    Ok(Outcome::with_extra(decision, headers, Vec::new()))
+    let report = report(&fields, window.unwrap_or(0))?;
+    Ok(Outcome::reported(
+        decision,
+        names.clone(),
+        report,
+        Vec::new(),
+    ))
 }
 
 /// A reply's decision word: `"allow"`, or `"deny"` and its older spelling `"block"`.
@@ -224,6 +344,10 @@ mod tests {
         .to_vec()
     }
 
+    fn builtin_names() -> Names {
+        Names::Declared(names().into())
+    }
+
     fn rendered(outcome: &Outcome) -> Vec<(String, String)> {
         outcome
             .headers()
@@ -236,7 +360,9 @@ mod tests {
     fn unpacked(reply: Value) -> Vec<Result<(bool, Vec<(String, String)>), ReplyError>> {
         packed_records(reply)
             .unwrap()
-            .map(|record| parse_record(&record, &names()).map(|o| (o.is_allowed(), rendered(&o))))
+            .map(|record| {
+                parse_record(&record, &builtin_names()).map(|o| (o.is_allowed(), rendered(&o)))
+            })
             .collect()
     }
 
@@ -244,7 +370,7 @@ mod tests {
     fn a_packed_stack_reply_is_split_into_each_limits_reply() {
         let header = |n: &str, v: &str| (n.to_owned(), v.to_owned());
         let records = unpacked(s(
-            "allow\x1f5 5;w=2\x1f60\x1f4\x1edeny\x1f3\x1f1\x1f0\x1eblock",
+            "allow\x1f5 5;w=2\x1f60\x1f4\x1edeny\x1f3\x1f1\x1f0\x1eblock\x1f9\x1f2\x1f0",
         ));
         assert_eq!(
             records,
@@ -265,9 +391,71 @@ mod tests {
                         header("x-ratelimit-remaining", "0"),
                     ]
                 )),
-                Ok((false, vec![])),
+                Ok((
+                    false,
+                    vec![
+                        header("x-ratelimit-limit", "9"),
+                        header("x-ratelimit-reset", "2"),
+                        header("x-ratelimit-remaining", "0"),
+                    ]
+                )),
             ]
         );
+    }
+
+    #[test]
+    fn a_record_reads_as_its_report_with_the_window_that_decided() {
+        let record = packed_records(s("deny\x1f10\x1f42\x1f0\x1d2"))
+            .unwrap()
+            .next()
+            .unwrap();
+        let outcome = parse_record(&record, &builtin_names()).unwrap();
+        let report = outcome.report().unwrap();
+        assert_eq!(
+            (&report.limit, report.reset, report.remaining, report.window),
+            (&Field::Int(10), 42, 0, 2)
+        );
+        let reply = Value::Array(vec![
+            s("allow"),
+            Value::Array(vec![s("10"), Value::Int(7), s("3")]),
+            Value::Int(1),
+            Value::Int(99),
+        ]);
+        let outcome = parse_builtin(reply, Algorithm::MultiWindow, &builtin_names()).unwrap();
+        let report = outcome.report().unwrap();
+        assert_eq!((report.reset, report.window), (7, 1));
+        // Only multi_window's first extra value is its window.
+        assert_eq!(outcome.extra(), [Value::Int(99)]);
+    }
+
+    #[test]
+    fn a_built_ins_reply_out_of_contract_is_an_error() {
+        let reply = |values: &[&str]| {
+            Value::Array(vec![
+                s("allow"),
+                Value::Array(values.iter().map(|value| s(value)).collect()),
+            ])
+        };
+        let parsed = |values: &[&str]| {
+            parse_builtin(reply(values), Algorithm::FixedWindow, &builtin_names()).map(|_| ())
+        };
+        let not_a_number = |position| {
+            Err(ReplyError::InvalidHeaderValue {
+                position,
+                found: "not the built-in's number",
+            })
+        };
+        assert_eq!(parsed(&["10", "60", "9"]), Ok(()));
+        assert_eq!(parsed(&["10", "soon", "9"]), not_a_number(1));
+        assert_eq!(parsed(&["10", "60", "09"]), not_a_number(2));
+        assert_eq!(parsed(&["10", "60"]), not_a_number(2));
+        let no_window = Value::Array(vec![s("allow"), Value::Array(vec![]), s("x")]);
+        assert!(parse_builtin(no_window, Algorithm::MultiWindow, &builtin_names()).is_err());
+        assert_eq!(canonical_integer(b"-7"), Some(-7));
+        assert_eq!(canonical_integer(b"0"), Some(0));
+        assert_eq!(canonical_integer(b"-0"), None);
+        assert_eq!(canonical_integer(b"+7"), None);
+        assert_eq!(canonical_integer(b"99999999999999999999"), None);
     }
 
     #[test]

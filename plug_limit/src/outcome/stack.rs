@@ -5,13 +5,10 @@
 //! windows. In the draft-10 style every limit's policy is listed: `RateLimit-Policy` and
 //! `RateLimit` carry one item per limit, the draft's way of reporting several quotas.
 
-use http::{HeaderName, HeaderValue};
-
-use super::ietf::{POLICY, RATELIMIT};
 use super::{Decision, Outcome};
 
-/// How tight a limit is after a request, by its legacy header values: what remains, and how
-/// long until it resets. Read before a header style replaces them.
+/// How tight a limit is after a request, by its report: what remains, and how long until it
+/// resets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tightness {
     remaining: i64,
@@ -19,18 +16,18 @@ pub(crate) struct Tightness {
 }
 
 impl Tightness {
-    /// The tightness `outcome` reports (a value it lacks counts as the loosest).
+    /// The tightness `outcome` reports (an outcome without a report counts as the loosest).
     pub(crate) fn of(outcome: &Outcome) -> Self {
-        let number = |name: &str, missing: i64| {
-            outcome
-                .header(name)
-                .and_then(|value| value.to_str().ok()?.parse().ok())
-                .unwrap_or(missing)
-        };
-        Self {
-            remaining: number("x-ratelimit-remaining", i64::MAX),
-            reset: number("x-ratelimit-reset", 0),
-        }
+        outcome.report().map_or(
+            Self {
+                remaining: i64::MAX,
+                reset: 0,
+            },
+            |report| Self {
+                remaining: report.remaining,
+                reset: report.reset,
+            },
+        )
     }
 }
 
@@ -50,7 +47,7 @@ fn tightest(limits: &[Tightness]) -> usize {
 }
 
 /// The outcome of an allowed stack, from each limit's tightness and outcome: the tightest
-/// outcome's headers, with the draft-10 lists made of every outcome's items, in order.
+/// outcome's report, with the draft-10 items of every outcome, in order.
 /// Allowed, whatever the tightest said (a shadow limit's would-be denial).
 pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
     let tightest = tightest(
@@ -60,27 +57,23 @@ pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
             .collect::<Vec<_>>(),
     );
     let mut outcomes: Vec<Outcome> = limits.into_iter().map(|(_, outcome)| outcome).collect();
-    let lists: Vec<(HeaderName, HeaderValue)> = [POLICY, RATELIMIT]
-        .into_iter()
-        .filter_map(|name| {
-            let items: Vec<&[u8]> = outcomes
-                .iter()
-                .filter_map(|outcome| outcome.header(name.as_str()))
-                .map(HeaderValue::as_bytes)
-                .collect();
-            // Items of Structured Field lists join with ", " (RFC 9651, section 3.1).
-            let joined = items.join(&b", "[..]);
-            let value = HeaderValue::from_bytes(&joined).ok()?;
-            (!items.is_empty()).then_some((name, value))
-        })
-        .collect();
+    let mut items = None;
+    for outcome in &outcomes {
+        let Some(theirs) = outcome
+            .reported_as()
+            .and_then(|reported| reported.draft10.as_ref())
+        else {
+            continue;
+        };
+        match &mut items {
+            None => items = Some(theirs.clone()),
+            Some(items) => items.append(theirs),
+        }
+    }
     let mut outcome = outcomes.swap_remove(tightest);
     outcome.decision = Decision::Allow;
-    if !lists.is_empty() {
-        outcome.edit_headers(|headers| {
-            headers.retain(|(name, _)| *name != POLICY && *name != RATELIMIT);
-            headers.splice(0..0, lists);
-        });
+    if let (Some(items), Some(reported)) = (items, outcome.reported_mut()) {
+        reported.draft10 = Some(items);
     }
     outcome
 }
@@ -88,48 +81,46 @@ pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::limit::Opt;
+    use crate::outcome::ietf::{PartitionKeys, parse};
+    use crate::outcome::{HeaderStyle, Names, Styler};
 
-    fn legacy(remaining: &str, reset: &str) -> Outcome {
-        Outcome::new(
+    fn reported(remaining: i64, reset: i64) -> Outcome {
+        let values = [Field::Int(9), Field::Int(reset), Field::Int(remaining)];
+        Outcome::reported(
             Decision::Allow,
-            vec![
-                (
-                    HeaderName::from_static("x-ratelimit-limit"),
-                    HeaderValue::from_static("9"),
-                ),
-                (
-                    HeaderName::from_static("x-ratelimit-reset"),
-                    HeaderValue::from_str(reset).unwrap(),
-                ),
-                (
-                    HeaderName::from_static("x-ratelimit-remaining"),
-                    HeaderValue::from_str(remaining).unwrap(),
-                ),
-            ],
+            Names::Builtin(Algorithm::FixedWindow.headers()),
+            Report::from_values(&values, 0).unwrap(),
+            Vec::new(),
+        )
+    }
+
+    fn merged(limits: Vec<Outcome>) -> Outcome {
+        merge(
+            limits
+                .into_iter()
+                .map(|outcome| (Tightness::of(&outcome), outcome))
+                .collect(),
         )
     }
 
     #[test]
     fn the_tightest_is_the_least_remaining_then_the_longest_reset_then_the_first() {
-        let of = |pairs: &[(&str, &str)]| {
+        let of = |pairs: &[(i64, i64)]| {
             pairs
                 .iter()
-                .map(|(remaining, reset)| Tightness::of(&legacy(remaining, reset)))
+                .map(|&(remaining, reset)| Tightness::of(&reported(remaining, reset)))
                 .collect::<Vec<_>>()
         };
-        assert_eq!(tightest(&of(&[("5", "10"), ("2", "1"), ("7", "99")])), 1);
-        assert_eq!(tightest(&of(&[("2", "10"), ("2", "60"), ("2", "60")])), 1);
-        assert_eq!(tightest(&of(&[("3", "10"), ("3", "10")])), 0);
+        assert_eq!(tightest(&of(&[(5, 10), (2, 1), (7, 99)])), 1);
+        assert_eq!(tightest(&of(&[(2, 10), (2, 60), (2, 60)])), 1);
+        assert_eq!(tightest(&of(&[(3, 10), (3, 10)])), 0);
     }
 
     #[test]
     fn legacy_outcomes_merge_to_the_tightest() {
-        let limits = [legacy("5", "1"), legacy("2", "60")];
-        let merged = merge(
-            limits
-                .map(|outcome| (Tightness::of(&outcome), outcome))
-                .into(),
-        );
+        let merged = merged(vec![reported(5, 1), reported(2, 60)]);
         assert_eq!(merged.header("x-ratelimit-remaining").unwrap(), "2");
         assert_eq!(merged.header("x-ratelimit-reset").unwrap(), "60");
         assert_eq!(merged.headers().len(), 3);
@@ -137,34 +128,39 @@ mod tests {
 
     #[test]
     fn draft10_outcomes_list_every_policy() {
-        let draft = |name: &str, r: u32| {
-            Outcome::new(
-                Decision::Allow,
-                vec![
-                    (
-                        POLICY,
-                        HeaderValue::from_str(&format!("\"{name}\";q=10;w=1")).unwrap(),
-                    ),
-                    (
-                        RATELIMIT,
-                        HeaderValue::from_str(&format!("\"{name}\";r={r};t=1")).unwrap(),
-                    ),
-                ],
+        let keys = || PartitionKeys::new(b"0123456789abcdef").unwrap();
+        let draft = |name: &str, remaining: i64| {
+            Styler::new(
+                name,
+                Some(Algorithm::FixedWindow),
+                HeaderStyle::Draft10,
+                keys,
             )
+            .finish("k", &[Opt::Int(10), Opt::Int(1)], reported(remaining, 1))
         };
-        let limits = [draft("a", 4), draft("b", 1)];
-        let merged = merge(
-            limits
-                .map(|outcome| (Tightness::of(&outcome), outcome))
-                .into(),
-        );
+        let merged = merged(vec![draft("a", 4), draft("b", 1)]);
+        let members = |name: &str| parse(merged.header(name).unwrap()).unwrap();
+        let policies: Vec<_> = members("ratelimit-policy")
+            .iter()
+            .map(|policy| (policy.name.clone(), policy.int("q"), policy.int("w")))
+            .collect();
         assert_eq!(
-            merged.header("ratelimit-policy").unwrap(),
-            r#""a";q=10;w=1, "b";q=10;w=1"#
+            policies,
+            [
+                ("a".to_owned(), Some(10), Some(1)),
+                ("b".to_owned(), Some(10), Some(1))
+            ]
         );
+        let current: Vec<_> = members("ratelimit")
+            .iter()
+            .map(|item| (item.name.clone(), item.int("r"), item.int("t")))
+            .collect();
         assert_eq!(
-            merged.header("ratelimit").unwrap(),
-            r#""a";r=4;t=1, "b";r=1;t=1"#
+            current,
+            [
+                ("a".to_owned(), Some(4), Some(1)),
+                ("b".to_owned(), Some(1), Some(1))
+            ]
         );
         assert_eq!(merged.headers().len(), 2);
     }

@@ -1,7 +1,6 @@
 //! Header styles: which rate-limit fields a limiter's outcomes carry, and the one step that
 //! gives them their final form.
 
-use http::header::RETRY_AFTER;
 use serde::Deserialize;
 
 use super::Outcome;
@@ -110,46 +109,33 @@ impl Styler {
         Ok(())
     }
 
-    /// The outcome with its final headers, for the client counted under the namespaced `key`
-    /// with the limit's `opts`.
+    /// The outcome in its limiter's style, for the client counted under the namespaced `key`
+    /// with the limit's `opts`: how its report is to be written, which happens only when its
+    /// headers are read or sent.
     ///
-    /// In the legacy style only a fixed_window denial changes (it gains `retry-after`): every
-    /// other outcome passes through untouched, with nothing allocated.
+    /// In the legacy style only a fixed_window denial changes (its reset is sent as
+    /// `retry-after` too): every other outcome passes through untouched, with nothing
+    /// allocated.
     pub(crate) fn finish(&self, key: &str, opts: &[Opt], mut outcome: Outcome) -> Outcome {
         let Some(algorithm) = self.algorithm else {
             return outcome;
         };
+        let denied = !outcome.is_allowed();
+        let Some(reported) = outcome.reported_mut() else {
+            return outcome;
+        };
         // The seed's fixed_window script answers no `retry-after`; its window's reset is when
         // a denied client may try again.
-        let reset_is_retry_after = algorithm == Algorithm::FixedWindow && !outcome.is_allowed();
+        if algorithm == Algorithm::FixedWindow && denied {
+            reported.reset_is_retry_after = true;
+        }
         let Some(draft10) = &self.draft10 else {
-            if reset_is_retry_after {
-                outcome.edit_headers(|headers| {
-                    if let [_, (_, reset), _] = headers.as_slice() {
-                        let retry_after = reset.clone();
-                        headers.push((RETRY_AFTER, retry_after));
-                    }
-                });
-            }
             return outcome;
         };
-        let headers = outcome.headers();
-        let Some([policy, current]) =
-            draft10.render(algorithm, key, opts, headers, !outcome.is_allowed())
-        else {
-            tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "header values out of contract: the draft-10 fields are left out");
-            return outcome;
-        };
-        let retry_after = match headers.get(3) {
-            Some((_, value)) => Some(value.clone()),
-            None if reset_is_retry_after => headers.get(1).map(|(_, reset)| reset.clone()),
-            None => None,
-        };
-        outcome.edit_headers(|headers| {
-            headers.clear();
-            headers.extend([policy, current]);
-            headers.extend(retry_after.map(|value| (RETRY_AFTER, value)));
-        });
+        reported.draft10 = draft10.items(algorithm, key, opts, &reported.report, denied);
+        if reported.draft10.is_none() {
+            tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "options out of contract: the draft-10 fields are left out");
+        }
         outcome
     }
 }

@@ -41,7 +41,9 @@ use crate::clock::Clock;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::{Charge, Opt};
-use crate::outcome::{Outcome, answered_in_full, packed_records, parse_record, parse_reply};
+use crate::outcome::{
+    Outcome, answered_in_full, packed_records, parse_builtin, parse_record, parse_reply,
+};
 use crate::telemetry::BreakerLabel;
 
 mod breakers;
@@ -125,7 +127,10 @@ impl RedisBackend {
             args: [call.opts, extra],
         };
         let reply = self.send(&command).await?;
-        Ok(parse_reply(reply, &call.program.headers)?)
+        Ok(match call.program.algorithm {
+            Some(algorithm) => parse_builtin(reply, algorithm, &call.program.headers)?,
+            None => parse_reply(reply, &call.program.headers)?,
+        })
     }
 
     /// Evaluates stacked limits in one `EVALSHA` of the stack script, on the same terms as
