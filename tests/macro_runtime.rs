@@ -5,8 +5,6 @@
 //! one is built by `limits`, which registers the custom limiters `echo` and `audit`, except in
 //! the two tests about leaving one out.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-
 use axum::body::Body;
 use axum::extract::{FromRef, Path, State};
 use axum::http::{HeaderMap, Request, StatusCode};
@@ -14,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use plug_limit::{Limiter, PlugLimit, key, rate_limit};
-use plug_limit_tests::{RedisServer, dead_url, pool, unique_prefix};
+use plug_limit_tests::{Logs, RedisServer, dead_url, pool, unique_prefix};
 use serde::{Deserialize, Serialize};
 use tower::ServiceExt;
 
@@ -561,15 +559,34 @@ fn build_refuses_a_limiter_that_a_handler_uses_but_nobody_registered() {
 }
 
 #[test]
-fn redis_panics_at_start_up_when_a_handler_uses_a_custom_limiter() {
-    let pool = pool(&dead_url());
-    let panic = catch_unwind(AssertUnwindSafe(|| PlugLimit::redis(pool)))
-        .expect_err("`PlugLimit::redis` registers no custom limiter");
-    let message = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied());
-    assert_eq!(message, Some(UNREGISTERED));
+fn redis_warns_at_start_up_when_a_handler_uses_a_custom_limiter() {
+    let (logs, _guard) = Logs::capture();
+    let _limits = PlugLimit::redis(pool(&dead_url()));
+    let text = logs.text();
+    assert!(
+        text.contains(&format!(" WARN plug_limit: {UNREGISTERED}: a PlugLimit made with the default settings knows only the built-in limiters")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_plug_limit_told_not_to_check_the_handlers_builds_and_serves_its_own() {
+    let server = RedisServer::start();
+    let limits = PlugLimit::builder(server.pool())
+        .prefix(unique_prefix("unchecked"))
+        .key(key::header("x-client"))
+        .check_handlers(false)
+        .build()
+        .expect("`echo` and `audit` are not this PlugLimit's to check");
+    let app = app(limits);
+    let hello = get_as(&app, "/hello", "ann").await;
+    assert_eq!(hello.status(), StatusCode::OK);
+    assert_eq!(header(hello.headers(), "x-ratelimit-remaining"), Some("2"));
+    // A handler whose limiter it does not know fails by the failure policy (open: served,
+    // without headers), as any check that cannot decide.
+    let echoed = get_as(&app, "/echo", "ann").await;
+    assert_eq!(echoed.status(), StatusCode::OK);
+    assert_eq!(header(echoed.headers(), "x-ratelimit-limit"), None);
 }
 
 #[tokio::test]

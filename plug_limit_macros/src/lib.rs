@@ -145,8 +145,9 @@ use quote::quote;
 /// ```
 ///
 /// A limiter that is neither built in nor registered is refused when the application starts:
-/// `Builder::build` returns an error naming the handler, and `PlugLimit::redis`, which
-/// registers only the built-ins, panics. It never waits for the handler's first request.
+/// `Builder::build` returns an error naming the handler and the limiter (unless
+/// `Builder::check_handlers(false)`), and `PlugLimit::redis`, which registers only the
+/// built-ins, logs it as a warning. It never waits for the handler's first request.
 ///
 /// ## `cost`
 ///

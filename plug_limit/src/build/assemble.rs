@@ -95,17 +95,19 @@ impl Builder {
                 return Err(BuildError::invalid(format!("limiters.{name}"), rule));
             }
         }
-        check_limiters(|name| registry.contains(name))?;
-        check_stacked(|name| {
-            let entry = registry.get(name).ok()?;
-            if entry.program.algorithm.is_none() {
-                Some("runs a custom script: only built-in limiters stack")
-            } else if entry.backend.is_some() {
-                Some("has a Redis connection of its own: a stack's limits share one backend")
-            } else {
-                None
-            }
-        })?;
+        if self.check_handlers {
+            check_limiters(|name| registry.contains(name))?;
+            check_stacked(|name| {
+                let entry = registry.get(name).ok()?;
+                if entry.program.algorithm.is_none() {
+                    Some("runs a custom script: only built-in limiters stack")
+                } else if entry.backend.is_some() {
+                    Some("has a Redis connection of its own: a stack's limits share one backend")
+                } else {
+                    None
+                }
+            })?;
+        }
         Ok(self.finish(registry))
     }
 

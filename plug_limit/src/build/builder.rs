@@ -69,6 +69,7 @@ pub struct Builder {
     pub(super) rules: Rules,
     pub(super) scripts: Vec<(String, Script)>,
     pub(super) hook: Option<Arc<dyn Hook>>,
+    pub(super) check_handlers: bool,
 }
 
 /// Where the limiters will run.
@@ -118,6 +119,7 @@ impl Builder {
             rules: Rules::new(),
             scripts: Vec::new(),
             hook: None,
+            check_handlers: true,
         }
     }
 
@@ -168,6 +170,20 @@ impl Builder {
     /// clear this one's cache: the key stays denied here until T.
     pub fn deny_cache(mut self, on: bool) -> Self {
         self.deny_cache = on;
+        self
+    }
+
+    /// Whether [`build`](Self::build) checks the `#[rate_limit]` handlers of this program
+    /// (default `true`): every one must name a limiter this builder knows (built in or
+    /// registered), and every limiter stacked on one must be able to stack, or `build` returns a
+    /// [`BuildError`](crate::BuildError) naming the handler and the limiter. A missing limiter
+    /// then stops the application at start-up, not at the handler's first request.
+    ///
+    /// The check sees every handler linked into the program, whichever `PlugLimit` serves it:
+    /// turn it off for one that serves only some of them (a second `PlugLimit` with other
+    /// limiters, a test that builds its own).
+    pub fn check_handlers(mut self, on: bool) -> Self {
+        self.check_handlers = on;
         self
     }
 

@@ -3,7 +3,7 @@
 
 use deadpool_redis::Pool;
 
-use super::handler_uses::assert_builtin_limiters;
+use super::handler_uses::warn_unless_builtin;
 use super::{Builder, RedisConnection};
 use crate::handle::PlugLimit;
 
@@ -13,16 +13,13 @@ impl PlugLimit {
     ///
     /// No connection is made until the first check.
     ///
-    /// # Panics
-    ///
-    /// When a `#[rate_limit]` handler of this program uses a limiter that is not built in, so
-    /// that a missing limiter stops the application at start-up, not at the handler's first
-    /// request. Register custom limiters with [`PlugLimit::builder`], whose
-    /// [`build`](Builder::build) returns this as an error.
+    /// It knows only the built-in limiters: when a `#[rate_limit]` handler of this program
+    /// uses another, it logs a warning naming the handler (it has no error to return). Register
+    /// custom limiters with [`PlugLimit::builder`], whose [`build`](Builder::build) refuses
+    /// such a handler with an error (see [`Builder::check_handlers`]).
     #[must_use]
-    #[track_caller]
     pub fn redis(pool: Pool) -> Self {
-        assert_builtin_limiters();
+        warn_unless_builtin();
         Builder::new(pool).build_default()
     }
 
@@ -30,14 +27,11 @@ impl PlugLimit {
     /// instance, tests and local development. Every built-in limiter decides exactly as its
     /// Lua script does on Redis; custom Lua limiters need Redis.
     ///
-    /// # Panics
-    ///
-    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
-    /// limiter that is not built in.
+    /// As [`redis`](Self::redis), it warns of a `#[rate_limit]` handler of this program
+    /// that uses a limiter that is not built in.
     #[must_use]
-    #[track_caller]
     pub fn memory() -> Self {
-        assert_builtin_limiters();
+        warn_unless_builtin();
         Builder::memory().build_default()
     }
 
@@ -94,16 +88,13 @@ impl PlugLimit {
     /// # }
     /// ```
     ///
-    /// # Panics
-    ///
-    /// As [`redis`](Self::redis): when a `#[rate_limit]` handler of this program uses a
-    /// limiter that is not built in.
+    /// As [`redis`](Self::redis), it warns of a `#[rate_limit]` handler of this program
+    /// that uses a limiter that is not built in.
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     #[must_use]
-    #[track_caller]
     pub fn redis_cluster(pool: deadpool_redis::cluster::Pool) -> Self {
-        assert_builtin_limiters();
+        warn_unless_builtin();
         Builder::cluster(pool).build_default()
     }
 

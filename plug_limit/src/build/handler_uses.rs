@@ -60,11 +60,14 @@ pub(crate) fn check_stacked(
     }
 }
 
-/// Panics unless every `#[rate_limit]` handler in this program uses a built-in limiter: the
-/// check of [`PlugLimit::redis`](crate::PlugLimit::redis), which has no error to return.
-#[track_caller]
-pub(crate) fn assert_builtin_limiters() {
+/// Warns, once for the first of them, when a `#[rate_limit]` handler of this program uses a
+/// limiter that is not built in: the check of the constructors with the default settings,
+/// which have no error to return and register no custom limiter.
+pub(crate) fn warn_unless_builtin() {
     if let Err(error) = check_limiters(|name| Algorithm::from_name(name).is_some()) {
-        panic!("{error}");
+        tracing::warn!(
+            target: "plug_limit",
+            "{error}: a PlugLimit made with the default settings knows only the built-in limiters; register the others with PlugLimit::builder, or serve that handler with another PlugLimit"
+        );
     }
 }
