@@ -34,14 +34,14 @@ pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::keys::Keys;
 pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
-pub(crate) use self::rules::RuleSet;
+pub(crate) use self::ruling::RuleSet;
 
 mod batched;
 mod deny_cache;
 mod keys;
 mod log_throttle;
 mod registry;
-mod rules;
+mod ruling;
 mod stack;
 
 /// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
@@ -140,13 +140,13 @@ impl Decider {
             let skip_here = || {
                 limit.skip.is_some_and(|skip| skip(parts)) || skip.is_some_and(|skip| skip(parts))
             };
-            match rules::judge(entry.rules.as_deref(), parts, skip_here) {
-                rules::Ruling::Check => {}
-                rules::Ruling::Pass => {
+            match ruling::judge(entry.rules.as_deref(), parts, skip_here) {
+                ruling::Ruling::Check => {}
+                ruling::Ruling::Pass => {
                     watch.decided(DecisionLabel::Skipped);
                     return Err(Ok(None));
                 }
-                rules::Ruling::Forbid => {
+                ruling::Ruling::Forbid => {
                     watch.decided(DecisionLabel::Forbidden);
                     return Err(Err(RateLimitRejection::Forbidden));
                 }

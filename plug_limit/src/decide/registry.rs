@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::Decided;
 use super::log_throttle::LogThrottle;
-use super::rules::RuleSet;
+use super::ruling::RuleSet;
 use crate::backend::{Backend, Program};
 use crate::batch::Batches;
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};

@@ -20,7 +20,7 @@ use crate::error::Error;
 use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt, Subject};
 use crate::outcome::Outcome;
-use crate::outcome::stack::{Tightness, merge};
+use crate::outcome::tightest::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
 use crate::settle::Pending;
 use crate::telemetry::{self, DecisionLabel, Watch};

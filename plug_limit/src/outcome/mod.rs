@@ -22,8 +22,8 @@ pub use self::usage::Usage;
 mod headers;
 pub(crate) mod ietf;
 mod reply;
-pub(crate) mod stack;
 mod style;
+pub(crate) mod tightest;
 mod usage;
 
 /// Whether a request may proceed.
