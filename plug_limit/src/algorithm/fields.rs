@@ -74,6 +74,16 @@ impl Fields {
         Some(())
     }
 
+    /// The value at `position`, to change.
+    pub(crate) fn get_mut(&mut self, position: usize) -> Option<&mut Field> {
+        self.items[..self.len].get_mut(position)
+    }
+
+    /// Keeps the first `len` values.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// The values as text, as the script's reply would read.
     #[cfg(test)]
     pub(crate) fn texts(&self) -> Vec<String> {

@@ -1,6 +1,6 @@
 //! What a built-in answers of its limit, as numbers: what both header styles are made of.
 
-use super::Field;
+use super::{Field, Fields};
 
 /// What a built-in answered of the limit that decided a call: its `x-ratelimit-*` values as
 /// numbers (`x-ratelimit-limit` as the script sends it: token_bucket's is a policy), and which
@@ -10,63 +10,100 @@ use super::Field;
 /// text is made of it only when a response is written, in the style the limiter sends, so
 /// nothing downstream (a stack choosing its tightest limit, the deny cache counting a wait
 /// down, a batch answering from its grant, a refund's deadline) reads a header back.
+///
+/// The values stay in reply order as the twin answered them, checked once to be numbers after
+/// the first: moving them into fields of their own cost a memory check more than reading them
+/// where they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Report {
-    /// `x-ratelimit-limit`: the deciding quota (gcra's burst; token_bucket's policy).
-    pub(crate) limit: Field,
-    /// Seconds until the deciding quota resets.
-    pub(crate) reset: i64,
-    /// What the deciding quota has left.
-    pub(crate) remaining: i64,
-    /// Seconds until a denied request may pass, when the built-in says.
-    pub(crate) retry_after: Option<i64>,
+    /// Limit, reset, remaining, and retry-after on a denial; numbers after the first.
+    values: Fields,
     /// Which of the limit's windows decided, by the position of its option: multi_window
     /// says; every other built-in has the one.
-    pub(crate) window: u32,
+    window: u32,
 }
 
 impl Report {
-    /// The report of a built-in's values in reply order (limit, reset, remaining, and
-    /// retry-after on a denial), `window` having decided; `None` when they are not that, with
-    /// numbers after the first, which is the position that is not.
+    /// [`from_fields`](Self::from_fields) of a slice.
+    #[cfg(test)]
     pub(crate) fn from_values(values: &[Field], window: u32) -> Result<Self, usize> {
-        let number = |position: usize| match values.get(position) {
-            Some(Field::Int(n)) => Ok(*n),
-            _ => Err(position),
-        };
-        match values.len() {
-            3 | 4 => {}
-            few @ 0..3 => return Err(few),
-            _ => return Err(4),
+        let mut fields = Fields::default();
+        for (position, value) in values.iter().enumerate() {
+            fields.push_checked(value.clone()).ok_or(position)?;
         }
-        Ok(Self {
-            limit: values[0].clone(),
-            reset: number(1)?,
-            remaining: number(2)?,
-            retry_after: if values.len() == 4 {
-                Some(number(3)?)
-            } else {
-                None
-            },
-            window,
-        })
+        Self::from_fields(fields, window)
     }
 
-    /// The values in reply order, as [`from_values`](Self::from_values) reads them.
-    pub(crate) fn values(&self) -> impl Iterator<Item = Field> + '_ {
-        [
-            Some(self.limit.clone()),
-            Some(Field::Int(self.reset)),
-            Some(Field::Int(self.remaining)),
-            self.retry_after.map(Field::Int),
-        ]
-        .into_iter()
-        .flatten()
+    /// The report of a built-in's values in reply order (limit, reset, remaining, and
+    /// retry-after on a denial), `window` having decided; `Err` when they are not that, with
+    /// numbers after the first: the position that is not.
+    pub(crate) fn from_fields(values: Fields, window: u32) -> Result<Self, usize> {
+        if values.len() < 3 {
+            return Err(values.len());
+        }
+        if let Some(position) = (1..values.len()).find(|&i| !matches!(values[i], Field::Int(_))) {
+            return Err(position);
+        }
+        Ok(Self { values, window })
+    }
+
+    /// The number at `position`, which [`from_fields`](Self::from_fields) checked.
+    fn number(&self, position: usize) -> Option<i64> {
+        match self.values.get(position) {
+            Some(Field::Int(n)) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, position: usize, n: i64) {
+        if let Some(field) = self.values.get_mut(position) {
+            *field = Field::Int(n);
+        }
+    }
+
+    /// `x-ratelimit-limit`: the deciding quota (gcra's burst; token_bucket's policy).
+    pub(crate) fn limit(&self) -> &Field {
+        &self.values[0]
+    }
+
+    /// Seconds until the deciding quota resets.
+    pub(crate) fn reset(&self) -> i64 {
+        self.number(1).unwrap_or(0)
+    }
+
+    /// What the deciding quota has left.
+    pub(crate) fn remaining(&self) -> i64 {
+        self.number(2).unwrap_or(0)
+    }
+
+    /// Seconds until a denied request may pass, when the built-in says.
+    pub(crate) fn retry_after(&self) -> Option<i64> {
+        self.number(3)
+    }
+
+    /// Which of the limit's windows decided.
+    pub(crate) fn window(&self) -> u32 {
+        self.window
+    }
+
+    /// The values in reply order.
+    pub(crate) fn values(&self) -> &[Field] {
+        &self.values
+    }
+
+    /// The report of a batch's answer: `reset` and `remaining` as given, and the grant's
+    /// retry-after only once the batch is `spent`.
+    pub(crate) fn answered_from_batch(&mut self, reset: i64, remaining: i64, spent: bool) {
+        self.set(1, reset);
+        self.set(2, remaining);
+        if !spent {
+            self.values.truncate(3);
+        }
     }
 
     /// The report as it reads `passed` whole seconds later: its waits counted down, never
     /// below zero.
-    pub(crate) fn counted_down(&self, passed: i64) -> Self {
+    pub(crate) fn count_down(&mut self, passed: i64) {
         let down = |secs: i64| {
             if secs < 0 {
                 secs
@@ -74,10 +111,9 @@ impl Report {
                 (secs - passed).max(0)
             }
         };
-        Self {
-            reset: down(self.reset),
-            retry_after: self.retry_after.map(down),
-            ..self.clone()
+        self.set(1, down(self.reset()));
+        if let Some(retry_after) = self.retry_after() {
+            self.set(3, down(retry_after));
         }
     }
 }
@@ -90,10 +126,10 @@ mod tests {
     fn values_read_back_as_they_were_given() {
         let values = [Field::Int(10), Field::Int(60), Field::Int(0), Field::Int(7)];
         let report = Report::from_values(&values, 0).unwrap();
-        assert_eq!(report.retry_after, Some(7));
-        assert_eq!(report.values().collect::<Vec<_>>(), values);
+        assert_eq!(report.retry_after(), Some(7));
+        assert_eq!(report.values(), values);
         let three = Report::from_values(&values[..3], 2).unwrap();
-        assert_eq!((three.retry_after, three.window), (None, 2));
+        assert_eq!((three.retry_after(), three.window()), (None, 2));
     }
 
     #[test]
@@ -111,7 +147,13 @@ mod tests {
     #[test]
     fn waits_count_down_to_zero() {
         let values = [Field::Int(10), Field::Int(5), Field::Int(0), Field::Int(3)];
-        let later = Report::from_values(&values, 0).unwrap().counted_down(4);
-        assert_eq!((later.reset, later.retry_after), (1, Some(0)));
+        let mut later = Report::from_values(&values, 0).unwrap();
+        later.count_down(4);
+        assert_eq!((later.reset(), later.retry_after()), (1, Some(0)));
+        later.answered_from_batch(9, 8, false);
+        assert_eq!(
+            (later.reset(), later.remaining(), later.retry_after()),
+            (9, 8, None)
+        );
     }
 }

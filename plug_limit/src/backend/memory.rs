@@ -163,23 +163,17 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
 /// under the declared names, checked as a reply's are and made into headers only when read.
 fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     let fields = verdict.headers;
-    // Position by position, as a reply's values are checked.
-    for (position, field) in fields.iter().enumerate() {
-        declared_name(declared, position)?;
-        if !field.is_valid() {
-            return Err(ReplyError::InvalidHeaderValue {
-                position,
-                found: "bytes not allowed in a header",
-            }
-            .into());
-        }
+    // As a reply's values are checked: a name for each, then each a number after the first,
+    // which is a valid header value.
+    if fields.len() > declared.len() {
+        declared_name(declared, fields.len() - 1)?;
     }
-    let report = Report::from_values(&fields, verdict.window).map_err(|position| {
-        ReplyError::InvalidHeaderValue {
-            position,
-            found: "not the built-in's number",
-        }
-    })?;
+    let out_of_contract = |position, found| ReplyError::InvalidHeaderValue { position, found };
+    let report = Report::from_fields(fields, verdict.window)
+        .map_err(|position| out_of_contract(position, "not the built-in's number"))?;
+    if !report.limit().is_valid() {
+        return Err(out_of_contract(0, "bytes not allowed in a header").into());
+    }
     let decision = if verdict.allow {
         Decision::Allow
     } else {

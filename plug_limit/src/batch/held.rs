@@ -128,11 +128,11 @@ impl Held {
         now: Instant,
     ) -> (Outcome, u32) {
         let report = outcome.report();
-        let reset = report.and_then(|report| u64::try_from(report.reset).ok());
+        let reset = report.and_then(|report| u64::try_from(report.reset()).ok());
         self.generation += 1;
         self.opts = opts;
         self.granted = Some(outcome.clone().answered(Decision::Allow));
-        self.remaining = report.map_or(0, |report| report.remaining);
+        self.remaining = report.map_or(0, |report| report.remaining());
         self.reset = reset.unwrap_or(0);
         self.granted_at = now;
         self.last_spent = now;
@@ -199,11 +199,10 @@ impl Held {
             .clone()
             .unwrap_or_else(|| Outcome::new(Decision::Allow, Vec::new()));
         if let Some(reported) = answer.reported_mut() {
-            reported.report.reset = i64::try_from(reset).unwrap_or(i64::MAX);
-            reported.report.remaining = remaining;
-            if self.units > 0 {
-                reported.report.retry_after = None;
-            }
+            let reset = i64::try_from(reset).unwrap_or(i64::MAX);
+            reported
+                .report
+                .answered_from_batch(reset, remaining, self.units == 0);
         }
         answer
     }

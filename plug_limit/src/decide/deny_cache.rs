@@ -111,7 +111,7 @@ const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 /// built-in's are its report's; a custom script's, the values it sent under those names.
 fn wait_s(outcome: &Outcome) -> Option<u64> {
     if let Some(reported) = outcome.reported_as() {
-        let wait = reported.retry_after().unwrap_or(reported.report.reset);
+        let wait = reported.retry_after().unwrap_or(reported.report.reset());
         return u64::try_from(wait).ok();
     }
     sent_seconds(outcome, &RETRY_AFTER).or_else(|| sent_seconds(outcome, &RESET))
@@ -210,7 +210,7 @@ mod tests {
         assert_eq!(header(&later, "retry-after"), "2");
         assert_eq!(header(&later, "x-ratelimit-reset"), "49");
         assert_eq!(header(&later, "x-ratelimit-limit"), "5");
-        assert_eq!(later.report().map(|report| report.reset), Some(49));
+        assert_eq!(later.report().map(Report::reset), Some(49));
         assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
     }
 

@@ -408,7 +408,7 @@ impl Decider {
     ) -> Pending {
         let reset_s = outcome
             .report()
-            .and_then(|report| u64::try_from(report.reset).ok())
+            .and_then(|report| u64::try_from(report.reset()).ok())
             .unwrap_or(0);
         // Less a second, as the reset is rounded, and twice the timeout: the refund is sent
         // after the deadline is read, and may take that long to land.

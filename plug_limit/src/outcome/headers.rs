@@ -29,10 +29,10 @@ where
 }
 
 /// `field` as a header value; `None` for text a header cannot carry.
-fn value(field: Field) -> Option<HeaderValue> {
+fn value(field: &Field) -> Option<HeaderValue> {
     match field {
-        Field::Int(n) => Some(number(n)),
-        Field::Text(text) => HeaderValue::try_from(String::from(text)).ok(),
+        Field::Int(n) => Some(number(*n)),
+        Field::Text(text) => HeaderValue::from_str(text).ok(),
     }
 }
 
@@ -78,7 +78,7 @@ pub(crate) struct Reported {
     /// client may try again, and is sent as that too.
     pub(crate) reset_is_retry_after: bool,
     /// In the draft-10 style, the fields' items (every limit's, for a stack).
-    pub(crate) draft10: Option<Items>,
+    pub(crate) draft10: Option<Box<Items>>,
     made: OnceLock<Vec<(HeaderName, HeaderValue)>>,
 }
 
@@ -86,13 +86,13 @@ impl Reported {
     /// Seconds until a denied request may pass, as the response says it.
     pub(crate) fn retry_after(&self) -> Option<i64> {
         self.report
-            .retry_after
-            .or(self.reset_is_retry_after.then_some(self.report.reset))
+            .retry_after()
+            .or(self.reset_is_retry_after.then_some(self.report.reset()))
     }
 
     /// The report as it reads `passed` whole seconds later: every wait counted down.
     pub(crate) fn count_down(&mut self, passed: i64) {
-        self.report = self.report.counted_down(passed);
+        self.report.count_down(passed);
         if let Some(items) = &mut self.draft10 {
             items.count_down(passed);
         }
@@ -103,7 +103,7 @@ impl Reported {
     /// values under their names.
     fn render(&self) -> Vec<(HeaderName, HeaderValue)> {
         let retry_after = || self.retry_after().map(|secs| (RETRY_AFTER, number(secs)));
-        if let Some(fields) = self.draft10.as_ref().and_then(Items::render) {
+        if let Some(fields) = self.draft10.as_deref().and_then(Items::render) {
             let mut headers = Vec::with_capacity(3);
             headers.extend(fields);
             headers.extend(retry_after());
@@ -115,7 +115,7 @@ impl Reported {
             .zip(self.report.values())
             .filter_map(|(name, field)| Some((name.clone(), value(field)?)))
             .collect();
-        if self.reset_is_retry_after && self.report.retry_after.is_none() {
+        if self.reset_is_retry_after && self.report.retry_after().is_none() {
             headers.extend(retry_after());
         }
         headers
@@ -133,7 +133,7 @@ impl Headers {
     /// ([`Field::is_valid`]).
     pub(crate) fn reported(names: Names, report: Report) -> Self {
         debug_assert!(
-            report.values().count() <= names.len() && report.limit.is_valid(),
+            report.values().len() <= names.len() && report.limit().is_valid(),
             "unchecked header values",
         );
         Self::Reported(Box::new(Reported {
@@ -212,13 +212,9 @@ mod tests {
     ];
 
     fn report(limit: Field, values: [i64; 2], retry_after: Option<i64>) -> Report {
-        Report {
-            limit,
-            reset: values[0],
-            remaining: values[1],
-            retry_after,
-            window: 0,
-        }
+        let mut all = vec![limit, Field::Int(values[0]), Field::Int(values[1])];
+        all.extend(retry_after.map(Field::Int));
+        Report::from_values(&all, 0).unwrap()
     }
 
     #[test]

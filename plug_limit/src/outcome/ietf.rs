@@ -144,7 +144,7 @@ impl Draft10 {
         denied: bool,
     ) -> Option<Items> {
         let windows = windows(algorithm, opts)?;
-        let decided = usize::try_from(report.window).ok()?;
+        let decided = usize::try_from(report.window()).ok()?;
         let pk = self.keys.of(key);
         let multi = algorithm == Algorithm::MultiWindow;
         let name = |window: &Window| {
@@ -187,9 +187,9 @@ impl Draft10 {
                 // pacing by `r` must not retry into more denials.
                 (
                     "r".to_owned(),
-                    Param::Int(if denied { 0 } else { report.remaining.max(0) }),
+                    Param::Int(if denied { 0 } else { report.remaining().max(0) }),
                 ),
-                ("t".to_owned(), Param::Int(report.reset.max(0))),
+                ("t".to_owned(), Param::Int(report.reset().max(0))),
                 pk_param(),
             ],
         };
@@ -510,8 +510,8 @@ mod tests {
     #[test]
     fn single_window_built_ins_name_their_policy_after_the_limiter() {
         let draft = Draft10::new("token_bucket", keys());
-        let mut bucket = report(&[20, 600, 19], 0);
-        bucket.limit = Field::Text("20 20;w=600;burst=5;policy=token_bucket".into());
+        let policy = Field::Text("20 20;w=600;burst=5;policy=token_bucket".into());
+        let bucket = Report::from_values(&[policy, Field::Int(600), Field::Int(19)], 0).unwrap();
         let fields = render(
             &draft,
             Algorithm::TokenBucket,

@@ -79,13 +79,13 @@ pub(crate) fn parse_builtin(
     } else {
         0
     };
-    let report = report(&fields, window)?;
+    let report = report(fields, window)?;
     Ok(Outcome::reported(decision, names.clone(), report, extra))
 }
 
 /// A built-in's values as its report, or the position of the one out of contract.
-fn report(fields: &[Field], window: u32) -> Result<Report, ReplyError> {
-    Report::from_values(fields, window).map_err(|position| ReplyError::InvalidHeaderValue {
+fn report(fields: Fields, window: u32) -> Result<Report, ReplyError> {
+    Report::from_fields(fields, window).map_err(|position| ReplyError::InvalidHeaderValue {
         position,
         found: "not the built-in's number",
     })
@@ -190,7 +190,7 @@ pub(crate) fn parse_record(record: &[u8], names: &Names) -> Result<Outcome, Repl
             .push_checked(builtin_field(value, position)?)
             .ok_or(past(position))?;
     }
-    let report = report(&fields, window.unwrap_or(0))?;
+    let report = report(fields, window.unwrap_or(0))?;
     Ok(Outcome::reported(
         decision,
         names.clone(),
@@ -412,7 +412,12 @@ mod tests {
         let outcome = parse_record(&record, &builtin_names()).unwrap();
         let report = outcome.report().unwrap();
         assert_eq!(
-            (&report.limit, report.reset, report.remaining, report.window),
+            (
+                report.limit(),
+                report.reset(),
+                report.remaining(),
+                report.window()
+            ),
             (&Field::Int(10), 42, 0, 2)
         );
         let reply = Value::Array(vec![
@@ -423,7 +428,7 @@ mod tests {
         ]);
         let outcome = parse_builtin(reply, Algorithm::MultiWindow, &builtin_names()).unwrap();
         let report = outcome.report().unwrap();
-        assert_eq!((report.reset, report.window), (7, 1));
+        assert_eq!((report.reset(), report.window()), (7, 1));
         // Only multi_window's first extra value is its window.
         assert_eq!(outcome.extra(), [Value::Int(99)]);
     }

@@ -121,18 +121,22 @@ impl Styler {
             return outcome;
         };
         let denied = !outcome.is_allowed();
+        // The seed's fixed_window script answers no `retry-after`; its window's reset is when
+        // a denied client may try again.
+        let reset_is_retry_after = algorithm == Algorithm::FixedWindow && denied;
+        if !reset_is_retry_after && self.draft10.is_none() {
+            return outcome;
+        }
         let Some(reported) = outcome.reported_mut() else {
             return outcome;
         };
-        // The seed's fixed_window script answers no `retry-after`; its window's reset is when
-        // a denied client may try again.
-        if algorithm == Algorithm::FixedWindow && denied {
-            reported.reset_is_retry_after = true;
-        }
+        reported.reset_is_retry_after = reset_is_retry_after;
         let Some(draft10) = &self.draft10 else {
             return outcome;
         };
-        reported.draft10 = draft10.items(algorithm, key, opts, &reported.report, denied);
+        reported.draft10 = draft10
+            .items(algorithm, key, opts, &reported.report, denied)
+            .map(Box::new);
         if reported.draft10.is_none() {
             tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "options out of contract: the draft-10 fields are left out");
         }

@@ -24,8 +24,8 @@ impl Tightness {
                 reset: 0,
             },
             |report| Self {
-                remaining: report.remaining,
-                reset: report.reset,
+                remaining: report.remaining(),
+                reset: report.reset(),
             },
         )
     }
