@@ -45,10 +45,13 @@ impl From<String> for Field {
 }
 
 /// A twin's header values, in reply order, held inline: a verdict allocates nothing for them.
+/// Also where a [`Report`](super::Report) keeps which window decided, in what would otherwise
+/// be padding: a report moved through a check is no larger than its values.
 #[derive(Clone)]
 pub(crate) struct Fields {
     items: [Field; MAX_FIELDS],
-    len: usize,
+    len: u8,
+    window: u32,
 }
 
 impl Fields {
@@ -59,16 +62,14 @@ impl Fields {
     /// Past [`MAX_FIELDS`] values: no built-in answers more.
     pub(crate) fn push(&mut self, field: Field) {
         assert!(
-            self.len < MAX_FIELDS,
+            self.push_checked(field).is_some(),
             "a built-in answers at most 4 header values"
         );
-        self.items[self.len] = field;
-        self.len += 1;
     }
 
     /// Appends a value; `None` past [`MAX_FIELDS`] values (a reply out of contract).
     pub(crate) fn push_checked(&mut self, field: Field) -> Option<()> {
-        let item = self.items.get_mut(self.len)?;
+        let item = self.items.get_mut(usize::from(self.len))?;
         *item = field;
         self.len += 1;
         Some(())
@@ -76,12 +77,21 @@ impl Fields {
 
     /// The value at `position`, to change.
     pub(crate) fn get_mut(&mut self, position: usize) -> Option<&mut Field> {
-        self.items[..self.len].get_mut(position)
+        self.items[..usize::from(self.len)].get_mut(position)
     }
 
     /// Keeps the first `len` values.
     pub(crate) fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+        self.len = self.len.min(u8::try_from(len).unwrap_or(u8::MAX));
+    }
+
+    /// The window a report says decided.
+    pub(super) fn window(&self) -> u32 {
+        self.window
+    }
+
+    pub(super) fn set_window(&mut self, window: u32) {
+        self.window = window;
     }
 
     /// The values as text, as the script's reply would read.
@@ -109,7 +119,12 @@ impl<const N: usize> From<[Field; N]> for Fields {
         for (item, field) in items.iter_mut().zip(fields) {
             *item = field;
         }
-        Self { items, len: N }
+        #[allow(clippy::cast_possible_truncation)] // N <= MAX_FIELDS, checked above
+        Self {
+            items,
+            len: N as u8,
+            window: 0,
+        }
     }
 }
 
@@ -117,13 +132,13 @@ impl Deref for Fields {
     type Target = [Field];
 
     fn deref(&self) -> &[Field] {
-        &self.items[..self.len]
+        &self.items[..usize::from(self.len)]
     }
 }
 
 impl PartialEq for Fields {
     fn eq(&self, other: &Self) -> bool {
-        self[..] == other[..]
+        self[..] == other[..] && self.window == other.window
     }
 }
 
@@ -137,7 +152,7 @@ impl fmt::Debug for Fields {
 
 impl<const N: usize> PartialEq<[&str; N]> for Fields {
     fn eq(&self, other: &[&str; N]) -> bool {
-        self.len == N
+        usize::from(self.len) == N
             && self
                 .iter()
                 .zip(other)

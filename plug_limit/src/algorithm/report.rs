@@ -16,11 +16,10 @@ use super::{Field, Fields};
 /// where they are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Report {
-    /// Limit, reset, remaining, and retry-after on a denial; numbers after the first.
+    /// Limit, reset, remaining, and retry-after on a denial; numbers after the first. With
+    /// them, which of the limit's windows decided, by the position of its option:
+    /// multi_window says; every other built-in has the one.
     values: Fields,
-    /// Which of the limit's windows decided, by the position of its option: multi_window
-    /// says; every other built-in has the one.
-    window: u32,
 }
 
 impl Report {
@@ -38,13 +37,29 @@ impl Report {
     /// retry-after on a denial), `window` having decided; `Err` when they are not that, with
     /// numbers after the first: the position that is not.
     pub(crate) fn from_fields(values: Fields, window: u32) -> Result<Self, usize> {
+        let report = Self::unchecked(values, window);
+        report.check()?;
+        Ok(report)
+    }
+
+    /// A report of `values` not yet [`check`](Self::check)ed: to check where it is kept,
+    /// rather than move it there once checked.
+    pub(crate) fn unchecked(mut values: Fields, window: u32) -> Self {
+        values.set_window(window);
+        Self { values }
+    }
+
+    /// Whether the values are what [`from_fields`](Self::from_fields) takes; `Err`: the
+    /// position that is not.
+    pub(crate) fn check(&self) -> Result<(), usize> {
+        let values = &self.values;
         if values.len() < 3 {
             return Err(values.len());
         }
-        if let Some(position) = (1..values.len()).find(|&i| !matches!(values[i], Field::Int(_))) {
-            return Err(position);
+        match (1..values.len()).find(|&i| !matches!(values[i], Field::Int(_))) {
+            Some(position) => Err(position),
+            None => Ok(()),
         }
-        Ok(Self { values, window })
     }
 
     /// The number at `position`, which [`from_fields`](Self::from_fields) checked.
@@ -83,12 +98,22 @@ impl Report {
 
     /// Which of the limit's windows decided.
     pub(crate) fn window(&self) -> u32 {
-        self.window
+        self.values.window()
     }
 
     /// The values in reply order.
     pub(crate) fn values(&self) -> &[Field] {
         &self.values
+    }
+
+    /// The reset sent as the retry-after too, as the seed's fixed_window means it: it answers
+    /// none, and a denied client may try again when its window resets.
+    pub(crate) fn retry_after_reset(&mut self) {
+        if self.retry_after().is_none() {
+            let reset = self.reset();
+            // A report holds three or four values: there is room for a fourth.
+            let _ = self.values.push_checked(Field::Int(reset));
+        }
     }
 
     /// The report of a batch's answer: `reset` and `remaining` as given, and the grant's

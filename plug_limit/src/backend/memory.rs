@@ -9,7 +9,7 @@ use deadpool_redis::redis::Value;
 
 use super::sharded::Sharded;
 use super::{Call, StackPart, Stacked};
-use crate::algorithm::{Algorithm, Report, Stored, Verdict, stack};
+use crate::algorithm::{Algorithm, Field, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::error::ReplyError;
@@ -166,12 +166,11 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     // As a reply's values are checked: a name for each, then each a number after the first,
     // which is a valid header value.
     if fields.len() > declared.len() {
-        declared_name(declared, fields.len() - 1)?;
+        // The first value without a name, as a reply's check names it.
+        declared_name(declared, declared.len())?;
     }
     let out_of_contract = |position, found| ReplyError::InvalidHeaderValue { position, found };
-    let report = Report::from_fields(fields, verdict.window)
-        .map_err(|position| out_of_contract(position, "not the built-in's number"))?;
-    if !report.limit().is_valid() {
+    if !fields.first().is_none_or(Field::is_valid) {
         return Err(out_of_contract(0, "bytes not allowed in a header").into());
     }
     let decision = if verdict.allow {
@@ -179,12 +178,17 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     } else {
         Decision::Deny
     };
-    let granted = verdict.granted.map(|units| Value::Int(units.into()));
-    Ok(Outcome::reported(
+    let extra = verdict
+        .granted
+        .map(|units| Value::Int(units.into()))
+        .into_iter()
+        .collect();
+    Ok(Outcome::from_twin(
         decision,
         declared.clone(),
-        report,
-        granted.into_iter().collect(),
+        fields,
+        verdict.window,
+        extra,
     ))
 }
 

@@ -74,20 +74,17 @@ pub(crate) struct Reported {
     pub(crate) report: Report,
     /// The names of the report's values, in reply order.
     names: Names,
-    /// The seed's fixed_window answers no `retry-after`: on its denial the reset is when the
-    /// client may try again, and is sent as that too.
-    pub(crate) reset_is_retry_after: bool,
     /// In the draft-10 style, the fields' items (every limit's, for a stack).
     pub(crate) draft10: Option<Box<Items>>,
-    made: OnceLock<Vec<(HeaderName, HeaderValue)>>,
+    /// A boxed slice, not a `Vec`: the word it saves keeps the whole no larger than what a
+    /// check moves by registers rather than by `memcpy`.
+    made: OnceLock<Box<[(HeaderName, HeaderValue)]>>,
 }
 
 impl Reported {
     /// Seconds until a denied request may pass, as the response says it.
     pub(crate) fn retry_after(&self) -> Option<i64> {
-        self.report
-            .retry_after()
-            .or(self.reset_is_retry_after.then_some(self.report.reset()))
+        self.report.retry_after()
     }
 
     /// The report as it reads `passed` whole seconds later: every wait counted down.
@@ -101,24 +98,24 @@ impl Reported {
 
     /// The headers, in the style set: the draft-10 fields and `retry-after`, or the report's
     /// values under their names.
-    fn render(&self) -> Vec<(HeaderName, HeaderValue)> {
-        let retry_after = || self.retry_after().map(|secs| (RETRY_AFTER, number(secs)));
+    fn render(&self) -> Box<[(HeaderName, HeaderValue)]> {
         if let Some(fields) = self.draft10.as_deref().and_then(Items::render) {
             let mut headers = Vec::with_capacity(3);
             headers.extend(fields);
-            headers.extend(retry_after());
-            return headers;
+            headers.extend(self.retry_after().map(|secs| (RETRY_AFTER, number(secs))));
+            return headers.into_boxed_slice();
         }
-        let mut headers: Vec<_> = self
-            .names
-            .iter()
-            .zip(self.report.values())
-            .filter_map(|(name, field)| Some((name.clone(), value(field)?)))
-            .collect();
-        if self.reset_is_retry_after && self.report.retry_after().is_none() {
-            headers.extend(retry_after());
+        let values = self.report.values();
+        let mut headers = Vec::with_capacity(values.len());
+        for (position, field) in values.iter().enumerate() {
+            // The one value a built-in's names may lack: the retry-after fixed_window's
+            // denial gains (`Report::retry_after_reset`).
+            let name = self.names.get(position).unwrap_or(&RETRY_AFTER);
+            if let Some(value) = value(field) {
+                headers.push((name.clone(), value));
+            }
         }
-        headers
+        headers.into_boxed_slice()
     }
 }
 
@@ -139,10 +136,16 @@ impl Headers {
         Self::Reported(Box::new(Reported {
             report,
             names,
-            reset_is_retry_after: false,
             draft10: None,
             made: OnceLock::new(),
         }))
+    }
+
+    /// Takes `sent` as the headers of a report read from them, until the report changes.
+    pub(crate) fn set_sent(&mut self, sent: Vec<(HeaderName, HeaderValue)>) {
+        if let Self::Reported(reported) = self {
+            reported.made = OnceLock::from(sent.into_boxed_slice());
+        }
     }
 
     /// The built-in's report and how it is written; `None` for headers made already.
@@ -178,8 +181,8 @@ impl Headers {
         let made = match self {
             Self::Made(made) => made,
             Self::Reported(mut reported) => match reported.made.take() {
-                Some(made) => made,
-                None => reported.render(),
+                Some(made) => made.into_vec(),
+                None => reported.render().into_vec(),
             },
         };
         for (name, value) in made {
@@ -245,7 +248,11 @@ mod tests {
             Names::Builtin(&NAMES[..3]),
             report(Field::Int(5), [30, 0], None),
         );
-        headers.as_reported_mut().unwrap().reset_is_retry_after = true;
+        headers
+            .as_reported_mut()
+            .unwrap()
+            .report
+            .retry_after_reset();
         let texts: Vec<_> = headers
             .get()
             .iter()

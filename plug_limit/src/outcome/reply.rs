@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
-use super::{Decision, Names, Outcome};
+use super::{Decision, Names, Outcome, number};
 use crate::algorithm::{Algorithm, Field, Fields, Report};
 use crate::error::ReplyError;
 
@@ -58,13 +58,21 @@ pub(crate) fn parse_builtin(
         Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
     };
     let mut fields = Fields::default();
+    let mut sent = Vec::with_capacity(values.len());
     for (position, value) in values.into_iter().enumerate() {
-        declared_name(names, position)?;
-        let field = match value {
-            Value::Int(n) => Field::Int(n),
-            value => builtin_field(&text(value, position)?, position)?,
+        let name = declared_name(names, position)?.clone();
+        let (field, value) = match value {
+            Value::Int(n) => (Field::Int(n), number(n)),
+            value => {
+                let bytes = Bytes::from(text(value, position)?);
+                (
+                    builtin_field(&bytes, position)?,
+                    shared_value(bytes, position)?,
+                )
+            }
         };
         fields.push_checked(field).ok_or(past(position))?;
+        sent.push((name, value));
     }
     let mut extra: Vec<Value> = items.collect();
     let window = if algorithm == Algorithm::MultiWindow && !extra.is_empty() {
@@ -80,7 +88,7 @@ pub(crate) fn parse_builtin(
         0
     };
     let report = report(fields, window)?;
-    Ok(Outcome::reported(decision, names.clone(), report, extra))
+    Ok(Outcome::reported(decision, names.clone(), report, extra).sent_as(sent))
 }
 
 /// A built-in's values as its report, or the position of the one out of contract.
@@ -167,16 +175,16 @@ pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>
 
 /// One record of a stack's packed reply (see [`packed_records`]) as the [`Outcome`] its
 /// limit's own reply would parse to, its values under `names` in order.
-pub(crate) fn parse_record(record: &[u8], names: &Names) -> Result<Outcome, ReplyError> {
+pub(crate) fn parse_record(record: &Bytes, names: &Names) -> Result<Outcome, ReplyError> {
     let (record, window) = match record.iter().position(|&b| b == WINDOW) {
         Some(at) => {
             let window =
                 canonical_integer(&record[at + 1..]).and_then(|window| u32::try_from(window).ok());
             let found = "not the window that decided";
             let window = window.ok_or(ReplyError::InvalidHeaderValue { position: 0, found })?;
-            (&record[..at], Some(window))
+            (record.slice(..at), Some(window))
         }
-        None => (record, None),
+        None => (record.clone(), None),
     };
     let mut values = record.split(|&b| b == UNIT);
     let decision = match values.next() {
@@ -184,19 +192,17 @@ pub(crate) fn parse_record(record: &[u8], names: &Names) -> Result<Outcome, Repl
         Some(word) => decision(word)?,
     };
     let mut fields = Fields::default();
+    let mut sent = Vec::with_capacity(names.len());
     for (position, value) in values.enumerate() {
-        declared_name(names, position)?;
+        let name = declared_name(names, position)?.clone();
         fields
             .push_checked(builtin_field(value, position)?)
             .ok_or(past(position))?;
+        // Every value is a view of the reply's one buffer, without a copy.
+        sent.push((name, shared_value(record.slice_ref(value), position)?));
     }
     let report = report(fields, window.unwrap_or(0))?;
-    Ok(Outcome::reported(
-        decision,
-        names.clone(),
-        report,
-        Vec::new(),
-    ))
+    Ok(Outcome::reported(decision, names.clone(), report, Vec::new()).sent_as(sent))
 }
 
 /// A reply's decision word: `"allow"`, or `"deny"` and its older spelling `"block"`.

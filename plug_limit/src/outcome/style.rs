@@ -130,7 +130,9 @@ impl Styler {
         let Some(reported) = outcome.reported_mut() else {
             return outcome;
         };
-        reported.reset_is_retry_after = reset_is_retry_after;
+        if reset_is_retry_after {
+            reported.report.retry_after_reset();
+        }
         let Some(draft10) = &self.draft10 else {
             return outcome;
         };
