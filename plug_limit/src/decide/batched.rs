@@ -28,7 +28,7 @@ impl Decider {
                 Step::Waiting(Box::pin(
                     async move {
                         let result = batches.reserve(slot, redis, request.call(), opts).await;
-                        self.settle(&request, result)
+                        self.conclude(&request, result)
                     }
                     .instrument(span),
                 ))

@@ -236,7 +236,7 @@ impl Decider {
         match backend.start(request.call()) {
             Started::Done(result) => {
                 let result = self.admit(&request, backend, result);
-                Step::Done(self.settle(&request, result))
+                Step::Done(self.conclude(&request, result))
             }
             Started::Redis(redis) => {
                 let span = request.watch.span().clone();
@@ -244,7 +244,7 @@ impl Decider {
                     async move {
                         let result = redis.eval(request.call()).await;
                         let result = self.admit(&request, backend, result);
-                        self.settle(&request, result)
+                        self.conclude(&request, result)
                     }
                     .instrument(span),
                 ))
@@ -254,7 +254,7 @@ impl Decider {
 
     /// Turns an evaluation into the request's fate: allowed, denied (and remembered by the
     /// deny cache), or failed by the limiter's policy.
-    fn settle(&self, request: &Request<'_>, result: Result<Outcome, Error>) -> Decided {
+    fn conclude(&self, request: &Request<'_>, result: Result<Outcome, Error>) -> Decided {
         match result {
             Ok(outcome) => self.verdict(request, outcome),
             Err(error) => self.fail(request, error),

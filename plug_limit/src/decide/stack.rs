@@ -98,14 +98,14 @@ impl Decider {
         match started {
             Err(error) => Step::Done(self.fail_stack(&requests, error)),
             Ok(StartedStack::Done(result)) => {
-                Step::Done(self.settle_stack(backend, &requests, result))
+                Step::Done(self.conclude_stack(backend, &requests, result))
             }
             Ok(StartedStack::Redis(redis)) => {
                 let span = requests[0].watch.span().clone();
                 Step::Waiting(Box::pin(
                     async move {
                         let result = redis.eval_stack(&stack_parts(&requests)).await;
-                        self.settle_stack(backend, &requests, result)
+                        self.conclude_stack(backend, &requests, result)
                     }
                     .instrument(span),
                 ))
@@ -217,7 +217,7 @@ impl Decider {
         }
     }
 
-    fn settle_stack(
+    fn conclude_stack(
         &self,
         backend: &Backend,
         requests: &[Request<'_>],
