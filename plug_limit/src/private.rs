@@ -8,18 +8,8 @@ pub use http::StatusCode;
 pub use http::request::Parts;
 pub use inventory;
 
-use crate::algorithm::Algorithm;
 pub use crate::build::LimiterUse;
 use crate::extract::RateLimited;
-
-/// Every built-in's name and option count (`None`: a variable number), from the algorithm
-/// catalogue: the macro's own validation table is tested against it.
-#[must_use]
-pub fn built_in_limiters() -> Vec<(&'static str, Option<usize>)> {
-    Algorithm::all()
-        .map(|algorithm| (algorithm.name(), algorithm.arity()))
-        .collect()
-}
 
 /// Sends the handler's response with the rate-limit headers added, whatever its type, holding
 /// a concurrency lease until its body ends.

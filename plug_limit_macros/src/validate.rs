@@ -1,6 +1,8 @@
 //! Meaning: the limiter and its options, and whether the item can be an axum handler. The
-//! rules the built-in Lua scripts check at run time are checked here, at compile time.
+//! rules the built-in Lua scripts check at run time are checked here, at compile time, by the
+//! rules of `plug_limit_options`, worded for the attribute.
 
+use plug_limit_options::{Builtin, MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, Rule};
 use proc_macro2::Span;
 use quote::ToTokens;
 use syn::spanned::Spanned;
@@ -11,14 +13,6 @@ use crate::parse::{Arg, Args, Cost};
 
 /// axum implements `Handler` for up to 16 extractors, and the expansion adds one.
 const MAX_ARGUMENTS: usize = 15;
-
-/// The largest option or cost the built-in scripts accept: every value stays exact in Lua's
-/// doubles and valid for `EXPIRE`.
-const MAX_OPTION: u32 = i32::MAX as u32;
-
-/// The largest `limit * window` of `lua/leaky_bucket.lua`, which keeps the bucket's level in
-/// unit-milliseconds: 2^53 / 1000, so the level stays an exact integer in Lua's doubles.
-const MAX_LEAKY_PRODUCT: u64 = 9_007_199_254_740;
 
 /// A validated `#[rate_limit]`.
 pub(crate) struct Config {
@@ -37,7 +31,8 @@ impl Config {
     /// Whether it holds a lease until the response ends (`concurrency`), which a stack's one
     /// call cannot.
     pub(crate) fn leases(&self) -> bool {
-        matches!(&self.limiter, Limiter::Custom { name, .. } if name == CONCURRENCY)
+        matches!(&self.limiter, Limiter::Custom { name, .. }
+            if Builtin::from_name(name).is_some_and(Builtin::leases))
     }
 }
 
@@ -68,33 +63,13 @@ pub(crate) enum Opt {
     Str(String),
 }
 
-const FIXED_WINDOW: &str = "fixed_window";
-const TOKEN_BUCKET: &str = "token_bucket";
-const SLIDING_WINDOW: &str = "sliding_window";
-const SLIDING_LOG: &str = "sliding_log";
-const LEAKY_BUCKET: &str = "leaky_bucket";
-const GCRA: &str = "gcra";
-const MULTI_WINDOW: &str = "multi_window";
-const CALENDAR_QUOTA: &str = "calendar_quota";
-const CONCURRENCY: &str = "concurrency";
-
-/// The periods `lua/calendar_quota.lua` takes.
-const PERIODS: [&str; 3] = ["day", "week", "month"];
-
-/// The largest UTC offset either way `lua/calendar_quota.lua` takes, in minutes: under a day.
-const MAX_UTC_OFFSET: i64 = 1439;
+/// The default limiter.
+const FIXED_WINDOW: &str = Builtin::FixedWindow.name();
 
 /// The options a built-in limiter takes, as its messages show them; `None` for any other
 /// name, which is a custom limiter.
 fn built_in_opts(name: &str) -> Option<&'static str> {
-    match name {
-        FIXED_WINDOW | SLIDING_WINDOW | SLIDING_LOG | LEAKY_BUCKET => Some("[limit, window]"),
-        TOKEN_BUCKET | GCRA => Some("[limit, window, burst]"),
-        MULTI_WINDOW => Some("[\"<limit>/<window>\", ...]"),
-        CALENDAR_QUOTA => Some("[limit, period, utc_offset_minutes]"),
-        CONCURRENCY => Some("[limit, lease]"),
-        _ => None,
-    }
+    Builtin::from_name(name).map(Builtin::shown)
 }
 
 /// Checks the arguments and the item together, so one compile reports every mistake: a
@@ -155,36 +130,41 @@ fn limiter(name: &Arg<LitStr>, opts: &Arg<ExprArray>, errors: &mut Errors) -> Op
             None
         }
         Arg::Malformed => None,
-        Arg::Given(opts) => errors.push(match name.as_str() {
-            FIXED_WINDOW => limit_window(FIXED_WINDOW, opts)
+        Arg::Given(opts) => errors.push(match Builtin::from_name(&name) {
+            Some(builtin @ Builtin::FixedWindow) => positive(builtin, opts)
                 .map(|[limit, window]| Limiter::FixedWindow { limit, window }),
-            TOKEN_BUCKET => limit_window_burst(TOKEN_BUCKET, opts).map(|[limit, window, burst]| {
-                Limiter::TokenBucket {
+            Some(builtin @ Builtin::TokenBucket) => {
+                limit_window_burst(builtin, opts).map(|[limit, window, burst]| {
+                    Limiter::TokenBucket {
+                        limit,
+                        window,
+                        burst,
+                    }
+                })
+            }
+            Some(builtin @ Builtin::SlidingWindow) => positive(builtin, opts)
+                .map(|[limit, window]| Limiter::SlidingWindow { limit, window }),
+            Some(builtin @ Builtin::SlidingLog) => {
+                positive(builtin, opts).map(|[limit, window]| Limiter::SlidingLog { limit, window })
+            }
+            Some(builtin @ Builtin::LeakyBucket) => leaky_bucket(builtin, opts),
+            Some(builtin @ Builtin::Gcra) => {
+                limit_window_burst(builtin, opts).map(|[limit, window, burst]| Limiter::Gcra {
                     limit,
                     window,
                     burst,
-                }
-            }),
-            SLIDING_WINDOW => limit_window(SLIDING_WINDOW, opts)
-                .map(|[limit, window]| Limiter::SlidingWindow { limit, window }),
-            SLIDING_LOG => limit_window(SLIDING_LOG, opts)
-                .map(|[limit, window]| Limiter::SlidingLog { limit, window }),
-            LEAKY_BUCKET => leaky_bucket(opts),
-            GCRA => limit_window_burst(GCRA, opts).map(|[limit, window, burst]| Limiter::Gcra {
-                limit,
-                window,
-                burst,
-            }),
-            MULTI_WINDOW => multi_window(opts),
-            CALENDAR_QUOTA => calendar_quota(opts),
+                })
+            }
+            Some(builtin @ Builtin::MultiWindow) => multi_window(builtin, opts),
+            Some(builtin @ Builtin::CalendarQuota) => calendar_quota(builtin, opts),
             // Travels as the options it is written with, like `calendar_quota`.
-            CONCURRENCY => positive(CONCURRENCY, opts, ["limit", "lease"]).map(|[limit, lease]| {
-                Limiter::Custom {
-                    name: CONCURRENCY.to_owned(),
+            Some(builtin @ Builtin::Concurrency) => {
+                positive(builtin, opts).map(|[limit, lease]| Limiter::Custom {
+                    name: builtin.name().to_owned(),
                     opts: vec![Opt::Int(i64::from(limit)), Opt::Int(i64::from(lease))],
-                }
-            }),
-            _ => custom(name, opts),
+                })
+            }
+            None => custom(name, opts),
         }),
     }
 }
@@ -197,15 +177,11 @@ fn missing_opts(name: &str) -> syn::Error {
     syn::Error::new(Span::call_site(), message)
 }
 
-fn limit_window(limiter: &str, opts: &ExprArray) -> syn::Result<[u32; 2]> {
-    positive(limiter, opts, ["limit", "window"])
-}
-
 /// The rules `lua/token_bucket.lua` and `lua/gcra.lua` check, so that options they would
 /// refuse never compile: `burst` is at least 1 like every option, and at most `limit`.
-fn limit_window_burst(limiter: &str, opts: &ExprArray) -> syn::Result<[u32; 3]> {
-    let [limit, window, burst] = positive(limiter, opts, ["limit", "window", "burst"])?;
-    if burst > limit {
+fn limit_window_burst(builtin: Builtin, opts: &ExprArray) -> syn::Result<[u32; 3]> {
+    let [limit, window, burst] = positive(builtin, opts)?;
+    if plug_limit_options::burst(u64::from(burst), u64::from(limit)).is_err() {
         let span = opts.elems.last().map_or_else(|| opts.span(), Spanned::span);
         return Err(syn::Error::new(
             span,
@@ -215,15 +191,15 @@ fn limit_window_burst(limiter: &str, opts: &ExprArray) -> syn::Result<[u32; 3]> 
     Ok([limit, window, burst])
 }
 
-fn leaky_bucket(opts: &ExprArray) -> syn::Result<Limiter> {
-    let [limit, window] = limit_window(LEAKY_BUCKET, opts)?;
-    let product = u64::from(limit) * u64::from(window);
-    if product > MAX_LEAKY_PRODUCT {
+fn leaky_bucket(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
+    let [limit, window] = positive(builtin, opts)?;
+    if plug_limit_options::leaky(u64::from(limit), u64::from(window)).is_err() {
+        let product = u64::from(limit) * u64::from(window);
         return Err(syn::Error::new_spanned(
             opts,
             format!(
-                "`{LEAKY_BUCKET}` needs `limit * window` at most {MAX_LEAKY_PRODUCT}, found \
-                 {product}"
+                "`{}` needs `limit * window` at most {MAX_LEAKY_PRODUCT}, found {product}",
+                builtin.name()
             ),
         ));
     }
@@ -231,19 +207,21 @@ fn leaky_bucket(opts: &ExprArray) -> syn::Result<Limiter> {
 }
 
 /// The rules `lua/multi_window.lua` checks: one or more rates, no window twice.
-fn multi_window(opts: &ExprArray) -> syn::Result<Limiter> {
+fn multi_window(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
     if opts.elems.is_empty() {
         return Err(syn::Error::new_spanned(
             opts,
             format!(
-                "`{MULTI_WINDOW}` takes 1 or more options `[\"<limit>/<window>\", ...]`, found 0"
+                "`{}` takes 1 or more options `{}`, found 0",
+                builtin.name(),
+                builtin.shown()
             ),
         ));
     }
     let mut errors = Errors::default();
     let mut rates: Vec<Rate> = Vec::with_capacity(opts.elems.len());
     for opt in &opts.elems {
-        let Some(rate) = errors.push(rate(opt)) else {
+        let Some(rate) = errors.push(rate(builtin, opt)) else {
             continue;
         };
         if rates.iter().any(|seen| seen.window == rate.window) {
@@ -261,16 +239,10 @@ fn multi_window(opts: &ExprArray) -> syn::Result<Limiter> {
 /// The rules `lua/calendar_quota.lua` checks. Its options are not all positive integers, so
 /// it travels as the options it is written with: the expansion of a limiter it has no variant
 /// for.
-fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
+fn calendar_quota(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
     let elems: Vec<&Expr> = opts.elems.iter().collect();
     let [limit, period_opt, offset_opt] = elems[..] else {
-        return Err(syn::Error::new_spanned(
-            opts,
-            format!(
-                "`{CALENDAR_QUOTA}` takes 3 options `[limit, period, utc_offset_minutes]`, found {}",
-                opts.elems.len()
-            ),
-        ));
+        return Err(wrong_count(builtin, opts));
     };
     let mut errors = Errors::default();
     let limit = errors.push(positive_opt("limit", limit));
@@ -285,7 +257,7 @@ fn calendar_quota(opts: &ExprArray) -> syn::Result<Limiter> {
         _ => None,
     };
     errors.finish_with(opts.map(|opts| Limiter::Custom {
-        name: CALENDAR_QUOTA.to_owned(),
+        name: builtin.name().to_owned(),
         opts,
     }))
 }
@@ -294,7 +266,7 @@ fn calendar_period(opt: &Expr) -> syn::Result<String> {
     if let Expr::Lit(ExprLit {
         lit: Lit::Str(lit), ..
     }) = opt
-        && PERIODS.contains(&lit.value().as_str())
+        && plug_limit_options::period(&lit.value()).is_ok()
     {
         return Ok(lit.value());
     }
@@ -305,59 +277,45 @@ fn calendar_period(opt: &Expr) -> syn::Result<String> {
 }
 
 fn utc_offset(opt: &Expr) -> syn::Result<i64> {
-    let expected = || {
-        syn::Error::new_spanned(
+    match custom_opt(opt) {
+        Ok(Opt::Int(n)) if plug_limit_options::utc_offset(n).is_ok() => Ok(n),
+        _ => Err(syn::Error::new_spanned(
             opt,
             format!(
                 "expected an integer from -{MAX_UTC_OFFSET} to {MAX_UTC_OFFSET} for \
                  `utc_offset_minutes`"
             ),
-        )
-    };
-    match custom_opt(opt) {
-        Ok(Opt::Int(n)) if (-MAX_UTC_OFFSET..=MAX_UTC_OFFSET).contains(&n) => Ok(n),
-        _ => Err(expected()),
+        )),
     }
 }
 
 /// One `"<limit>/<window>"`, in the script's form: canonical digits, so that the string the
 /// script receives is the one written here.
-fn rate(opt: &Expr) -> syn::Result<Rate> {
-    let expected = || {
-        syn::Error::new_spanned(
-            opt,
-            format!(
-                "`{MULTI_WINDOW}` limits are `\"<limit>/<window>\"` strings, e.g. `\"5/3600\"`"
-            ),
-        )
-    };
+fn rate(builtin: Builtin, opt: &Expr) -> syn::Result<Rate> {
     let Expr::Lit(ExprLit {
         lit: Lit::Str(lit), ..
     }) = opt
     else {
-        return Err(expected());
+        return Err(not_a_rate(builtin, opt));
     };
-    let value = lit.value();
-    let Some((limit, window)) = value.split_once('/') else {
-        return Err(expected());
-    };
-    let canonical = |digits: &str| {
-        !digits.starts_with('0') && !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-    };
-    if !canonical(limit) || !canonical(window) {
-        return Err(expected());
-    }
-    let bounded = |name: &str, digits: &str| match digits.parse::<u32>() {
-        Ok(value) if value <= MAX_OPTION => Ok(value),
-        _ => Err(syn::Error::new_spanned(
+    match plug_limit_options::rate(&lit.value()) {
+        Ok((limit, window)) => Ok(Rate { limit, window }),
+        Err(Rule::RateBound(name)) => Err(syn::Error::new_spanned(
             opt,
-            format!("`{name}` must be at most {MAX_OPTION}"),
+            format!("`{name}` must be at most {MAX}"),
         )),
-    };
-    Ok(Rate {
-        limit: bounded("limit", limit)?,
-        window: bounded("window", window)?,
-    })
+        Err(_) => Err(not_a_rate(builtin, opt)),
+    }
+}
+
+fn not_a_rate(builtin: Builtin, opt: &Expr) -> syn::Error {
+    syn::Error::new_spanned(
+        opt,
+        format!(
+            "`{}` limits are `\"<limit>/<window>\"` strings, e.g. `\"5/3600\"`",
+            builtin.name()
+        ),
+    )
 }
 
 /// `cost` is an `ARGV` entry after the options, which only the built-in scripts read.
@@ -369,7 +327,7 @@ fn settles_after(argument: &str, path: syn::Path, limiter: &Arg<LitStr>) -> syn:
         Arg::Absent => FIXED_WINDOW.to_owned(),
         Arg::Malformed => return Ok(path),
     };
-    if name == CONCURRENCY {
+    if Builtin::from_name(&name).is_some_and(Builtin::leases) {
         return Err(syn::Error::new_spanned(
             path,
             format!(
@@ -410,10 +368,10 @@ fn cost_for(cost: &Cost, limiter: &Arg<LitStr>) -> syn::Result<u32> {
             value,
             "`cost` must be at least 1; a zero-cost request would never be limited",
         )),
-        Ok(cost) if cost <= MAX_OPTION => Ok(cost),
+        Ok(cost) if cost <= MAX => Ok(cost),
         _ => Err(syn::Error::new_spanned(
             value,
-            format!("`cost` must be at most {MAX_OPTION}"),
+            format!("`cost` must be at most {MAX}"),
         )),
     }
 }
@@ -447,30 +405,34 @@ fn limiter_name(lit: &LitStr) -> syn::Result<()> {
     Ok(())
 }
 
-/// The options of a built-in limiter: exactly `N` integers in `1..=2147483647`.
-fn positive<const N: usize>(
-    limiter: &str,
-    opts: &ExprArray,
-    names: [&str; N],
-) -> syn::Result<[u32; N]> {
+/// The options of a built-in limiter whose options are all counts (or a burst, checked after):
+/// exactly `N` integers in `1..=2147483647`, named by the catalogue.
+fn positive<const N: usize>(builtin: Builtin, opts: &ExprArray) -> syn::Result<[u32; N]> {
     if opts.elems.len() != N {
-        return Err(syn::Error::new_spanned(
-            opts,
-            format!(
-                "`{limiter}` takes {N} options `[{}]`, found {}",
-                names.join(", "),
-                opts.elems.len()
-            ),
-        ));
+        return Err(wrong_count(builtin, opts));
     }
     let mut errors = Errors::default();
     let mut values = [0; N];
-    for ((value, name), opt) in values.iter_mut().zip(names).zip(&opts.elems) {
-        if let Some(parsed) = errors.push(positive_opt(name, opt)) {
+    for ((value, param), opt) in values.iter_mut().zip(builtin.params()).zip(&opts.elems) {
+        if let Some(parsed) = errors.push(positive_opt(param.name, opt)) {
             *value = parsed;
         }
     }
     errors.finish(values)
+}
+
+/// A built-in's options, other than as many as it takes.
+fn wrong_count(builtin: Builtin, opts: &ExprArray) -> syn::Error {
+    syn::Error::new_spanned(
+        opts,
+        format!(
+            "`{}` takes {} options `{}`, found {}",
+            builtin.name(),
+            builtin.params().len(),
+            builtin.shown(),
+            opts.elems.len()
+        ),
+    )
 }
 
 fn positive_opt(name: &str, opt: &Expr) -> syn::Result<u32> {
@@ -482,13 +444,12 @@ fn positive_opt(name: &str, opt: &Expr) -> syn::Result<u32> {
     else {
         return Err(expected());
     };
-    match int.base10_parse::<u32>() {
-        Ok(0) => Err(expected()),
-        Ok(value) if value <= MAX_OPTION => Ok(value),
-        _ => Err(syn::Error::new_spanned(
-            opt,
-            format!("`{name}` must be at most {MAX_OPTION}"),
-        )),
+    let too_large = || syn::Error::new_spanned(opt, format!("`{name}` must be at most {MAX}"));
+    let value = int.base10_parse::<u32>().map_err(|_| too_large())?;
+    match plug_limit_options::count(u64::from(value)) {
+        Ok(()) => Ok(value),
+        Err(Rule::PositiveInteger) => Err(expected()),
+        Err(_) => Err(too_large()),
     }
 }
 

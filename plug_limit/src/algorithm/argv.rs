@@ -1,6 +1,9 @@
 //! The scripts' ARGV as they read it: positions, plain-digit checks and error texts, so the
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
+pub(super) use plug_limit_options::Arg;
+use plug_limit_options::{Builtin, Refusal};
+
 use super::Field;
 use super::state::Verdict;
 use crate::limit::Charge;
@@ -27,16 +30,6 @@ pub(super) struct Argv<'a> {
     cost: Charge,
     now_ms: i64,
     lease: Option<&'a str>,
-}
-
-/// One ARGV entry.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Arg<'a> {
-    Missing,
-    Int(i64),
-    Str(&'a str),
-    /// `"-n"`, `"+n"` or `"~n"`: the cost of a refund, a forced charge or a batch.
-    Signed(char, u32),
 }
 
 /// The cost argument as a script reads it: units to take (0 peeks), to give back, or to
@@ -82,6 +75,12 @@ impl<'a> Argv<'a> {
             (None, Some(2)) => self.lease.map_or(Arg::Missing, Arg::Str),
             _ => Arg::Missing,
         }
+    }
+
+    /// `builtin`'s options (a fixed number of them), read and checked as its script does:
+    /// their numbers in order (see [`Builtin::read`]).
+    pub(super) fn options(&self, builtin: Builtin) -> Result<[f64; 3], String> {
+        Ok(builtin.read(|position| self.get(position))?)
     }
 
     /// The caller's time, which stands in for Redis TIME.
@@ -142,58 +141,9 @@ impl<'a> Argv<'a> {
     }
 }
 
-impl Arg<'_> {
-    /// The entry as the script sees it.
-    pub(super) fn text(self) -> String {
-        match self {
-            Self::Missing => String::new(),
-            Self::Int(n) => n.to_string(),
-            Self::Str(s) => s.to_owned(),
-            Self::Signed(sign, n) => format!("{sign}{n}"),
-        }
-    }
-
-    /// `match(v, '^([+-])(%d+)$')`, the digits read as a double.
-    #[allow(clippy::cast_precision_loss)] // as strtod rounds
-    fn signed(self) -> Option<(char, f64)> {
-        match self {
-            Self::Signed(sign, n) => Some((sign, f64::from(n))),
-            Self::Int(n) if n < 0 => Some(('-', n.unsigned_abs() as f64)),
-            Self::Str(s) => {
-                let sign = s.chars().next().filter(|c| matches!(c, '+' | '-' | '~'))?;
-                let digits = &s[1..];
-                let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit());
-                Some((sign, digits.parse().ok().filter(|_| plain)?))
-            }
-            _ => None,
-        }
-    }
-
-    /// `find(v, '^%d+$') and tonumber(v)`: plain digits, read as a double.
-    #[allow(clippy::cast_precision_loss)] // as strtod rounds
-    pub(super) fn digits(self) -> Option<f64> {
-        match self {
-            Self::Int(n) if n >= 0 => Some(n as f64),
-            Self::Str(s) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
-                s.parse().ok()
-            }
-            _ => None,
-        }
-    }
-}
-
-/// An opt that must be an integer 1..=2147483647, checked as the scripts check it.
-pub(super) fn positive(limiter: &str, field: &str, arg: Arg<'_>) -> Result<f64, String> {
-    match arg.digits() {
-        Some(n) if (1.0..=MAX).contains(&n) => Ok(n),
-        Some(n) if n >= 1.0 => Err(fail(limiter, field, "must be <= 2147483647", arg)),
-        _ => Err(fail(limiter, field, "must be a positive integer", arg)),
-    }
-}
-
 /// A script's error text, without the "ERR " prefix.
 pub(super) fn fail(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> String {
-    format!("{limiter}: {field} {rule}, got '{}'", arg.text())
+    Refusal::new(limiter, field, rule, arg).into()
 }
 
 /// `string.format('%d', x)`.

@@ -4,16 +4,16 @@
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
 
+use plug_limit_options::Builtin;
+
 use super::Field;
-use super::argv::{Arg, Argv, CAP, Units, decimal, fail, positive, verdict};
+use super::argv::{Argv, CAP, Units, decimal, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "calendar_quota";
+const BUILTIN: Builtin = Builtin::CalendarQuota;
 const DAY_MS: i64 = 86_400_000;
 /// A key outlives its period by this much.
 const MARGIN_MS: i64 = 60_000;
-/// The largest offset either way: less than a day.
-const MAX_OFFSET: i64 = 1439;
 
 /// A calendar period.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,13 +24,9 @@ pub(crate) enum Period {
 }
 
 impl Period {
-    fn parse(arg: Arg<'_>) -> Option<Self> {
-        match arg {
-            Arg::Str("day") => Some(Self::Day),
-            Arg::Str("week") => Some(Self::Week),
-            Arg::Str("month") => Some(Self::Month),
-            _ => None,
-        }
+    /// The period at `position` in `plug_limit_options::PERIODS`.
+    fn at(position: usize) -> Option<Self> {
+        [Self::Day, Self::Week, Self::Month].get(position).copied()
     }
 
     /// The first local day of the period holding local day `day` (days since 1970-01-01),
@@ -55,7 +51,7 @@ impl Period {
 /// A period's nominal length in seconds, for a policy that names one window for every request:
 /// a day, an ISO week, or the mean Gregorian month (146097 days in 4800 months).
 pub(crate) fn period_seconds(period: &str) -> Option<i64> {
-    match Period::parse(Arg::Str(period))? {
+    match Period::at(plug_limit_options::period(period).ok()?)? {
         Period::Day => Some(86_400),
         Period::Week => Some(604_800),
         Period::Month => Some(2_629_746),
@@ -88,18 +84,11 @@ pub(crate) fn days_in_month(year: i64, month: i64) -> i64 {
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))? as i64;
-    let period = Period::parse(argv.get(1))
-        .ok_or_else(|| fail(NAME, "period", "must be day, week or month", argv.get(1)))?;
-    let offset = offset(argv.get(2)).ok_or_else(|| {
-        fail(
-            NAME,
-            "utc_offset_minutes",
-            "must be an integer from -1439 to 1439",
-            argv.get(2),
-        )
-    })?;
-    let (units, now) = argv.cost_and_now(NAME, 3)?;
+    let [limit, period, offset] = argv.options(BUILTIN)?;
+    let (limit, offset) = (limit as i64, offset as i64);
+    #[allow(clippy::cast_sign_loss)] // a position in PERIODS
+    let period = Period::at(period as usize).unwrap_or(Period::Day);
+    let (units, now) = argv.cost_and_now(BUILTIN.name(), 3)?;
     let now = now as i64;
     let limit_s = decimal(limit);
 
@@ -163,25 +152,6 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             reset,
         ],
     )
-}
-
-/// `find(v, '^%-?%d+$') and tonumber(v)` within the bounds.
-fn offset(arg: Arg<'_>) -> Option<i64> {
-    let n = match arg {
-        Arg::Int(n) => n,
-        Arg::Str(s) => {
-            let digits = s.strip_prefix('-').unwrap_or(s);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            // Too many digits to parse is out of bounds all the same.
-            s.parse().unwrap_or(i64::MAX)
-        }
-        // As the script reads "-n"; "+n" is no offset.
-        Arg::Signed('-', n) => -i64::from(n),
-        Arg::Signed(..) | Arg::Missing => return None,
-    };
-    (-MAX_OFFSET..=MAX_OFFSET).contains(&n).then_some(n)
 }
 
 #[cfg(test)]

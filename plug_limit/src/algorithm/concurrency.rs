@@ -2,17 +2,19 @@
 //! expired.
 
 use super::Field;
-use super::argv::{Arg, Argv, MAX, fail, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Arg, Argv, MAX, fail, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "concurrency";
+const BUILTIN: Builtin = Builtin::Concurrency;
+const NAME: &str = BUILTIN.name();
 /// The longest lease id the script takes.
 const ID_MAX: usize = 64;
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))?;
-    let lease = positive(NAME, "lease", argv.get(1))?;
+    let [limit, lease, _] = argv.options(BUILTIN)?;
     let (cost, release) = cost(argv.get(2))?;
     let now = match argv.get(3) {
         Arg::Missing | Arg::Str("") => None,

@@ -2,15 +2,18 @@
 //! its first request.
 
 use super::Field;
-use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "fixed_window";
+const BUILTIN: Builtin = Builtin::FixedWindow;
+const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))? as i64;
-    let window = positive(NAME, "window", argv.get(1))? as i64;
+    let [limit, window, _] = argv.options(BUILTIN)?;
+    let (limit, window) = (limit as i64, window as i64);
     let (cost, now) = argv.batch_cost_and_now(NAME, 2)?;
     let now = now as i64;
     let limit_s = decimal(limit);

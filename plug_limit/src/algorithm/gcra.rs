@@ -2,21 +2,17 @@
 //! in integer microseconds.
 
 use super::Field;
-use super::argv::{Argv, Units, fail, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Argv, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "gcra";
+const BUILTIN: Builtin = Builtin::Gcra;
+const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))?;
-    let window = positive(NAME, "window", argv.get(1))?;
-    let burst_arg = argv.get(2);
-    let burst = match burst_arg.digits() {
-        Some(n) if n >= 1.0 && n <= limit => n,
-        Some(n) if n >= 1.0 => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
-        _ => return Err(fail(NAME, "burst", "must be a positive integer", burst_arg)),
-    };
+    let [limit, window, burst] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 3)?;
     let now = now * 1000.0;
     let burst_s = int(burst);

@@ -2,20 +2,17 @@
 //! kept in unit-milliseconds so that filling and leaking are exact integer steps.
 
 use super::Field;
-use super::argv::{Argv, Units, fail, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Argv, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "leaky_bucket";
+const BUILTIN: Builtin = Builtin::LeakyBucket;
+const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))?;
-    let window_arg = argv.get(1);
-    let window = positive(NAME, "window", window_arg)?;
-    if window * limit > 9_007_199_254_740.0 {
-        let rule = "must be <= 9007199254740 / limit";
-        return Err(fail(NAME, "window", rule, window_arg));
-    }
+    let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let limit_s = int(limit);
 

@@ -18,6 +18,8 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
+use plug_limit_options::Builtin;
+
 use crate::limit::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
@@ -66,9 +68,8 @@ pub(crate) enum Algorithm {
 /// What the catalogue knows of one algorithm.
 struct Spec {
     algorithm: Algorithm,
-    name: &'static str,
-    /// How many opts it takes; `None`: a variable number (multi_window).
-    arity: Option<usize>,
+    /// Its name, options and their rules.
+    builtin: Builtin,
     script: &'static LazyLock<Arc<Lua>>,
     headers: &'static [HeaderName],
     twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, String>,
@@ -96,72 +97,63 @@ static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
 static CATALOGUE: [Spec; 9] = [
     Spec {
         algorithm: Algorithm::FixedWindow,
-        name: "fixed_window",
-        arity: Some(2),
+        builtin: Builtin::FixedWindow,
         script: script!("fixed_window.lua"),
         headers: &SEED_HEADERS,
         twin: fixed_window::evaluate,
     },
     Spec {
         algorithm: Algorithm::TokenBucket,
-        name: "token_bucket",
-        arity: Some(3),
+        builtin: Builtin::TokenBucket,
         script: script!("token_bucket.lua"),
         headers: &HEADERS,
         twin: token_bucket::evaluate,
     },
     Spec {
         algorithm: Algorithm::SlidingWindow,
-        name: "sliding_window",
-        arity: Some(2),
+        builtin: Builtin::SlidingWindow,
         script: script!("sliding_window.lua"),
         headers: &HEADERS,
         twin: sliding_window::evaluate,
     },
     Spec {
         algorithm: Algorithm::SlidingLog,
-        name: "sliding_log",
-        arity: Some(2),
+        builtin: Builtin::SlidingLog,
         script: script!("sliding_log.lua"),
         headers: &HEADERS,
         twin: sliding_log::evaluate,
     },
     Spec {
         algorithm: Algorithm::LeakyBucket,
-        name: "leaky_bucket",
-        arity: Some(2),
+        builtin: Builtin::LeakyBucket,
         script: script!("leaky_bucket.lua"),
         headers: &HEADERS,
         twin: leaky_bucket::evaluate,
     },
     Spec {
         algorithm: Algorithm::Gcra,
-        name: "gcra",
-        arity: Some(3),
+        builtin: Builtin::Gcra,
         script: script!("gcra.lua"),
         headers: &HEADERS,
         twin: gcra::evaluate,
     },
     Spec {
         algorithm: Algorithm::MultiWindow,
-        name: "multi_window",
-        arity: None,
+        builtin: Builtin::MultiWindow,
         script: script!("multi_window.lua"),
         headers: &HEADERS,
         twin: multi_window::evaluate,
     },
     Spec {
         algorithm: Algorithm::CalendarQuota,
-        name: "calendar_quota",
-        arity: Some(3),
+        builtin: Builtin::CalendarQuota,
         script: script!("calendar_quota.lua"),
         headers: &HEADERS,
         twin: calendar_quota::evaluate,
     },
     Spec {
         algorithm: Algorithm::Concurrency,
-        name: "concurrency",
-        arity: Some(2),
+        builtin: Builtin::Concurrency,
         script: script!("concurrency.lua"),
         headers: &HEADERS,
         twin: concurrency::evaluate,
@@ -176,9 +168,10 @@ impl Algorithm {
 
     /// The built-in registered under `name`, if any.
     pub(crate) fn from_name(name: &str) -> Option<Self> {
+        let builtin = Builtin::from_name(name)?;
         CATALOGUE
             .iter()
-            .find(|spec| spec.name == name)
+            .find(|spec| spec.builtin == builtin)
             .map(|spec| spec.algorithm)
     }
 
@@ -189,7 +182,7 @@ impl Algorithm {
 
     /// The name it is registered under: `fixed_window`, ...
     pub(crate) fn name(self) -> &'static str {
-        self.spec().name
+        self.spec().builtin.name()
     }
 
     /// Its Lua script.
@@ -202,23 +195,11 @@ impl Algorithm {
         self.spec().headers
     }
 
-    /// How many opts it takes; `None`: a variable number.
-    pub(crate) fn arity(self) -> Option<usize> {
-        self.spec().arity
-    }
-
     /// Refuses a wrong number of opts. The trailing `cost` and `now` are positional, so a
     /// wrong count would shift them into an option's place; checked before either backend,
     /// so both answer alike.
     pub(crate) fn check_arity(self, opts: &[Opt]) -> Result<(), String> {
-        match self.arity() {
-            Some(arity) if arity != opts.len() => Err(format!(
-                "{}: takes {arity} options, found {}",
-                self.name(),
-                opts.len()
-            )),
-            _ => Ok(()),
-        }
+        Ok(self.spec().builtin.check_arity(opts.len())?)
     }
 
     /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms], the
@@ -256,6 +237,6 @@ impl Algorithm {
     /// Whether each admitted request holds its units until released (a lease), rather than
     /// spending them.
     pub(crate) fn leases(self) -> bool {
-        self == Self::Concurrency
+        self.spec().builtin.leases()
     }
 }

@@ -1,10 +1,13 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use super::argv::{Arg, Argv, CAP, MAX, Units, int, verdict};
+use plug_limit_options::{Builtin, Refusal, Rule};
+
+use super::argv::{Arg, Argv, CAP, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "multi_window";
+const BUILTIN: Builtin = Builtin::MultiWindow;
+const NAME: &str = BUILTIN.name();
 
 /// One window's hash fields: `c<window>` and `e<window>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,18 +28,19 @@ struct Limit {
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
+    // The script's opts are the ARGV up to the last entry holding a "/".
     let Some(last) = (0..argv.len()).rev().find(slashed) else {
-        let first = argv.get(0).text();
-        let rule = "must hold at least one \"<limit>/<window>\"";
-        return Err(format!("{NAME}: opts {rule}, got '{first}'"));
+        let rule = Rule::NoRates.script_words();
+        return Err(Refusal::new(NAME, "opts", &rule, argv.get(0)).into());
     };
     let mut limits = Vec::with_capacity(last + 1);
     for i in 0..=last {
         let arg = argv.get(i);
-        let (limit, window) = parse(arg).map_err(|rule| fail(i, rule, arg))?;
+        let (limit, window) = BUILTIN.rate(i, arg)?;
         if let Some(j) = limits.iter().position(|l: &Limit| l.window == window) {
-            let rule = format!("must not repeat the window of opt {}", j + 1);
-            return Err(fail(i, &rule, arg));
+            return Err(BUILTIN
+                .refuse_rate(i, Rule::RepeatedWindow(j + 1), arg)
+                .into());
         }
         limits.push(Limit {
             limit,
@@ -180,30 +184,6 @@ fn refund(slot: &mut Option<Stored>, limits: &mut [Limit], cost: f64, now: f64) 
     if windows.is_empty() {
         *slot = None;
     }
-}
-
-/// `match(v, '^([1-9]%d*)/([1-9]%d*)$')`, then the bounds.
-fn parse(arg: Arg<'_>) -> Result<(f64, f64), &'static str> {
-    let canonical = |s: &str| {
-        s.starts_with(|c: char| matches!(c, '1'..='9')) && s.bytes().all(|b| b.is_ascii_digit())
-    };
-    let parsed = match arg {
-        Arg::Str(s) => s
-            .split_once('/')
-            .filter(|(l, w)| canonical(l) && canonical(w)),
-        _ => None,
-    };
-    let Some((l, w)) = parsed else {
-        return Err("must be \"<limit>/<window>\" with positive integers");
-    };
-    match (l.parse::<f64>(), w.parse::<f64>()) {
-        (Ok(limit), Ok(window)) if limit <= MAX && window <= MAX => Ok((limit, window)),
-        _ => Err("must have limit and window <= 2147483647"),
-    }
-}
-
-fn fail(index: usize, rule: &str, arg: Arg<'_>) -> String {
-    format!("{NAME}: opt {} {rule}, got '{}'", index + 1, arg.text())
 }
 
 #[cfg(test)]

@@ -3,15 +3,17 @@
 use std::collections::VecDeque;
 
 use super::Field;
-use super::argv::{Argv, Units, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Argv, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
 
-const NAME: &str = "sliding_log";
+const BUILTIN: Builtin = Builtin::SlidingLog;
+const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))?;
-    let window = positive(NAME, "window", argv.get(1))?;
+    let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let (cost, forced) = match units {
         Units::Take(cost) => (cost, false),

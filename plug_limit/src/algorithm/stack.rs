@@ -41,7 +41,7 @@ pub(crate) fn script() -> &'static Arc<Lua> {
             let _ = write!(
                 source,
                 "if name == '{}' then return function(KEYS, ARGV)\n{}\nend end\n",
-                spec.name,
+                spec.builtin.name(),
                 spec.script.source()
             );
         }

@@ -1,23 +1,18 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
 
-use super::argv::{Argv, Cost, Units, fail, granted, int, positive, verdict};
+use plug_limit_options::Builtin;
+
+use super::argv::{Argv, Cost, Units, granted, int, verdict};
 use super::state::{State, Stored, Verdict};
 use super::{Field, Fields};
 
-const NAME: &str = "token_bucket";
+const BUILTIN: Builtin = Builtin::TokenBucket;
+const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
-    let limit = positive(NAME, "limit", argv.get(0))?;
-    let window = positive(NAME, "window", argv.get(1))?;
-    let burst_arg = argv.get(2);
-    let burst = match burst_arg.digits() {
-        None => return Err(fail(NAME, "burst", "must be a positive integer", burst_arg)),
-        Some(n) if n < 1.0 => return Err(fail(NAME, "burst", "must be >= 1", burst_arg)),
-        Some(n) if n > limit => return Err(fail(NAME, "burst", "must be <= limit", burst_arg)),
-        Some(n) => n,
-    };
+    let [limit, window, burst] = argv.options(BUILTIN)?;
     let (cost, now) = argv.batch_cost_and_now(NAME, 3)?;
 
     let refill = limit - burst;

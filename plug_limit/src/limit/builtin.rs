@@ -3,6 +3,8 @@
 //! The const parameters are the script's options in `ARGV` order; options a script would
 //! refuse are refused at compile time instead.
 
+use plug_limit_options::{Builtin, assert_calendar};
+
 use super::{Limit, Opt};
 
 /// The fixed window limiter: at most `LIMIT` requests per `WINDOW` seconds.
@@ -28,14 +30,9 @@ use super::{Limit, Opt};
 pub struct FixedWindow<const LIMIT: u32, const WINDOW: u32>;
 
 impl<const LIMIT: u32, const WINDOW: u32> Limit for FixedWindow<LIMIT, WINDOW> {
-    const LIMITER: &'static str = "fixed_window";
+    const LIMITER: &'static str = Builtin::FixedWindow.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "fixed_window: `limit` must be >= 1");
-        assert!(WINDOW >= 1, "fixed_window: `window` must be >= 1");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "fixed_window: options must be <= 2147483647"
-        );
+        Builtin::FixedWindow.assert_counts(&[LIMIT as u64, WINDOW as u64]);
         &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
     };
 }
@@ -66,15 +63,9 @@ pub struct TokenBucket<const LIMIT: u32, const WINDOW: u32, const BURST: u32>;
 impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit
     for TokenBucket<LIMIT, WINDOW, BURST>
 {
-    const LIMITER: &'static str = "token_bucket";
+    const LIMITER: &'static str = Builtin::TokenBucket.name();
     const OPTS: &'static [Opt] = {
-        assert!(WINDOW >= 1, "token_bucket: `window` must be >= 1");
-        assert!(BURST >= 1, "token_bucket: `burst` must be >= 1");
-        assert!(BURST <= LIMIT, "token_bucket: `burst` must be <= `limit`");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "token_bucket: options must be <= 2147483647"
-        );
+        Builtin::TokenBucket.assert_counts(&[LIMIT as u64, WINDOW as u64, BURST as u64]);
         &[
             Opt::Int(LIMIT as i64),
             Opt::Int(WINDOW as i64),
@@ -104,14 +95,9 @@ impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit
 pub struct SlidingWindow<const LIMIT: u32, const WINDOW: u32>;
 
 impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingWindow<LIMIT, WINDOW> {
-    const LIMITER: &'static str = "sliding_window";
+    const LIMITER: &'static str = Builtin::SlidingWindow.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "sliding_window: `limit` must be >= 1");
-        assert!(WINDOW >= 1, "sliding_window: `window` must be >= 1");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "sliding_window: options must be <= 2147483647"
-        );
+        Builtin::SlidingWindow.assert_counts(&[LIMIT as u64, WINDOW as u64]);
         &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
     };
 }
@@ -126,14 +112,9 @@ impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingWindow<LIMIT, WINDOW>
 pub struct SlidingLog<const LIMIT: u32, const WINDOW: u32>;
 
 impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingLog<LIMIT, WINDOW> {
-    const LIMITER: &'static str = "sliding_log";
+    const LIMITER: &'static str = Builtin::SlidingLog.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "sliding_log: `limit` must be >= 1");
-        assert!(WINDOW >= 1, "sliding_log: `window` must be >= 1");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "sliding_log: options must be <= 2147483647"
-        );
+        Builtin::SlidingLog.assert_counts(&[LIMIT as u64, WINDOW as u64]);
         &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
     };
 }
@@ -148,18 +129,9 @@ impl<const LIMIT: u32, const WINDOW: u32> Limit for SlidingLog<LIMIT, WINDOW> {
 pub struct LeakyBucket<const LIMIT: u32, const WINDOW: u32>;
 
 impl<const LIMIT: u32, const WINDOW: u32> Limit for LeakyBucket<LIMIT, WINDOW> {
-    const LIMITER: &'static str = "leaky_bucket";
+    const LIMITER: &'static str = Builtin::LeakyBucket.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "leaky_bucket: `limit` must be >= 1");
-        assert!(WINDOW >= 1, "leaky_bucket: `window` must be >= 1");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "leaky_bucket: options must be <= 2147483647"
-        );
-        assert!(
-            (LIMIT as u64) * (WINDOW as u64) <= 9_007_199_254_740,
-            "leaky_bucket: `limit * window` must be <= 9007199254740"
-        );
+        Builtin::LeakyBucket.assert_counts(&[LIMIT as u64, WINDOW as u64]);
         &[Opt::Int(LIMIT as i64), Opt::Int(WINDOW as i64)]
     };
 }
@@ -186,16 +158,9 @@ impl<const LIMIT: u32, const WINDOW: u32> Limit for LeakyBucket<LIMIT, WINDOW> {
 pub struct Gcra<const LIMIT: u32, const WINDOW: u32, const BURST: u32>;
 
 impl<const LIMIT: u32, const WINDOW: u32, const BURST: u32> Limit for Gcra<LIMIT, WINDOW, BURST> {
-    const LIMITER: &'static str = "gcra";
+    const LIMITER: &'static str = Builtin::Gcra.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "gcra: `limit` must be >= 1");
-        assert!(WINDOW >= 1, "gcra: `window` must be >= 1");
-        assert!(BURST >= 1, "gcra: `burst` must be >= 1");
-        assert!(BURST <= LIMIT, "gcra: `burst` must be <= `limit`");
-        assert!(
-            LIMIT <= MAX && WINDOW <= MAX,
-            "gcra: options must be <= 2147483647"
-        );
+        Builtin::Gcra.assert_counts(&[LIMIT as u64, WINDOW as u64, BURST as u64]);
         &[
             Opt::Int(LIMIT as i64),
             Opt::Int(WINDOW as i64),
@@ -259,15 +224,7 @@ pub struct MonthlyQuota<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32 = 0>;
 
 /// The opts of a calendar quota, its options checked at compile time.
 const fn calendar_opts(limit: u32, period: &'static str, offset: i32) -> [Opt; 3] {
-    assert!(limit >= 1, "calendar_quota: `limit` must be >= 1");
-    assert!(
-        limit <= MAX,
-        "calendar_quota: `limit` must be <= 2147483647"
-    );
-    assert!(
-        -1439 <= offset && offset <= 1439,
-        "calendar_quota: `utc_offset_minutes` must be from -1439 to 1439"
-    );
+    assert_calendar(limit as u64, offset as i64);
     [
         Opt::Int(limit as i64),
         Opt::Str(period),
@@ -278,21 +235,21 @@ const fn calendar_opts(limit: u32, period: &'static str, offset: i32) -> [Opt; 3
 impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
     for DailyQuota<LIMIT, UTC_OFFSET_MINUTES>
 {
-    const LIMITER: &'static str = "calendar_quota";
+    const LIMITER: &'static str = Builtin::CalendarQuota.name();
     const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "day", UTC_OFFSET_MINUTES);
 }
 
 impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
     for WeeklyQuota<LIMIT, UTC_OFFSET_MINUTES>
 {
-    const LIMITER: &'static str = "calendar_quota";
+    const LIMITER: &'static str = Builtin::CalendarQuota.name();
     const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "week", UTC_OFFSET_MINUTES);
 }
 
 impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
     for MonthlyQuota<LIMIT, UTC_OFFSET_MINUTES>
 {
-    const LIMITER: &'static str = "calendar_quota";
+    const LIMITER: &'static str = Builtin::CalendarQuota.name();
     const OPTS: &'static [Opt] = &calendar_opts(LIMIT, "month", UTC_OFFSET_MINUTES);
 }
 
@@ -337,20 +294,12 @@ impl<const LIMIT: u32, const UTC_OFFSET_MINUTES: i32> Limit
 pub struct Concurrency<const LIMIT: u32, const LEASE: u32>;
 
 impl<const LIMIT: u32, const LEASE: u32> Limit for Concurrency<LIMIT, LEASE> {
-    const LIMITER: &'static str = "concurrency";
+    const LIMITER: &'static str = Builtin::Concurrency.name();
     const OPTS: &'static [Opt] = {
-        assert!(LIMIT >= 1, "concurrency: `limit` must be >= 1");
-        assert!(LEASE >= 1, "concurrency: `lease` must be >= 1");
-        assert!(
-            LIMIT <= MAX && LEASE <= MAX,
-            "concurrency: options must be <= 2147483647"
-        );
+        Builtin::Concurrency.assert_counts(&[LIMIT as u64, LEASE as u64]);
         &[Opt::Int(LIMIT as i64), Opt::Int(LEASE as i64)]
     };
 }
-
-/// The largest option the scripts take: every value stays exact in Lua's doubles.
-const MAX: u32 = 2_147_483_647;
 
 #[cfg(test)]
 mod tests {

@@ -187,21 +187,13 @@ const fn one_settling_cost(limits: &[(bool, u32)]) -> bool {
     true
 }
 
-/// Whether `limiter` is the built-in that leases its units (`concurrency`): a stack's one
-/// call cannot hold a lease until each response ends.
+/// Whether `limiter` is a built-in that leases its units (`concurrency`): a stack's one call
+/// cannot hold a lease until each response ends.
 const fn leases(limiter: &str) -> bool {
-    let (name, leasing) = (limiter.as_bytes(), b"concurrency");
-    if name.len() != leasing.len() {
-        return false;
+    match plug_limit_options::Builtin::from_name(limiter) {
+        Some(builtin) => builtin.leases(),
+        None => false,
     }
-    let mut i = 0;
-    while i < name.len() {
-        if name[i] != leasing[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
 }
 
 stacked!(A, B);

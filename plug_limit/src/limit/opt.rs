@@ -23,6 +23,17 @@ pub enum Opt {
     Text(Arc<str>),
 }
 
+impl Opt {
+    /// The option as a script reads it from its `ARGV`.
+    pub(crate) fn arg(&self) -> plug_limit_options::Arg<'_> {
+        match self {
+            Self::Int(n) => plug_limit_options::Arg::Int(*n),
+            Self::Str(text) => plug_limit_options::Arg::Str(text),
+            Self::Text(text) => plug_limit_options::Arg::Str(text),
+        }
+    }
+}
+
 impl PartialEq for Opt {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {

@@ -6,14 +6,14 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde::Deserialize;
 
-use super::Charge;
+use plug_limit_options::{Arg, Builtin};
+
 use super::{LimitRef, Opt};
-use crate::algorithm::Algorithm;
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
 /// The largest cost a built-in accepts: every value stays exact in a double.
-const MAX_COST: u32 = 2_147_483_647;
+const MAX_COST: u32 = plug_limit_options::MAX;
 
 /// A limit made at run time, from configuration or per request: the counterpart of a
 /// [`Limit`](crate::Limit) type, with owned options.
@@ -81,7 +81,7 @@ impl RuntimeLimit {
             count_if: None,
             settle: false,
         };
-        check_opts(&inner.limiter, &inner.opts, 1)?;
+        check_opts(&inner.limiter, &inner.opts)?;
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -174,7 +174,7 @@ impl RuntimeLimit {
 /// Refuses `field` (`count_if`, `settle`) for a limiter that cannot settle after the
 /// response: a custom one (its script takes no refund), or `concurrency` (its lease comes back).
 fn settles_after(limiter: &str, field: &'static str) -> Result<(), BuildError> {
-    match Algorithm::from_name(limiter) {
+    match Builtin::from_name(limiter) {
         None => Err(BuildError::invalid(
             field,
             "needs a built-in limiter: a custom script takes no refund",
@@ -187,22 +187,15 @@ fn settles_after(limiter: &str, field: &'static str) -> Result<(), BuildError> {
     }
 }
 
-/// Refuses what a built-in's script would refuse, with its words: the native twin evaluates
-/// the options once against no state.
-fn check_opts(limiter: &str, opts: &[Opt], cost: u32) -> Result<(), BuildError> {
-    let Some(algorithm) = Algorithm::from_name(limiter) else {
+/// Refuses what a built-in's script would refuse, with its words (see
+/// [`plug_limit_options::check`]).
+fn check_opts(limiter: &str, opts: &[Opt]) -> Result<(), BuildError> {
+    let Some(builtin) = Builtin::from_name(limiter) else {
         return Ok(());
     };
-    // A leasing limiter takes its units under a lease id; any valid one will do here.
-    let lease = algorithm.leases().then_some("check");
-    algorithm
-        .check_arity(opts)
-        .and_then(|()| {
-            algorithm
-                .evaluate_leased(opts, Charge::Take(cost), lease, 0, &mut None)
-                .map(drop)
-        })
-        .map_err(|rule| BuildError::invalid("opts", rule))
+    let args: Vec<Arg<'_>> = opts.iter().map(Opt::arg).collect();
+    plug_limit_options::check(builtin, &args)
+        .map_err(|refusal| BuildError::invalid("opts", refusal.to_string()))
 }
 
 impl fmt::Debug for RuntimeLimit {
