@@ -192,7 +192,8 @@ fn answer(
 
 #[cfg(test)]
 mod tests {
-    use super::super::Algorithm;
+    use super::super::Builtin;
+    use super::super::Runtime;
     use super::super::state::{State, Stored, Verdict};
     use crate::limit::Charge;
     use crate::limit::Opt;
@@ -213,7 +214,7 @@ mod tests {
             Some((id, false)) => (Charge::Take(cost), Some(id)),
             None => (Charge::Take(cost), None),
         };
-        Algorithm::Concurrency.evaluate_leased(&OPTS, charge, lease, now_ms, slot)
+        Builtin::Concurrency.evaluate_leased(&OPTS, charge, lease, now_ms, slot)
     }
 
     fn said(verdict: Result<Verdict, String>) -> String {

@@ -18,7 +18,7 @@ use std::sync::{Arc, LazyLock};
 use http::HeaderName;
 use http::header::RETRY_AFTER;
 
-use plug_limit_options::Builtin;
+pub(crate) use plug_limit_options::Builtin;
 
 use crate::limit::Charge;
 use crate::limit::Opt;
@@ -50,24 +50,8 @@ pub(crate) mod scenarios;
 #[cfg(test)]
 mod tests;
 
-/// A built-in algorithm. Names are matched once, at the edge ([`Algorithm::from_name`]);
-/// everything after dispatches on this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Algorithm {
-    FixedWindow,
-    TokenBucket,
-    SlidingWindow,
-    SlidingLog,
-    LeakyBucket,
-    Gcra,
-    MultiWindow,
-    CalendarQuota,
-    Concurrency,
-}
-
-/// What the catalogue knows of one algorithm.
+/// What this crate adds to a built-in of the catalogue.
 struct Spec {
-    algorithm: Algorithm,
     /// Its name, options and their rules.
     builtin: Builtin,
     script: &'static LazyLock<Arc<Lua>>,
@@ -96,63 +80,54 @@ static HEADERS: [HeaderName; 4] = [LIMIT, RESET, REMAINING, RETRY_AFTER];
 /// Every built-in, in the order they are documented.
 static CATALOGUE: [Spec; 9] = [
     Spec {
-        algorithm: Algorithm::FixedWindow,
         builtin: Builtin::FixedWindow,
         script: script!("fixed_window.lua"),
         headers: &SEED_HEADERS,
         twin: fixed_window::evaluate,
     },
     Spec {
-        algorithm: Algorithm::TokenBucket,
         builtin: Builtin::TokenBucket,
         script: script!("token_bucket.lua"),
         headers: &HEADERS,
         twin: token_bucket::evaluate,
     },
     Spec {
-        algorithm: Algorithm::SlidingWindow,
         builtin: Builtin::SlidingWindow,
         script: script!("sliding_window.lua"),
         headers: &HEADERS,
         twin: sliding_window::evaluate,
     },
     Spec {
-        algorithm: Algorithm::SlidingLog,
         builtin: Builtin::SlidingLog,
         script: script!("sliding_log.lua"),
         headers: &HEADERS,
         twin: sliding_log::evaluate,
     },
     Spec {
-        algorithm: Algorithm::LeakyBucket,
         builtin: Builtin::LeakyBucket,
         script: script!("leaky_bucket.lua"),
         headers: &HEADERS,
         twin: leaky_bucket::evaluate,
     },
     Spec {
-        algorithm: Algorithm::Gcra,
         builtin: Builtin::Gcra,
         script: script!("gcra.lua"),
         headers: &HEADERS,
         twin: gcra::evaluate,
     },
     Spec {
-        algorithm: Algorithm::MultiWindow,
         builtin: Builtin::MultiWindow,
         script: script!("multi_window.lua"),
         headers: &HEADERS,
         twin: multi_window::evaluate,
     },
     Spec {
-        algorithm: Algorithm::CalendarQuota,
         builtin: Builtin::CalendarQuota,
         script: script!("calendar_quota.lua"),
         headers: &HEADERS,
         twin: calendar_quota::evaluate,
     },
     Spec {
-        algorithm: Algorithm::Concurrency,
         builtin: Builtin::Concurrency,
         script: script!("concurrency.lua"),
         headers: &HEADERS,
@@ -160,47 +135,14 @@ static CATALOGUE: [Spec; 9] = [
     },
 ];
 
-impl Algorithm {
-    /// Every built-in.
-    pub(crate) fn all() -> impl Iterator<Item = Self> {
-        CATALOGUE.iter().map(|spec| spec.algorithm)
-    }
-
-    /// The built-in registered under `name`, if any.
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
-        let builtin = Builtin::from_name(name)?;
-        CATALOGUE
-            .iter()
-            .find(|spec| spec.builtin == builtin)
-            .map(|spec| spec.algorithm)
-    }
-
-    fn spec(self) -> &'static Spec {
-        // The catalogue lists the variants in declaration order.
-        &CATALOGUE[self as usize]
-    }
-
-    /// The name it is registered under: `fixed_window`, ...
-    pub(crate) fn name(self) -> &'static str {
-        self.spec().builtin.name()
-    }
-
+/// What this crate adds to a built-in of `plug_limit_options`'s catalogue: its Lua script, the
+/// names of its header values, and its native twin.
+pub(crate) trait Runtime: Copy {
     /// Its Lua script.
-    pub(crate) fn script(self) -> &'static Arc<Lua> {
-        self.spec().script
-    }
+    fn script(self) -> &'static Arc<Lua>;
 
     /// The names its header values are sent under, in order.
-    pub(crate) fn headers(self) -> &'static [HeaderName] {
-        self.spec().headers
-    }
-
-    /// Refuses a wrong number of opts. The trailing `cost` and `now` are positional, so a
-    /// wrong count would shift them into an option's place; checked before either backend,
-    /// so both answer alike.
-    pub(crate) fn check_arity(self, opts: &[Opt]) -> Result<(), String> {
-        Ok(self.spec().builtin.check_arity(opts.len())?)
-    }
+    fn headers(self) -> &'static [HeaderName];
 
     /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms], the
     /// cost `n`, `-n` or `+n` as `cost` takes, refunds or forces.
@@ -211,7 +153,7 @@ impl Algorithm {
     /// A slot holding another algorithm's state counts as no state (Redis keys are per
     /// limiter). Should the opts be too few for `now_ms` to land in the ARGV, the twin still
     /// takes `now_ms` where the script would read Redis `TIME`.
-    pub(crate) fn evaluate(
+    fn evaluate(
         self,
         opts: &[Opt],
         cost: Charge,
@@ -223,7 +165,26 @@ impl Algorithm {
 
     /// [`evaluate`](Self::evaluate) with a concurrency lease's id after `now` in the ARGV: the
     /// lease a take takes, or a refund gives back.
-    pub(crate) fn evaluate_leased(
+    fn evaluate_leased(
+        self,
+        opts: &[Opt],
+        cost: Charge,
+        lease: Option<&str>,
+        now_ms: i64,
+        slot: &mut Option<Stored>,
+    ) -> Result<Verdict, String>;
+}
+
+impl Runtime for Builtin {
+    fn script(self) -> &'static Arc<Lua> {
+        spec(self).script
+    }
+
+    fn headers(self) -> &'static [HeaderName] {
+        spec(self).headers
+    }
+
+    fn evaluate_leased(
         self,
         opts: &[Opt],
         cost: Charge,
@@ -231,12 +192,16 @@ impl Algorithm {
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {
-        (self.spec().twin)(&Argv::new(opts, cost, now_ms, lease), slot)
+        (spec(self).twin)(&Argv::new(opts, cost, now_ms, lease), slot)
     }
+}
 
-    /// Whether each admitted request holds its units until released (a lease), rather than
-    /// spending them.
-    pub(crate) fn leases(self) -> bool {
-        self.spec().builtin.leases()
-    }
+/// `builtin`'s entry: the catalogue lists them in the order of `Builtin::ALL`.
+fn spec(builtin: Builtin) -> &'static Spec {
+    let spec = &CATALOGUE[builtin as usize];
+    debug_assert_eq!(
+        spec.builtin, builtin,
+        "CATALOGUE is out of Builtin::ALL's order"
+    );
+    spec
 }

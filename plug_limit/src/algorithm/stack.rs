@@ -6,7 +6,7 @@
 use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
-use super::{Algorithm, CATALOGUE, Stored, Verdict};
+use super::{Builtin, CATALOGUE, Runtime, Stored, Verdict};
 use crate::limit::Charge;
 use crate::limit::Opt;
 use crate::lua::Lua;
@@ -14,7 +14,7 @@ use crate::lua::Lua;
 /// One limit of a stack.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Part<'a> {
-    pub(crate) algorithm: Algorithm,
+    pub(crate) algorithm: Builtin,
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: u32,
     /// Its denial does not deny the stack (shadow mode).
@@ -106,8 +106,8 @@ pub(crate) fn evaluate(
 /// Whether a stack gives `algorithm`'s units back by restoring the state it held before its
 /// take rather than by its refund: a token bucket's refill and retry-after hang on the time of
 /// its last take, which a refund cannot move back.
-fn restored(algorithm: Algorithm) -> bool {
-    algorithm == Algorithm::TokenBucket
+fn restored(algorithm: Builtin) -> bool {
+    algorithm == Builtin::TokenBucket
 }
 
 /// How a part of a stack gives back what it took when a later part denies.

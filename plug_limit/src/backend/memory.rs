@@ -9,7 +9,7 @@ use deadpool_redis::redis::Value;
 
 use super::sharded::Sharded;
 use super::{Call, StackPart, Stacked};
-use crate::algorithm::{Algorithm, Field, Stored, Verdict, stack};
+use crate::algorithm::{Builtin, Field, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::error::ReplyError;
@@ -48,7 +48,7 @@ impl MemoryBackend {
         outcome(verdict, &call.program.headers)
     }
 
-    fn evaluate(&self, algorithm: Algorithm, key: &str, call: Call<'_>) -> Result<Verdict, String> {
+    fn evaluate(&self, algorithm: Builtin, key: &str, call: Call<'_>) -> Result<Verdict, String> {
         let (opts, cost, lease) = (call.opts, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock(key);

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Builtin, Runtime};
 use crate::error::Error;
 use crate::limit::{Charge, Opt};
 use crate::lua::Lua;
@@ -34,14 +34,14 @@ pub(crate) struct Program {
     /// The limiter's registered name, for errors.
     pub(crate) name: Box<str>,
     /// The built-in its script implements; `None` for a custom script.
-    pub(crate) algorithm: Option<Algorithm>,
+    pub(crate) algorithm: Option<Builtin>,
     pub(crate) script: Arc<Lua>,
     pub(crate) headers: Names,
 }
 
 impl Program {
     /// A built-in under its own name and headers.
-    pub(crate) fn builtin(algorithm: Algorithm) -> Self {
+    pub(crate) fn builtin(algorithm: Builtin) -> Self {
         Self {
             name: algorithm.name().into(),
             algorithm: Some(algorithm),
@@ -51,7 +51,7 @@ impl Program {
     }
 
     /// The built-in algorithm, or [`Error::NotBuiltIn`] for what only built-ins do.
-    pub(crate) fn builtin_only(&self) -> Result<Algorithm, Error> {
+    pub(crate) fn builtin_only(&self) -> Result<Builtin, Error> {
         self.algorithm
             .ok_or_else(|| Error::NotBuiltIn(self.name.to_string()))
     }
@@ -111,10 +111,12 @@ impl Backend {
     /// The caller awaits a Redis call itself ([`RedisBackend::eval`]), so that its state lives
     /// in the caller's one boxed future rather than in a box of its own.
     pub(crate) fn start(&self, call: Call<'_>) -> Started<'_> {
+        // A wrong number of opts would shift the cost and `now` into an option's place:
+        // refused before either backend, so both answer alike.
         if let Some(algorithm) = call.program.algorithm
-            && let Err(rule) = algorithm.check_arity(call.opts)
+            && let Err(refusal) = algorithm.check_arity(call.opts.len())
         {
-            return Started::Done(Err(Error::Input(rule)));
+            return Started::Done(Err(Error::Input(refusal.into())));
         }
         match self {
             Self::Memory(memory) => Started::Done(memory.eval(call)),
@@ -127,7 +129,9 @@ impl Backend {
     pub(crate) fn start_stack(&self, parts: &[StackPart<'_>]) -> Result<StartedStack<'_>, Error> {
         for part in parts {
             let algorithm = part.program.builtin_only()?;
-            algorithm.check_arity(part.opts).map_err(Error::Input)?;
+            algorithm
+                .check_arity(part.opts.len())
+                .map_err(|refusal| Error::Input(refusal.into()))?;
             if algorithm.leases() {
                 return Err(Error::Input(format!(
                     "{}: cannot be stacked: its lease outlives the call",

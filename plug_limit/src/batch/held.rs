@@ -211,7 +211,7 @@ impl Held {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::algorithm::{Builtin, Field, Report, Runtime};
     use crate::outcome::Names;
 
     fn granted(remaining: &str, reset: &str) -> Outcome {
@@ -219,7 +219,7 @@ mod tests {
         let values = [number("100"), number(reset), number(remaining), number("1")];
         Outcome::reported(
             Decision::Allow,
-            Names::Builtin(Algorithm::TokenBucket.headers()),
+            Names::Builtin(Builtin::TokenBucket.headers()),
             Report::from_values(&values, 0).unwrap(),
             Vec::new(),
         )

@@ -12,7 +12,7 @@ use super::handler_uses::{check_limiters, check_stacked};
 use super::limiter::Source;
 use super::script::{Compiled, compile, lua_file, lua_source};
 use super::{Builder, Limiter};
-use crate::algorithm::Algorithm;
+use crate::algorithm::{Builtin, Runtime};
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::batch::Batches;
 use crate::clock::SystemClock;
@@ -87,7 +87,7 @@ impl Builder {
         for (name, limiter) in std::mem::take(&mut self.limiters) {
             let entry = self.custom_entry(&name, limiter, &scripts)?;
             if !registry.insert(entry) {
-                let rule = if Algorithm::from_name(&name).is_some() {
+                let rule = if Builtin::from_name(&name).is_some() {
                     "is a built-in limiter's name; register this limiter under another name"
                 } else {
                     "is registered more than once"
@@ -120,7 +120,7 @@ impl Builder {
     /// Every built-in under its own name, with this builder's settings.
     fn builtins(&self) -> Registry {
         let mut registry = Registry::default();
-        for algorithm in Algorithm::all() {
+        for algorithm in Builtin::ALL.into_iter() {
             let defaults = Limiter::from_source(Source::BuiltIn(algorithm));
             registry.insert(self.entry(Program::builtin(algorithm), None, defaults));
         }
@@ -213,7 +213,7 @@ impl Builder {
         if let Some(batches) = &limiter.batches {
             let batched = matches!(
                 limiter.source,
-                Source::BuiltIn(Algorithm::FixedWindow | Algorithm::TokenBucket)
+                Source::BuiltIn(Builtin::FixedWindow | Builtin::TokenBucket)
             );
             let field = format!("{field}.local_batches");
             if !batched {
@@ -277,7 +277,7 @@ impl Builder {
                 })
                 .collect::<Result<_, _>>()
                 .map(Names::Declared)?,
-            None => Names::Builtin(algorithm.map_or(&[][..], Algorithm::headers)),
+            None => Names::Builtin(algorithm.map_or(&[][..], Runtime::headers)),
         };
         let program = Program {
             name: name.into(),

@@ -1,7 +1,7 @@
 //! The limiters this program's `#[rate_limit]` handlers name, checked when a
 //! [`PlugLimit`](crate::PlugLimit) is built rather than at a handler's first request.
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::Builtin;
 use crate::error::BuildError;
 
 /// A `#[rate_limit]` handler naming a limiter that is not built in. Every such handler submits
@@ -64,7 +64,7 @@ pub(crate) fn check_stacked(
 /// limiter that is not built in: the check of the constructors with the default settings,
 /// which have no error to return and register no custom limiter.
 pub(crate) fn warn_unless_builtin() {
-    if let Err(error) = check_limiters(|name| Algorithm::from_name(name).is_some()) {
+    if let Err(error) = check_limiters(|name| Builtin::from_name(name).is_some()) {
         tracing::warn!(
             target: "plug_limit",
             "{error}: a PlugLimit made with the default settings knows only the built-in limiters; register the others with PlugLimit::builder, or serve that handler with another PlugLimit"

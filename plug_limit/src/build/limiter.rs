@@ -7,7 +7,7 @@ use std::sync::Arc;
 use deadpool_redis::Pool;
 
 use super::RedisConnection;
-use crate::algorithm::Algorithm;
+use crate::algorithm::Builtin;
 use crate::backend::Pools;
 use crate::config::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules};
 use crate::hook::Hook;
@@ -63,7 +63,7 @@ pub struct Limiter {
 }
 
 pub(crate) enum Source {
-    BuiltIn(Algorithm),
+    BuiltIn(Builtin),
     Lua(String),
     File(PathBuf),
     /// A script registered with `Builder::script`.
@@ -111,13 +111,13 @@ impl Limiter {
     /// The built-in fixed window script, for a limiter with its own settings (e.g. another
     /// responder) under another name.
     pub fn fixed_window() -> Self {
-        Self::from_source(Source::BuiltIn(Algorithm::FixedWindow))
+        Self::from_source(Source::BuiltIn(Builtin::FixedWindow))
     }
 
     /// The built-in token bucket script, for a limiter with its own settings under another
     /// name.
     pub fn token_bucket() -> Self {
-        Self::from_source(Source::BuiltIn(Algorithm::TokenBucket))
+        Self::from_source(Source::BuiltIn(Builtin::TokenBucket))
     }
 
     /// The header names the script's header values are sent under, in order.

@@ -159,7 +159,7 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::algorithm::{Builtin, Field, Report, Runtime};
     use crate::outcome::{Decision, Names};
     use http::HeaderValue;
 
@@ -201,7 +201,7 @@ mod tests {
         let values = [Field::Int(5), Field::Int(50), Field::Int(0), Field::Int(3)];
         let outcome = Outcome::reported(
             Decision::Deny,
-            Names::Builtin(Algorithm::SlidingWindow.headers()),
+            Names::Builtin(Builtin::SlidingWindow.headers()),
             Report::from_values(&values, 0).unwrap(),
             Vec::new(),
         );

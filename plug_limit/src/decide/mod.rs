@@ -17,7 +17,7 @@ use tracing::Instrument;
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
-use crate::algorithm::Algorithm;
+use crate::algorithm::Builtin;
 use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
@@ -566,7 +566,7 @@ impl Request<'_> {
 /// limiter leases its units (a request holds them until its response ends) and the call takes
 /// some; a peek takes nothing, so it has nothing to give back.
 fn lease_for(entry: &Entry, cost: Charge) -> Option<String> {
-    let leases = entry.program.algorithm.is_some_and(Algorithm::leases);
+    let leases = entry.program.algorithm.is_some_and(Builtin::leases);
     (leases && matches!(cost, Charge::Take(1..))).then(settle::new_id)
 }
 

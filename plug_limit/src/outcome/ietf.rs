@@ -36,7 +36,7 @@ use sfv::visitor::{EntryVisitor, InnerListVisitor, ItemVisitor, ListVisitor, Nev
 use sfv::{BareItemFromInput, Integer, KeyRef, ListSerializer, Parser, StringRef};
 use sha2::Sha256;
 
-use crate::algorithm::{Algorithm, Report, period_seconds};
+use crate::algorithm::{Builtin, Report, period_seconds};
 use crate::limit::Opt;
 
 /// `RateLimit-Policy`: the quota policies, one item per window.
@@ -137,7 +137,7 @@ impl Draft10 {
     /// `r=0`.
     pub(crate) fn items(
         &self,
-        algorithm: Algorithm,
+        algorithm: Builtin,
         key: &str,
         opts: &[Opt],
         report: &Report,
@@ -146,7 +146,7 @@ impl Draft10 {
         let windows = windows(algorithm, opts)?;
         let decided = usize::try_from(report.window()).ok()?;
         let pk = self.keys.of(key);
-        let multi = algorithm == Algorithm::MultiWindow;
+        let multi = algorithm == Builtin::MultiWindow;
         let name = |window: &Window| {
             if multi {
                 // `:` cannot be in a limiter's name: these never meet another policy's.
@@ -241,8 +241,8 @@ fn count_down_member(member: &mut Member, passed: i64) {
 
 /// The quotas a limit's options declare: `[limit, window, ...]`, or multi_window's
 /// `"limit/window"` each.
-fn windows(algorithm: Algorithm, opts: &[Opt]) -> Option<Vec<Window>> {
-    if algorithm == Algorithm::MultiWindow {
+fn windows(algorithm: Builtin, opts: &[Opt]) -> Option<Vec<Window>> {
+    if algorithm == Builtin::MultiWindow {
         let windows: Vec<Window> = opts
             .iter()
             .filter_map(|opt| opt.as_str()?.split_once('/'))
@@ -260,7 +260,7 @@ fn windows(algorithm: Algorithm, opts: &[Opt]) -> Option<Vec<Window>> {
         // A script reads digits either way.
         text => text.as_str()?.parse().ok(),
     };
-    let seconds = if algorithm == Algorithm::CalendarQuota {
+    let seconds = if algorithm == Builtin::CalendarQuota {
         period_seconds(opts.get(1)?.as_str()?)?
     } else {
         int(opts.get(1)?)?
@@ -464,7 +464,7 @@ mod tests {
     /// The two fields of `report`, as a response carries them.
     fn render(
         draft: &Draft10,
-        algorithm: Algorithm,
+        algorithm: Builtin,
         key: &str,
         opts: &[Opt],
         report: &Report,
@@ -514,7 +514,7 @@ mod tests {
         let bucket = Report::from_values(&[policy, Field::Int(600), Field::Int(19)], 0).unwrap();
         let fields = render(
             &draft,
-            Algorithm::TokenBucket,
+            Builtin::TokenBucket,
             "plug_limit:{abcd}:token_bucket:1:/:alice",
             &[Opt::Int(20), Opt::Int(600), Opt::Int(5)],
             &bucket,
@@ -543,7 +543,7 @@ mod tests {
         let opts = [Opt::Str("10/1"), Opt::Str("100/60"), Opt::Str("10/3600")];
         let fields = render(
             &draft,
-            Algorithm::MultiWindow,
+            Builtin::MultiWindow,
             "k",
             &opts,
             &report(&[100, 42, 0, 42], 1),
@@ -565,7 +565,7 @@ mod tests {
         for (window, name) in [(0, "multi_window:1s"), (2, "multi_window:3600s")] {
             let fields = render(
                 &draft,
-                Algorithm::MultiWindow,
+                Builtin::MultiWindow,
                 "k",
                 &opts,
                 &report(&[10, 1, 0], window),
@@ -574,7 +574,7 @@ mod tests {
             assert_eq!(parse(&fields.unwrap()[1].1).unwrap()[0].name, name);
         }
         let beyond = report(&[10, 1, 0], 3);
-        assert!(render(&draft, Algorithm::MultiWindow, "k", &opts, &beyond, false).is_none());
+        assert!(render(&draft, Builtin::MultiWindow, "k", &opts, &beyond, false).is_none());
     }
 
     #[test]
@@ -583,8 +583,7 @@ mod tests {
         let quota = report(&[10_000, 3600, 9999], 0);
         let fields_of = |period: &'static str, offset| {
             let opts = [Opt::Int(10_000), Opt::Str(period), Opt::Int(offset)];
-            let fields =
-                render(&draft, Algorithm::CalendarQuota, "k", &opts, &quota, false).unwrap();
+            let fields = render(&draft, Builtin::CalendarQuota, "k", &opts, &quota, false).unwrap();
             let policy = &parse(&fields[0].1).unwrap()[0];
             let current = &parse(&fields[1].1).unwrap()[0];
             (
@@ -603,17 +602,7 @@ mod tests {
         assert_eq!(fields_of("day", 0).1, Some(86_400));
         let unknown = [Opt::Int(5), Opt::Str("year"), Opt::Int(0)];
         let five = report(&[5, 60, 4], 0);
-        assert!(
-            render(
-                &draft,
-                Algorithm::CalendarQuota,
-                "k",
-                &unknown,
-                &five,
-                false
-            )
-            .is_none()
-        );
+        assert!(render(&draft, Builtin::CalendarQuota, "k", &unknown, &five, false).is_none());
     }
 
     #[test]
@@ -622,7 +611,7 @@ mod tests {
         let opts = [Opt::Int(3), Opt::Int(600)];
         let fields = render(
             &draft,
-            Algorithm::Concurrency,
+            Builtin::Concurrency,
             "k",
             &opts,
             &report(&[3, 42, 1], 0),
@@ -645,7 +634,7 @@ mod tests {
         let draft = Draft10::new("fixed_window", keys());
         let opts = [Opt::Int(3), Opt::Int(60)];
         let fields_of = |opts: &[Opt], report: &Report| {
-            render(&draft, Algorithm::FixedWindow, "k", opts, report, false)
+            render(&draft, Builtin::FixedWindow, "k", opts, report, false)
         };
         let three = report(&[3, 60, 2], 0);
         assert!(fields_of(&opts, &three).is_some());
@@ -665,7 +654,7 @@ mod tests {
         let items = |reset| {
             draft
                 .items(
-                    Algorithm::FixedWindow,
+                    Builtin::FixedWindow,
                     "k",
                     &opts,
                     &report(&[3, reset, 1], 0),

@@ -6,7 +6,7 @@ use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
 
 use super::{Decision, Names, Outcome, number};
-use crate::algorithm::{Algorithm, Field, Fields, Report};
+use crate::algorithm::{Builtin, Field, Fields, Report};
 use crate::error::ReplyError;
 
 /// Parses a script reply: `{"allow"|"deny", {header values...}, extra...}`.
@@ -39,7 +39,7 @@ pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outco
 /// decided, which the report holds; the rest (a batch's grant) stay extra values.
 pub(crate) fn parse_builtin(
     reply: Value,
-    algorithm: Algorithm,
+    algorithm: Builtin,
     names: &Names,
 ) -> Result<Outcome, ReplyError> {
     let Value::Array(items) = reply else {
@@ -75,7 +75,7 @@ pub(crate) fn parse_builtin(
         sent.push((name, value));
     }
     let mut extra: Vec<Value> = items.collect();
-    let window = if algorithm == Algorithm::MultiWindow && !extra.is_empty() {
+    let window = if algorithm == Builtin::MultiWindow && !extra.is_empty() {
         match extra.remove(0) {
             Value::Int(window) => u32::try_from(window).ok(),
             _ => None,
@@ -432,7 +432,7 @@ mod tests {
             Value::Int(1),
             Value::Int(99),
         ]);
-        let outcome = parse_builtin(reply, Algorithm::MultiWindow, &builtin_names()).unwrap();
+        let outcome = parse_builtin(reply, Builtin::MultiWindow, &builtin_names()).unwrap();
         let report = outcome.report().unwrap();
         assert_eq!((report.reset(), report.window()), (7, 1));
         // Only multi_window's first extra value is its window.
@@ -448,7 +448,7 @@ mod tests {
             ])
         };
         let parsed = |values: &[&str]| {
-            parse_builtin(reply(values), Algorithm::FixedWindow, &builtin_names()).map(|_| ())
+            parse_builtin(reply(values), Builtin::FixedWindow, &builtin_names()).map(|_| ())
         };
         let not_a_number = |position| {
             Err(ReplyError::InvalidHeaderValue {
@@ -461,7 +461,7 @@ mod tests {
         assert_eq!(parsed(&["10", "60", "09"]), not_a_number(2));
         assert_eq!(parsed(&["10", "60"]), not_a_number(2));
         let no_window = Value::Array(vec![s("allow"), Value::Array(vec![]), s("x")]);
-        assert!(parse_builtin(no_window, Algorithm::MultiWindow, &builtin_names()).is_err());
+        assert!(parse_builtin(no_window, Builtin::MultiWindow, &builtin_names()).is_err());
         assert_eq!(canonical_integer(b"-7"), Some(-7));
         assert_eq!(canonical_integer(b"0"), Some(0));
         assert_eq!(canonical_integer(b"-0"), None);

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::Outcome;
 use super::ietf::{Draft10, PartitionKeys};
-use crate::algorithm::Algorithm;
+use crate::algorithm::Builtin;
 use crate::limit::Opt;
 
 /// The rate-limit header fields a limiter sends, set for every limiter with
@@ -78,7 +78,7 @@ pub enum HeaderStyle {
 /// How one limiter's outcomes get their final headers: resolved once, at build.
 pub(crate) struct Styler {
     /// The built-in the limiter runs; `None` for a custom script, whose headers stay its own.
-    algorithm: Option<Algorithm>,
+    algorithm: Option<Builtin>,
     /// Set for a built-in in [`HeaderStyle::Draft10`].
     draft10: Option<Draft10>,
 }
@@ -88,7 +88,7 @@ impl Styler {
     /// `pk` (asked for only in [`HeaderStyle::Draft10`]).
     pub(crate) fn new(
         name: &str,
-        algorithm: Option<Algorithm>,
+        algorithm: Option<Builtin>,
         style: HeaderStyle,
         keys: impl FnOnce() -> PartitionKeys,
     ) -> Self {
@@ -123,7 +123,7 @@ impl Styler {
         let denied = !outcome.is_allowed();
         // The seed's fixed_window script answers no `retry-after`; its window's reset is when
         // a denied client may try again.
-        let reset_is_retry_after = algorithm == Algorithm::FixedWindow && denied;
+        let reset_is_retry_after = algorithm == Builtin::FixedWindow && denied;
         if !reset_is_retry_after && self.draft10.is_none() {
             return outcome;
         }

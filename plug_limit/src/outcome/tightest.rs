@@ -81,7 +81,7 @@ pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::{Algorithm, Field, Report};
+    use crate::algorithm::{Builtin, Field, Report, Runtime};
     use crate::limit::Opt;
     use crate::outcome::ietf::{PartitionKeys, parse};
     use crate::outcome::{HeaderStyle, Names, Styler};
@@ -90,7 +90,7 @@ mod tests {
         let values = [Field::Int(9), Field::Int(reset), Field::Int(remaining)];
         Outcome::reported(
             Decision::Allow,
-            Names::Builtin(Algorithm::FixedWindow.headers()),
+            Names::Builtin(Builtin::FixedWindow.headers()),
             Report::from_values(&values, 0).unwrap(),
             Vec::new(),
         )
@@ -130,13 +130,11 @@ mod tests {
     fn draft10_outcomes_list_every_policy() {
         let keys = || PartitionKeys::new(b"0123456789abcdef").unwrap();
         let draft = |name: &str, remaining: i64| {
-            Styler::new(
-                name,
-                Some(Algorithm::FixedWindow),
-                HeaderStyle::Draft10,
-                keys,
+            Styler::new(name, Some(Builtin::FixedWindow), HeaderStyle::Draft10, keys).finish(
+                "k",
+                &[Opt::Int(10), Opt::Int(1)],
+                reported(remaining, 1),
             )
-            .finish("k", &[Opt::Int(10), Opt::Int(1)], reported(remaining, 1))
         };
         let merged = merged(vec![draft("a", 4), draft("b", 1)]);
         let members = |name: &str| parse(merged.header(name).unwrap()).unwrap();
