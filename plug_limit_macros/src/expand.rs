@@ -28,7 +28,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{AttrStyle, Attribute, FnArg, ItemFn, ReturnType, Visibility};
 
-use crate::validate::{Config, Limiter, Opt, Rate};
+use crate::validate::{Config, Limiter, Opt};
 
 /// The handler under `configs`: one limit, or several stacked (checked at once).
 pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
@@ -217,54 +217,21 @@ fn registration(
 impl Limiter {
     fn name(&self) -> &str {
         match self {
-            Self::FixedWindow { .. } => "fixed_window",
-            Self::TokenBucket { .. } => "token_bucket",
-            Self::SlidingWindow { .. } => "sliding_window",
-            Self::SlidingLog { .. } => "sliding_log",
-            Self::LeakyBucket { .. } => "leaky_bucket",
-            Self::Gcra { .. } => "gcra",
-            Self::MultiWindow { .. } => "multi_window",
+            Self::Builtin { builtin, .. } => builtin.name(),
             Self::Custom { name, .. } => name,
         }
     }
 
     fn opts(&self) -> Vec<TokenStream> {
-        let int = |n: u32| {
-            let n = Literal::i64_unsuffixed(i64::from(n));
-            quote!(::plug_limit::Opt::Int(#n))
-        };
-        match self {
-            Self::FixedWindow { limit, window }
-            | Self::SlidingWindow { limit, window }
-            | Self::SlidingLog { limit, window }
-            | Self::LeakyBucket { limit, window } => vec![int(*limit), int(*window)],
-            Self::TokenBucket {
-                limit,
-                window,
-                burst,
-            }
-            | Self::Gcra {
-                limit,
-                window,
-                burst,
-            } => vec![int(*limit), int(*window), int(*burst)],
-            Self::MultiWindow { rates } => rates
-                .iter()
-                .map(|Rate { limit, window }| {
-                    let rate = format!("{limit}/{window}");
-                    quote!(::plug_limit::Opt::Str(#rate))
-                })
-                .collect(),
-            Self::Custom { opts, .. } => opts
-                .iter()
-                .map(|opt| match opt {
-                    Opt::Int(n) => {
-                        let n = Literal::i64_unsuffixed(*n);
-                        quote!(::plug_limit::Opt::Int(#n))
-                    }
-                    Opt::Str(s) => quote!(::plug_limit::Opt::Str(#s)),
-                })
-                .collect(),
-        }
+        let (Self::Builtin { opts, .. } | Self::Custom { opts, .. }) = self;
+        opts.iter()
+            .map(|opt| match opt {
+                Opt::Int(n) => {
+                    let n = Literal::i64_unsuffixed(*n);
+                    quote!(::plug_limit::Opt::Int(#n))
+                }
+                Opt::Str(s) => quote!(::plug_limit::Opt::Str(#s)),
+            })
+            .collect()
     }
 }

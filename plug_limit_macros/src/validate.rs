@@ -2,10 +2,9 @@
 //! rules the built-in Lua scripts check at run time are checked here, at compile time, by the
 //! rules of `plug_limit_options`, worded for the attribute.
 
-use plug_limit_options::{Builtin, MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, Rule};
+use plug_limit_options::{Builtin, Kind, MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, Param, Rule};
 use proc_macro2::Span;
 use quote::ToTokens;
-use syn::spanned::Spanned;
 use syn::{Expr, ExprArray, ExprLit, ExprUnary, FnArg, ItemFn, Lit, LitStr, Type, UnOp};
 
 use crate::errors::Errors;
@@ -31,32 +30,21 @@ impl Config {
     /// Whether it holds a lease until the response ends (`concurrency`), which a stack's one
     /// call cannot.
     pub(crate) fn leases(&self) -> bool {
-        matches!(&self.limiter, Limiter::Custom { name, .. }
-            if Builtin::from_name(name).is_some_and(Builtin::leases))
+        matches!(self.limiter, Limiter::Builtin { builtin, .. } if builtin.leases())
     }
 }
 
 /// The limiter and its options, in the order of the script's `ARGV`.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Limiter {
-    FixedWindow { limit: u32, window: u32 },
-    TokenBucket { limit: u32, window: u32, burst: u32 },
-    SlidingWindow { limit: u32, window: u32 },
-    SlidingLog { limit: u32, window: u32 },
-    LeakyBucket { limit: u32, window: u32 },
-    Gcra { limit: u32, window: u32, burst: u32 },
-    MultiWindow { rates: Vec<Rate> },
+    /// A built-in, its options checked by the catalogue's rules (multi_window's rates as their
+    /// canonical text).
+    Builtin { builtin: Builtin, opts: Vec<Opt> },
+    /// Any other name: a limiter the application registers.
     Custom { name: String, opts: Vec<Opt> },
 }
 
-/// One `"<limit>/<window>"` of `multi_window`.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Rate {
-    pub(crate) limit: u32,
-    pub(crate) window: u32,
-}
-
-/// One option of a custom limiter.
+/// One option, as the expansion writes it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Opt {
     Int(i64),
@@ -131,39 +119,8 @@ fn limiter(name: &Arg<LitStr>, opts: &Arg<ExprArray>, errors: &mut Errors) -> Op
         }
         Arg::Malformed => None,
         Arg::Given(opts) => errors.push(match Builtin::from_name(&name) {
-            Some(builtin @ Builtin::FixedWindow) => positive(builtin, opts)
-                .map(|[limit, window]| Limiter::FixedWindow { limit, window }),
-            Some(builtin @ Builtin::TokenBucket) => {
-                limit_window_burst(builtin, opts).map(|[limit, window, burst]| {
-                    Limiter::TokenBucket {
-                        limit,
-                        window,
-                        burst,
-                    }
-                })
-            }
-            Some(builtin @ Builtin::SlidingWindow) => positive(builtin, opts)
-                .map(|[limit, window]| Limiter::SlidingWindow { limit, window }),
-            Some(builtin @ Builtin::SlidingLog) => {
-                positive(builtin, opts).map(|[limit, window]| Limiter::SlidingLog { limit, window })
-            }
-            Some(builtin @ Builtin::LeakyBucket) => leaky_bucket(builtin, opts),
-            Some(builtin @ Builtin::Gcra) => {
-                limit_window_burst(builtin, opts).map(|[limit, window, burst]| Limiter::Gcra {
-                    limit,
-                    window,
-                    burst,
-                })
-            }
-            Some(builtin @ Builtin::MultiWindow) => multi_window(builtin, opts),
-            Some(builtin @ Builtin::CalendarQuota) => calendar_quota(builtin, opts),
-            // Travels as the options it is written with, like `calendar_quota`.
-            Some(builtin @ Builtin::Concurrency) => {
-                positive(builtin, opts).map(|[limit, lease]| Limiter::Custom {
-                    name: builtin.name().to_owned(),
-                    opts: vec![Opt::Int(i64::from(limit)), Opt::Int(i64::from(lease))],
-                })
-            }
+            Some(builtin) if builtin.arity().is_none() => multi_window(builtin, opts),
+            Some(builtin) => built_in(builtin, opts),
             None => custom(name, opts),
         }),
     }
@@ -177,33 +134,67 @@ fn missing_opts(name: &str) -> syn::Error {
     syn::Error::new(Span::call_site(), message)
 }
 
-/// The rules `lua/token_bucket.lua` and `lua/gcra.lua` check, so that options they would
-/// refuse never compile: `burst` is at least 1 like every option, and at most `limit`.
-fn limit_window_burst(builtin: Builtin, opts: &ExprArray) -> syn::Result<[u32; 3]> {
-    let [limit, window, burst] = positive(builtin, opts)?;
-    if plug_limit_options::burst(u64::from(burst), u64::from(limit)).is_err() {
-        let span = opts.elems.last().map_or_else(|| opts.span(), Spanned::span);
-        return Err(syn::Error::new(
-            span,
-            format!("`burst` must be at most `limit` ({limit}), found {burst}"),
-        ));
+/// A built-in's options (a fixed number of them), each by its kind's rule, then the rules
+/// between them (a burst at most the limit, leaky_bucket's `limit * window`): one compile
+/// reports every option's mistake.
+fn built_in(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
+    let params = builtin.params();
+    if opts.elems.len() != params.len() {
+        return Err(wrong_count(builtin, opts));
     }
-    Ok([limit, window, burst])
+    let mut errors = Errors::default();
+    let values: Vec<Option<Opt>> = params
+        .iter()
+        .zip(&opts.elems)
+        .map(|(param, opt)| errors.push(option(param, opt)))
+        .collect();
+    let values = errors.finish_with(values.into_iter().collect::<Option<Vec<Opt>>>())?;
+    let int = |position: usize| match values.get(position) {
+        Some(Opt::Int(n)) => u64::try_from(*n).unwrap_or(0),
+        _ => 0,
+    };
+    for (position, (param, opt)) in params.iter().zip(&opts.elems).enumerate() {
+        let (limit, value) = (int(0), int(position));
+        match param.kind {
+            Kind::Burst if plug_limit_options::burst(value, limit).is_err() => {
+                return Err(syn::Error::new_spanned(
+                    opt,
+                    format!(
+                        "`{}` must be at most `limit` ({limit}), found {value}",
+                        param.name
+                    ),
+                ));
+            }
+            Kind::LeakyWindow if plug_limit_options::leaky(limit, value).is_err() => {
+                return Err(syn::Error::new_spanned(
+                    opts,
+                    format!(
+                        "`{}` needs `limit * window` at most {MAX_LEAKY_PRODUCT}, found {}",
+                        builtin.name(),
+                        limit * value
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    Ok(Limiter::Builtin {
+        builtin,
+        opts: values,
+    })
 }
 
-fn leaky_bucket(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
-    let [limit, window] = positive(builtin, opts)?;
-    if plug_limit_options::leaky(u64::from(limit), u64::from(window)).is_err() {
-        let product = u64::from(limit) * u64::from(window);
-        return Err(syn::Error::new_spanned(
-            opts,
-            format!(
-                "`{}` needs `limit * window` at most {MAX_LEAKY_PRODUCT}, found {product}",
-                builtin.name()
-            ),
-        ));
+/// One option of a built-in, by its kind's rule.
+fn option(param: &Param, opt: &Expr) -> syn::Result<Opt> {
+    match param.kind {
+        Kind::Count | Kind::Burst | Kind::LeakyWindow => {
+            positive_opt(param.name, opt).map(|n| Opt::Int(i64::from(n)))
+        }
+        Kind::Period => calendar_period(opt).map(Opt::Str),
+        Kind::UtcOffset => utc_offset(opt).map(Opt::Int),
+        // Rates are multi_window's, read by `multi_window`.
+        Kind::Rate => Err(syn::Error::new_spanned(opt, "expected a rate")),
     }
-    Ok(Limiter::LeakyBucket { limit, window })
 }
 
 /// The rules `lua/multi_window.lua` checks: one or more rates, no window twice.
@@ -219,47 +210,25 @@ fn multi_window(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
         ));
     }
     let mut errors = Errors::default();
-    let mut rates: Vec<Rate> = Vec::with_capacity(opts.elems.len());
+    let mut rates: Vec<(u32, u32)> = Vec::with_capacity(opts.elems.len());
     for opt in &opts.elems {
-        let Some(rate) = errors.push(rate(builtin, opt)) else {
+        let Some((limit, window)) = errors.push(rate(builtin, opt)) else {
             continue;
         };
-        if rates.iter().any(|seen| seen.window == rate.window) {
+        if rates.iter().any(|(_, seen)| *seen == window) {
             errors.add(syn::Error::new_spanned(
                 opt,
-                format!("window `{}` appears twice", rate.window),
+                format!("window `{window}` appears twice"),
             ));
         } else {
-            rates.push(rate);
+            rates.push((limit, window));
         }
     }
-    errors.finish(Limiter::MultiWindow { rates })
-}
-
-/// The rules `lua/calendar_quota.lua` checks. Its options are not all positive integers, so
-/// it travels as the options it is written with: the expansion of a limiter it has no variant
-/// for.
-fn calendar_quota(builtin: Builtin, opts: &ExprArray) -> syn::Result<Limiter> {
-    let elems: Vec<&Expr> = opts.elems.iter().collect();
-    let [limit, period_opt, offset_opt] = elems[..] else {
-        return Err(wrong_count(builtin, opts));
-    };
-    let mut errors = Errors::default();
-    let limit = errors.push(positive_opt("limit", limit));
-    let period = errors.push(calendar_period(period_opt));
-    let offset = errors.push(utc_offset(offset_opt));
-    let opts = match (limit, period, offset) {
-        (Some(limit), Some(period), Some(offset)) => Some(vec![
-            Opt::Int(i64::from(limit)),
-            Opt::Str(period),
-            Opt::Int(offset),
-        ]),
-        _ => None,
-    };
-    errors.finish_with(opts.map(|opts| Limiter::Custom {
-        name: builtin.name().to_owned(),
-        opts,
-    }))
+    let opts = rates
+        .into_iter()
+        .map(|(limit, window)| Opt::Str(format!("{limit}/{window}")))
+        .collect();
+    errors.finish(Limiter::Builtin { builtin, opts })
 }
 
 fn calendar_period(opt: &Expr) -> syn::Result<String> {
@@ -291,7 +260,7 @@ fn utc_offset(opt: &Expr) -> syn::Result<i64> {
 
 /// One `"<limit>/<window>"`, in the script's form: canonical digits, so that the string the
 /// script receives is the one written here.
-fn rate(builtin: Builtin, opt: &Expr) -> syn::Result<Rate> {
+fn rate(builtin: Builtin, opt: &Expr) -> syn::Result<(u32, u32)> {
     let Expr::Lit(ExprLit {
         lit: Lit::Str(lit), ..
     }) = opt
@@ -299,7 +268,7 @@ fn rate(builtin: Builtin, opt: &Expr) -> syn::Result<Rate> {
         return Err(not_a_rate(builtin, opt));
     };
     match plug_limit_options::rate(&lit.value()) {
-        Ok((limit, window)) => Ok(Rate { limit, window }),
+        Ok(rate) => Ok(rate),
         Err(Rule::RateBound(name)) => Err(syn::Error::new_spanned(
             opt,
             format!("`{name}` must be at most {MAX}"),
@@ -403,22 +372,6 @@ fn limiter_name(lit: &LitStr) -> syn::Result<()> {
         ));
     }
     Ok(())
-}
-
-/// The options of a built-in limiter whose options are all counts (or a burst, checked after):
-/// exactly `N` integers in `1..=2147483647`, named by the catalogue.
-fn positive<const N: usize>(builtin: Builtin, opts: &ExprArray) -> syn::Result<[u32; N]> {
-    if opts.elems.len() != N {
-        return Err(wrong_count(builtin, opts));
-    }
-    let mut errors = Errors::default();
-    let mut values = [0; N];
-    for ((value, param), opt) in values.iter_mut().zip(builtin.params()).zip(&opts.elems) {
-        if let Some(parsed) = errors.push(positive_opt(param.name, opt)) {
-            *value = parsed;
-        }
-    }
-    errors.finish(values)
 }
 
 /// A built-in's options, other than as many as it takes.

@@ -28,6 +28,14 @@ fn error(args: TokenStream) -> String {
     }
 }
 
+/// A built-in of integer options, as the attribute validates it.
+fn built_in(builtin: Builtin, opts: &[i64]) -> Limiter {
+    Limiter::Builtin {
+        builtin,
+        opts: opts.iter().copied().map(Opt::Int).collect(),
+    }
+}
+
 fn cost(args: TokenStream) -> Result<Option<u32>, String> {
     check(args, quote! { async fn handler() {} }).map(|config| config.cost)
 }
@@ -43,76 +51,42 @@ fn handler_error(item: TokenStream) -> String {
 fn built_in_limiters() {
     assert_eq!(
         limiter(quote!(opts = [10, 60])),
-        Ok(Limiter::FixedWindow {
-            limit: 10,
-            window: 60
-        })
+        Ok(built_in(Builtin::FixedWindow, &[10, 60]))
     );
     assert_eq!(
         limiter(quote!(limiter = "token_bucket", opts = [20, 600, 5])),
-        Ok(Limiter::TokenBucket {
-            limit: 20,
-            window: 600,
-            burst: 5
-        })
+        Ok(built_in(Builtin::TokenBucket, &[20, 600, 5]))
     );
     assert_eq!(
         limiter(quote!(limiter = "token_bucket", opts = [5, 1, 5])),
-        Ok(Limiter::TokenBucket {
-            limit: 5,
-            window: 1,
-            burst: 5
-        })
+        Ok(built_in(Builtin::TokenBucket, &[5, 1, 5]))
     );
     assert_eq!(
         limiter(quote!(limiter = "sliding_window", opts = [100, 60])),
-        Ok(Limiter::SlidingWindow {
-            limit: 100,
-            window: 60
-        })
+        Ok(built_in(Builtin::SlidingWindow, &[100, 60]))
     );
     assert_eq!(
         limiter(quote!(limiter = "sliding_log", opts = [2147483647, 1])),
-        Ok(Limiter::SlidingLog {
-            limit: 2_147_483_647,
-            window: 1
-        })
+        Ok(built_in(Builtin::SlidingLog, &[2_147_483_647, 1]))
     );
     assert_eq!(
         limiter(quote!(limiter = "leaky_bucket", opts = [10, 60])),
-        Ok(Limiter::LeakyBucket {
-            limit: 10,
-            window: 60
-        })
+        Ok(built_in(Builtin::LeakyBucket, &[10, 60]))
     );
     assert_eq!(
         limiter(quote!(limiter = "gcra", opts = [20, 60, 20])),
-        Ok(Limiter::Gcra {
-            limit: 20,
-            window: 60,
-            burst: 20
-        })
+        Ok(built_in(Builtin::Gcra, &[20, 60, 20]))
     );
     assert_eq!(
         limiter(quote!(
             limiter = "multi_window",
             opts = ["1/5", "5/3600", "2147483647/2147483647"]
         )),
-        Ok(Limiter::MultiWindow {
-            rates: vec![
-                Rate {
-                    limit: 1,
-                    window: 5
-                },
-                Rate {
-                    limit: 5,
-                    window: 3600
-                },
-                Rate {
-                    limit: 2_147_483_647,
-                    window: 2_147_483_647
-                },
-            ]
+        Ok(Limiter::Builtin {
+            builtin: Builtin::MultiWindow,
+            opts: ["1/5", "5/3600", "2147483647/2147483647"]
+                .map(|rate| Opt::Str(rate.to_owned()))
+                .into(),
         })
     );
 }
@@ -223,10 +197,7 @@ fn options_of_the_new_limiters_are_positive_integers() {
 fn leaky_bucket_keeps_its_level_exact() {
     assert_eq!(
         limiter(quote!(limiter = "leaky_bucket", opts = [12907, 697853820])),
-        Ok(Limiter::LeakyBucket {
-            limit: 12_907,
-            window: 697_853_820
-        })
+        Ok(built_in(Builtin::LeakyBucket, &[12_907, 697_853_820]))
     );
     assert_eq!(
         error(quote!(limiter = "leaky_bucket", opts = [12907, 697853821])),
@@ -421,10 +392,7 @@ fn built_in_options_are_positive_integers() {
     );
     assert_eq!(
         limiter(quote!(opts = [2147483647, 0x10])),
-        Ok(Limiter::FixedWindow {
-            limit: 2_147_483_647,
-            window: 16
-        })
+        Ok(built_in(Builtin::FixedWindow, &[2_147_483_647, 16]))
     );
 }
 
@@ -676,10 +644,7 @@ fn count_if_is_for_built_ins_that_spend_their_units() {
 fn concurrency_takes_a_limit_and_a_lease() {
     assert_eq!(
         limiter(quote!(limiter = "concurrency", opts = [3, 600])),
-        Ok(Limiter::Custom {
-            name: "concurrency".to_owned(),
-            opts: vec![Opt::Int(3), Opt::Int(600)],
-        })
+        Ok(built_in(Builtin::Concurrency, &[3, 600]))
     );
     assert_eq!(
         error(quote!(limiter = "concurrency", opts = [3])),
@@ -698,8 +663,8 @@ fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
             limiter = "calendar_quota",
             opts = [10000, "month", -300]
         )),
-        Ok(Limiter::Custom {
-            name: "calendar_quota".to_owned(),
+        Ok(Limiter::Builtin {
+            builtin: Builtin::CalendarQuota,
             opts: vec![
                 Opt::Int(10_000),
                 Opt::Str("month".to_owned()),
@@ -709,8 +674,8 @@ fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
     );
     assert_eq!(
         limiter(quote!(limiter = "calendar_quota", opts = [5, "week", 1439])),
-        Ok(Limiter::Custom {
-            name: "calendar_quota".to_owned(),
+        Ok(Limiter::Builtin {
+            builtin: Builtin::CalendarQuota,
             opts: vec![Opt::Int(5), Opt::Str("week".to_owned()), Opt::Int(1439)],
         })
     );
