@@ -31,6 +31,7 @@ impl Arg<'_> {
     /// `find(v, '^%d+$') and tonumber(v)`: plain digits, read as a double.
     #[allow(clippy::cast_precision_loss)] // as strtod rounds
     #[must_use]
+    #[inline]
     pub fn digits(self) -> Option<f64> {
         match self {
             Self::Int(n) if n >= 0 => Some(n as f64),
@@ -44,6 +45,7 @@ impl Arg<'_> {
     /// `match(v, '^([+~-])(%d+)$')`, the digits read as a double.
     #[allow(clippy::cast_precision_loss)] // as strtod rounds
     #[must_use]
+    #[inline]
     pub fn signed(self) -> Option<(char, f64)> {
         match self {
             Self::Signed(sign, n) => Some((sign, f64::from(n))),

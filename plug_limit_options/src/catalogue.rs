@@ -95,6 +95,7 @@ impl Builtin {
 
     /// The name it is registered under.
     #[must_use]
+    #[inline]
     pub const fn name(self) -> &'static str {
         match self {
             Self::FixedWindow => "fixed_window",
@@ -124,6 +125,7 @@ impl Builtin {
 
     /// Its options, in `ARGV` order; multi_window's one param stands for each of its rates.
     #[must_use]
+    #[inline]
     pub const fn params(self) -> &'static [Param] {
         match self {
             Self::FixedWindow => params!("fixed_window": ("limit", Count), ("window", Count)),
@@ -149,6 +151,7 @@ impl Builtin {
 
     /// How many options it takes; `None`: one or more (multi_window).
     #[must_use]
+    #[inline]
     pub const fn arity(self) -> Option<usize> {
         match self {
             Self::MultiWindow => None,
@@ -162,14 +165,20 @@ impl Builtin {
     /// # Errors
     ///
     /// `fixed_window: takes 2 options, found 1`.
+    #[inline]
     pub fn check_arity(self, count: usize) -> Result<(), Refusal> {
         match self.arity() {
-            Some(arity) if arity != count => Err(Refusal::worded(format!(
-                "{}: takes {arity} options, found {count}",
-                self.name()
-            ))),
+            Some(arity) if arity != count => Err(self.wrong_arity(arity, count)),
             _ => Ok(()),
         }
+    }
+
+    #[cold]
+    fn wrong_arity(self, arity: usize, count: usize) -> Refusal {
+        Refusal::worded(format!(
+            "{}: takes {arity} options, found {count}",
+            self.name()
+        ))
     }
 
     /// Its options as the errors show them: `[limit, window]`.
@@ -189,12 +198,14 @@ impl Builtin {
     /// Whether each admitted request holds its units until released (a lease) rather than
     /// spending them: such a limit cannot be stacked, nor settled after its response.
     #[must_use]
+    #[inline]
     pub const fn leases(self) -> bool {
         matches!(self, Self::Concurrency)
     }
 
     /// Whether its script grants a batch of units (`~n`), for local batches.
     #[must_use]
+    #[inline]
     pub const fn batches(self) -> bool {
         matches!(self, Self::FixedWindow | Self::TokenBucket)
     }
@@ -206,6 +217,7 @@ impl Builtin {
     /// # Errors
     ///
     /// The first option the script would refuse, in its words.
+    #[inline]
     pub fn read<'a>(self, arg: impl Fn(usize) -> Arg<'a>) -> Result<[f64; 3], Refusal> {
         let mut values = [0.0; 3];
         for (position, param) in self.params().iter().enumerate() {
@@ -216,7 +228,20 @@ impl Builtin {
 
     /// One option of `param`'s kind, the limit (the first option) read before it.
     #[allow(clippy::cast_precision_loss)] // whole numbers within the bounds, exact
+    #[inline]
     fn read_one(self, param: &Param, arg: Arg<'_>, limit: f64) -> Result<f64, Refusal> {
+        // Every check reads its options: a count given as an integer in bounds takes no
+        // more than this.
+        const TOP: i64 = MAX as i64;
+        #[allow(clippy::cast_precision_loss)] // 1..=MAX, exact
+        if let (Kind::Count, Arg::Int(n @ 1..=TOP)) = (param.kind, arg) {
+            return Ok(n as f64);
+        }
+        self.read_other(param, arg, limit)
+    }
+
+    /// [`read_one`](Self::read_one) of any other option.
+    fn read_other(self, param: &Param, arg: Arg<'_>, limit: f64) -> Result<f64, Refusal> {
         let refuse = |rule: Rule| Refusal::new(self.name(), param.name, &rule.script_words(), arg);
         let max = f64::from(MAX);
         match param.kind {
@@ -254,6 +279,7 @@ impl Builtin {
     /// # Errors
     ///
     /// Anything but `"<limit>/<window>"` with plain positive integers up to [`MAX`].
+    #[inline]
     pub fn rate(self, position: usize, arg: Arg<'_>) -> Result<(f64, f64), Refusal> {
         let text = match arg {
             Arg::Str(text) => Ok(text),
