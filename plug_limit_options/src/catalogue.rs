@@ -383,9 +383,14 @@ pub fn check(builtin: Builtin, opts: &[Arg<'_>]) -> Result<(), Refusal> {
         let arg = |position: usize| opts.get(position).copied().unwrap_or(Arg::Missing);
         return builtin.read(arg).map(drop);
     }
-    if opts.is_empty() {
+    // As the script reads its rates: up to the last option holding a "/".
+    if !opts
+        .iter()
+        .any(|arg| matches!(arg, Arg::Str(text) if text.contains('/')))
+    {
         let rule = Rule::NoRates.script_words();
-        return Err(Refusal::new(builtin.name(), "opts", &rule, Arg::Missing));
+        let first = opts.first().copied().unwrap_or(Arg::Missing);
+        return Err(Refusal::new(builtin.name(), "opts", &rule, first));
     }
     let mut windows: Vec<f64> = Vec::with_capacity(opts.len());
     for (position, &arg) in opts.iter().enumerate() {
@@ -471,6 +476,10 @@ mod tests {
         assert_eq!(
             refused(Builtin::MultiWindow, &[]),
             "multi_window: opts must hold at least one \"<limit>/<window>\", got ''"
+        );
+        assert_eq!(
+            refused(Builtin::MultiWindow, &[Str("5")]),
+            "multi_window: opts must hold at least one \"<limit>/<window>\", got '5'"
         );
         assert!(check(Builtin::CalendarQuota, &[Int(5), Str("week"), Str("-330")]).is_ok());
         assert!(check(Builtin::MultiWindow, &[Str("1/5"), Str("5/3600")]).is_ok());

@@ -51,6 +51,9 @@ impl From<String> for Field {
 pub(crate) struct Fields {
     items: [Field; MAX_FIELDS],
     len: u8,
+    /// The last value was added by the library, not answered by the script: fixed_window's
+    /// reset sent as its `retry-after`, under that name whatever the declared ones.
+    retry_after_added: bool,
     window: u32,
 }
 
@@ -82,7 +85,23 @@ impl Fields {
 
     /// Keeps the first `len` values.
     pub(crate) fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(u8::try_from(len).unwrap_or(u8::MAX));
+        let len = self.len.min(u8::try_from(len).unwrap_or(u8::MAX));
+        if len < self.len {
+            self.retry_after_added = false;
+        }
+        self.len = len;
+    }
+
+    /// Appends `retry_after`, a value the script did not answer; `None` when there is no room.
+    pub(super) fn add_retry_after(&mut self, retry_after: i64) -> Option<()> {
+        self.push_checked(Field::Int(retry_after))?;
+        self.retry_after_added = true;
+        Some(())
+    }
+
+    /// Whether the last value was added by [`add_retry_after`](Self::add_retry_after).
+    pub(super) fn retry_after_added(&self) -> bool {
+        self.retry_after_added
     }
 
     /// The window a report says decided.
@@ -123,6 +142,7 @@ impl<const N: usize> From<[Field; N]> for Fields {
         Self {
             items,
             len: N as u8,
+            retry_after_added: false,
             window: 0,
         }
     }

@@ -112,8 +112,15 @@ impl Report {
         if self.retry_after().is_none() {
             let reset = self.reset();
             // A report holds three or four values: there is room for a fourth.
-            let _ = self.values.push_checked(Field::Int(reset));
+            let _ = self.values.add_retry_after(reset);
         }
+    }
+
+    /// Whether the retry-after is the library's (see
+    /// [`retry_after_reset`](Self::retry_after_reset)), sent as `retry-after` whatever the
+    /// limiter's declared header names.
+    pub(crate) fn retry_after_added(&self) -> bool {
+        self.values.retry_after_added()
     }
 
     /// The report of a batch's answer: `reset` and `remaining` as given, and the grant's

@@ -108,9 +108,13 @@ impl Reported {
         let values = self.report.values();
         let mut headers = Vec::with_capacity(values.len());
         for (position, field) in values.iter().enumerate() {
-            // The one value a built-in's names may lack: the retry-after fixed_window's
-            // denial gains (`Report::retry_after_reset`).
-            let name = self.names.get(position).unwrap_or(&RETRY_AFTER);
+            // The one value a built-in's names may lack, sent as `retry-after` whatever they
+            // are: the retry-after fixed_window's denial gains (`Report::retry_after_reset`).
+            let added = position == 3 && self.report.retry_after_added();
+            let name = match self.names.get(position) {
+                Some(name) if !added => name,
+                _ => &RETRY_AFTER,
+            };
             if let Some(value) = value(field) {
                 headers.push((name.clone(), value));
             }
@@ -263,6 +267,11 @@ mod tests {
         reported.count_down(12);
         assert_eq!(reported.retry_after(), Some(18));
         assert_eq!(headers.get()[3].1, "18");
+        // Four declared names: the added value is still `retry-after`, not the fourth name.
+        let mut four =
+            Headers::reported(Names::Builtin(&NAMES), report(Field::Int(5), [30, 0], None));
+        four.as_reported_mut().unwrap().report.retry_after_reset();
+        assert_eq!(four.get()[3].0, RETRY_AFTER);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! windows. In the draft-10 style every limit's policy is listed: `RateLimit-Policy` and
 //! `RateLimit` carry one item per limit, the draft's way of reporting several quotas.
 
+use super::headers::Headers;
 use super::{Decision, Outcome};
 
 /// How tight a limit is after a request, by its report: what remains, and how long until it
@@ -72,8 +73,20 @@ pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
     }
     let mut outcome = outcomes.swap_remove(tightest);
     outcome.decision = Decision::Allow;
-    if let (Some(items), Some(reported)) = (items, outcome.reported_mut()) {
-        reported.draft10 = Some(items);
+    let Some(items) = items else {
+        return outcome;
+    };
+    match outcome.reported_mut() {
+        Some(reported) if reported.draft10.is_some() => reported.draft10 = Some(items),
+        // A tightest limit of the legacy style among draft-10 ones keeps its own headers,
+        // after the others' lists: a client pacing by either reads the binding limit.
+        _ => {
+            if let Some(lists) = items.render() {
+                let mut headers = lists.to_vec();
+                headers.extend(outcome.headers().iter().cloned());
+                outcome.headers = Headers::made(headers);
+            }
+        }
     }
     outcome
 }
@@ -161,5 +174,33 @@ mod tests {
             ]
         );
         assert_eq!(merged.headers().len(), 2);
+    }
+
+    #[test]
+    fn a_legacy_tightest_among_draft10_limits_keeps_its_own_headers() {
+        let keys = || PartitionKeys::new(b"0123456789abcdef").unwrap();
+        let draft = Styler::new("b", Some(Builtin::FixedWindow), HeaderStyle::Draft10, keys)
+            .finish("k", &[Opt::Int(10), Opt::Int(1)], reported(5, 1));
+        let merged = merged(vec![reported(1, 60), draft]);
+        let names: Vec<_> = merged
+            .headers()
+            .iter()
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "ratelimit-policy",
+                "ratelimit",
+                "x-ratelimit-limit",
+                "x-ratelimit-reset",
+                "x-ratelimit-remaining"
+            ]
+        );
+        assert_eq!(merged.header("x-ratelimit-remaining").unwrap(), "1");
+        assert_eq!(
+            parse(merged.header("ratelimit").unwrap()).unwrap()[0].int("r"),
+            Some(5)
+        );
     }
 }
