@@ -14,6 +14,13 @@ use crate::error::ReplyError;
 /// Header values map to `declared` names in order; a `{name, value}` pair sets its own
 /// name. `"block"` is accepted as the older spelling of `"deny"`.
 pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outcome, ReplyError> {
+    let (decision, values, extra) = envelope(reply)?;
+    let headers = headers(values, declared)?;
+    Ok(Outcome::with_extra(decision, headers, extra.collect()))
+}
+
+/// A reply's decision, its header values, and the extra values after them.
+fn envelope(reply: Value) -> Result<(Decision, Vec<Value>, std::vec::IntoIter<Value>), ReplyError> {
     let Value::Array(items) = reply else {
         return Err(ReplyError::NotAnArray(kind(&reply)));
     };
@@ -25,12 +32,12 @@ pub(crate) fn parse_reply(reply: Value, declared: &[HeaderName]) -> Result<Outco
         Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
         None => return Err(ReplyError::Empty),
     };
-    let headers = match items.next() {
-        Some(Value::Array(values)) => headers(values, declared)?,
+    let values = match items.next() {
+        Some(Value::Array(values)) => values,
         None => Vec::new(),
         Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
     };
-    Ok(Outcome::with_extra(decision, headers, items.collect()))
+    Ok((decision, values, items))
 }
 
 /// Parses a built-in's reply, `{"allow"|"deny", {limit, reset, remaining[, retry_after]},
@@ -42,61 +49,88 @@ pub(crate) fn parse_builtin(
     algorithm: Builtin,
     names: &Names,
 ) -> Result<Outcome, ReplyError> {
-    let Value::Array(items) = reply else {
-        return Err(ReplyError::NotAnArray(kind(&reply)));
-    };
-    let mut items = items.into_iter();
-    let decision = match items.next() {
-        Some(Value::BulkString(word)) => decision(&word)?,
-        Some(Value::SimpleString(word)) => decision(word.as_bytes())?,
-        Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
-        None => return Err(ReplyError::Empty),
-    };
-    let values = match items.next() {
-        Some(Value::Array(values)) => values,
-        None => Vec::new(),
-        Some(other) => return Err(ReplyError::HeadersNotAnArray(kind(&other))),
-    };
-    let mut fields = Fields::default();
-    let mut sent = Vec::with_capacity(values.len());
+    let (decision, values, extra) = envelope(reply)?;
+    let mut read = Read::new(names, values.len());
     for (position, value) in values.into_iter().enumerate() {
-        let name = declared_name(names, position)?.clone();
-        let (field, value) = match value {
-            Value::Int(n) => (Field::Int(n), number(n)),
+        read.push(position, || match value {
+            Value::Int(n) => Ok((Field::Int(n), number(n))),
             value => {
                 let bytes = Bytes::from(text(value, position)?);
-                (
+                Ok((
                     builtin_field(&bytes, position)?,
                     shared_value(bytes, position)?,
-                )
+                ))
             }
-        };
-        fields.push_checked(field).ok_or(past(position))?;
-        sent.push((name, value));
+        })?;
     }
-    let mut extra: Vec<Value> = items.collect();
+    let mut extra: Vec<Value> = extra.collect();
     let window = if algorithm == Builtin::MultiWindow && !extra.is_empty() {
         match extra.remove(0) {
             Value::Int(window) => u32::try_from(window).ok(),
             _ => None,
         }
-        .ok_or(ReplyError::InvalidHeaderValue {
-            position: fields.len(),
-            found: "not the window that decided",
-        })?
+        .ok_or_else(|| bad_window(read.fields.len()))?
     } else {
         0
     };
-    let report = report(fields, window)?;
-    Ok(Outcome::reported(decision, names.clone(), report, extra).sent_as(sent))
+    read.outcome(decision, window, extra)
 }
 
-/// A built-in's values as its report, or the position of the one out of contract.
-fn report(fields: Fields, window: u32) -> Result<Report, ReplyError> {
-    Report::from_fields(fields, window).map_err(|position| ReplyError::InvalidHeaderValue {
+/// A built-in's values as they are read: the report's fields, and the header values sent as
+/// they came.
+struct Read<'a> {
+    names: &'a Names,
+    fields: Fields,
+    sent: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl<'a> Read<'a> {
+    fn new(names: &'a Names, len: usize) -> Self {
+        Self {
+            names,
+            fields: Fields::default(),
+            sent: Vec::with_capacity(len),
+        }
+    }
+
+    /// The value at `position`, as `read` reads it once a name is declared for it; a built-in
+    /// answers at most four.
+    fn push(
+        &mut self,
+        position: usize,
+        read: impl FnOnce() -> Result<(Field, HeaderValue), ReplyError>,
+    ) -> Result<(), ReplyError> {
+        let name = declared_name(self.names, position)?.clone();
+        let (field, value) = read()?;
+        self.fields.push_checked(field).ok_or(past(position))?;
+        self.sent.push((name, value));
+        Ok(())
+    }
+
+    /// The outcome of the values read, `window` having decided: its report, sent as it came
+    /// until it changes.
+    fn outcome(
+        self,
+        decision: Decision,
+        window: u32,
+        extra: Vec<Value>,
+    ) -> Result<Outcome, ReplyError> {
+        let report = Report::from_fields(self.fields, window).map_err(|position| {
+            ReplyError::InvalidHeaderValue {
+                position,
+                found: "not the built-in's number",
+            }
+        })?;
+        Ok(Outcome::reported(decision, self.names.clone(), report, extra).sent_as(self.sent))
+    }
+}
+
+/// A window that decided out of contract.
+fn bad_window(position: usize) -> ReplyError {
+    ReplyError::InvalidHeaderValue {
         position,
-        found: "not the built-in's number",
-    })
+        found: "not the window that decided",
+    }
 }
 
 /// A value past the most a built-in answers.
@@ -178,31 +212,27 @@ pub(crate) fn packed_records(reply: Value) -> Result<impl Iterator<Item = Bytes>
 pub(crate) fn parse_record(record: &Bytes, names: &Names) -> Result<Outcome, ReplyError> {
     let (record, window) = match record.iter().position(|&b| b == WINDOW) {
         Some(at) => {
-            let window =
-                canonical_integer(&record[at + 1..]).and_then(|window| u32::try_from(window).ok());
-            let found = "not the window that decided";
-            let window = window.ok_or(ReplyError::InvalidHeaderValue { position: 0, found })?;
-            (record.slice(..at), Some(window))
+            let window = canonical_integer(&record[at + 1..])
+                .and_then(|window| u32::try_from(window).ok())
+                .ok_or_else(|| bad_window(0))?;
+            (record.slice(..at), window)
         }
-        None => (record.clone(), None),
+        None => (record.clone(), 0),
     };
     let mut values = record.split(|&b| b == UNIT);
     let decision = match values.next() {
         Some(b"") | None => return Err(ReplyError::Empty),
         Some(word) => decision(word)?,
     };
-    let mut fields = Fields::default();
-    let mut sent = Vec::with_capacity(names.len());
+    let mut read = Read::new(names, names.len());
     for (position, value) in values.enumerate() {
-        let name = declared_name(names, position)?.clone();
-        fields
-            .push_checked(builtin_field(value, position)?)
-            .ok_or(past(position))?;
-        // Every value is a view of the reply's one buffer, without a copy.
-        sent.push((name, shared_value(record.slice_ref(value), position)?));
+        read.push(position, || {
+            let field = builtin_field(value, position)?;
+            // Every value is a view of the reply's one buffer, without a copy.
+            Ok((field, shared_value(record.slice_ref(value), position)?))
+        })?;
     }
-    let report = report(fields, window.unwrap_or(0))?;
-    Ok(Outcome::reported(decision, names.clone(), report, Vec::new()).sent_as(sent))
+    read.outcome(decision, window, Vec::new())
 }
 
 /// A reply's decision word: `"allow"`, or `"deny"` and its older spelling `"block"`.
