@@ -274,13 +274,37 @@ impl Builtin {
         }
     }
 
-    /// multi_window's rate at `position` (from 0), as its script reads it.
+    /// multi_window's `count` rates (its script's opts, up to the last holding a `"/"`), each
+    /// by `arg(position)`, as its script reads them: their limits and windows.
     ///
     /// # Errors
     ///
-    /// Anything but `"<limit>/<window>"` with plain positive integers up to [`MAX`].
-    #[inline]
-    pub fn rate(self, position: usize, arg: Arg<'_>) -> Result<(f64, f64), Refusal> {
+    /// No rate at all (naming the first entry), anything but `"<limit>/<window>"` with plain
+    /// positive integers up to [`MAX`], or a window twice.
+    pub fn rates<'a>(
+        self,
+        count: usize,
+        arg: impl Fn(usize) -> Arg<'a>,
+    ) -> Result<Vec<(f64, f64)>, Refusal> {
+        if count == 0 {
+            let rule = Rule::NoRates.script_words();
+            return Err(Refusal::new(self.name(), "opts", &rule, arg(0)));
+        }
+        let mut rates: Vec<(f64, f64)> = Vec::with_capacity(count);
+        for position in 0..count {
+            let arg = arg(position);
+            let (limit, window) = self.rate(position, arg)?;
+            if let Some(earlier) = rates.iter().position(|(_, seen)| *seen == window) {
+                let rule = Rule::RepeatedWindow(earlier + 1);
+                return Err(self.refuse_rate(position, rule, arg));
+            }
+            rates.push((limit, window));
+        }
+        Ok(rates)
+    }
+
+    /// multi_window's rate at `position` (from 0), as its script reads it.
+    fn rate(self, position: usize, arg: Arg<'_>) -> Result<(f64, f64), Refusal> {
         let text = match arg {
             Arg::Str(text) => Ok(text),
             _ => Err(Rule::RateForm),
@@ -291,8 +315,7 @@ impl Builtin {
     }
 
     /// multi_window's refusal of the rate at `position` (from 0).
-    #[must_use]
-    pub fn refuse_rate(self, position: usize, rule: Rule, arg: Arg<'_>) -> Refusal {
+    fn refuse_rate(self, position: usize, rule: Rule, arg: Arg<'_>) -> Refusal {
         let field = format!("opt {}", position + 1);
         Refusal::new(self.name(), &field, &rule.script_words(), arg)
     }
@@ -379,29 +402,17 @@ fn utc_offset(arg: Arg<'_>) -> Option<i64> {
 /// The refusal.
 pub fn check(builtin: Builtin, opts: &[Arg<'_>]) -> Result<(), Refusal> {
     builtin.check_arity(opts.len())?;
+    let arg = |position: usize| opts.get(position).copied().unwrap_or(Arg::Missing);
     if builtin.arity().is_some() {
-        let arg = |position: usize| opts.get(position).copied().unwrap_or(Arg::Missing);
         return builtin.read(arg).map(drop);
     }
     // As the script reads its rates: up to the last option holding a "/".
-    if !opts
+    let slashed = opts
         .iter()
-        .any(|arg| matches!(arg, Arg::Str(text) if text.contains('/')))
-    {
-        let rule = Rule::NoRates.script_words();
-        let first = opts.first().copied().unwrap_or(Arg::Missing);
-        return Err(Refusal::new(builtin.name(), "opts", &rule, first));
-    }
-    let mut windows: Vec<f64> = Vec::with_capacity(opts.len());
-    for (position, &arg) in opts.iter().enumerate() {
-        let (_, window) = builtin.rate(position, arg)?;
-        if let Some(earlier) = windows.iter().position(|seen| *seen == window) {
-            let rule = Rule::RepeatedWindow(earlier + 1);
-            return Err(builtin.refuse_rate(position, rule, arg));
-        }
-        windows.push(window);
-    }
-    Ok(())
+        .any(|arg| matches!(arg, Arg::Str(text) if text.contains('/')));
+    builtin
+        .rates(if slashed { opts.len() } else { 0 }, arg)
+        .map(drop)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use plug_limit_options::{Builtin, Refusal, Rule};
+use plug_limit_options::Builtin;
 
 use super::argv::{Arg, Argv, CAP, Units, int, verdict};
 use super::state::{State, Stored, Verdict};
@@ -29,27 +29,22 @@ struct Limit {
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
     // The script's opts are the ARGV up to the last entry holding a "/".
-    let Some(last) = (0..argv.len()).rev().find(slashed) else {
-        let rule = Rule::NoRates.script_words();
-        return Err(Refusal::new(NAME, "opts", &rule, argv.get(0)).into());
-    };
-    let mut limits = Vec::with_capacity(last + 1);
-    for i in 0..=last {
-        let arg = argv.get(i);
-        let (limit, window) = BUILTIN.rate(i, arg)?;
-        if let Some(j) = limits.iter().position(|l: &Limit| l.window == window) {
-            return Err(BUILTIN
-                .refuse_rate(i, Rule::RepeatedWindow(j + 1), arg)
-                .into());
-        }
-        limits.push(Limit {
+    let count = (0..argv.len())
+        .rev()
+        .find(slashed)
+        .map_or(0, |last| last + 1);
+    let mut limits: Vec<Limit> = BUILTIN
+        .rates(count, |position| argv.get(position))?
+        .into_iter()
+        .map(|(limit, window)| Limit {
             limit,
             window,
             count: 0.0,
             ends: 0.0,
-        });
-    }
-    let (units, now) = argv.cost_and_now(NAME, last + 1)?;
+        })
+        .collect();
+    // The cost and `now` follow the rates.
+    let (units, now) = argv.cost_and_now(NAME, count)?;
     let cost = match units {
         Units::Take(cost) | Units::Refund(cost) | Units::Force(cost) => cost,
     };
