@@ -210,7 +210,7 @@ impl Builtin {
         matches!(self, Self::FixedWindow | Self::TokenBucket)
     }
 
-    /// Reads its options (a fixed number of them: not multi_window, see [`Self::rate`]) as
+    /// Reads its options (a fixed number of them: not multi_window, see [`Self::rates`]) as
     /// its script reads them, each by `arg(position)`: the numbers in order, a period as its
     /// position in [`PERIODS`](crate::PERIODS).
     ///
