@@ -2,6 +2,8 @@
 //! mirror refuses exactly what the scripts refuse, with the same words.
 
 pub(super) use plug_limit_options::Arg;
+use std::convert::Infallible;
+
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
@@ -30,22 +32,6 @@ pub(super) struct Argv<'a> {
     cost: Charge,
     now_ms: i64,
     lease: Option<&'a str>,
-}
-
-/// The cost argument as a script reads it: units to take (0 peeks), to give back, or to
-/// take whatever the limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Units {
-    Take(f64),
-    Refund(f64),
-    Force(f64),
-}
-
-/// A cost as a script with batches reads it: units, or `~n`, a batch of up to n units.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum Cost {
-    Units(Units),
-    UpTo(f64),
 }
 
 impl<'a> Argv<'a> {
@@ -94,11 +80,16 @@ impl<'a> Argv<'a> {
 
     /// The optional cost and now at `ARGV[index + 1]` and `ARGV[index + 2]`, checked as the
     /// scripts check them.
-    pub(super) fn cost_and_now(&self, limiter: &str, index: usize) -> Result<(Units, f64), String> {
-        match self.read_cost(limiter, index, false)? {
-            (Cost::Units(units), now) => Ok((units, now)),
+    pub(super) fn cost_and_now(
+        &self,
+        limiter: &str,
+        index: usize,
+    ) -> Result<(Charge<f64, Infallible>, f64), String> {
+        let (cost, now) = self.read_cost(limiter, index, false)?;
+        match cost.plain() {
+            Ok(cost) => Ok((cost, now)),
             // Never read without `batches`; refused as the script refuses it, should it be.
-            (Cost::UpTo(_), _) => Err(fail(limiter, "cost", PLAIN_RULE, self.get(index))),
+            Err(_) => Err(fail(limiter, "cost", PLAIN_RULE, self.get(index))),
         }
     }
 
@@ -108,19 +99,24 @@ impl<'a> Argv<'a> {
         &self,
         limiter: &str,
         index: usize,
-    ) -> Result<(Cost, f64), String> {
+    ) -> Result<(Charge<f64>, f64), String> {
         self.read_cost(limiter, index, true)
     }
 
-    fn read_cost(&self, limiter: &str, index: usize, batches: bool) -> Result<(Cost, f64), String> {
+    fn read_cost(
+        &self,
+        limiter: &str,
+        index: usize,
+        batches: bool,
+    ) -> Result<(Charge<f64>, f64), String> {
         let arg = self.get(index);
         let cost = match arg {
-            Arg::Missing => Cost::Units(Units::Take(1.0)),
+            Arg::Missing => Charge::Take(1.0),
             _ => match (arg.digits(), arg.signed()) {
-                (Some(n), _) if n <= MAX => Cost::Units(Units::Take(n)),
-                (None, Some(('-', n))) if (1.0..=MAX).contains(&n) => Cost::Units(Units::Refund(n)),
-                (None, Some(('+', n))) if (1.0..=MAX).contains(&n) => Cost::Units(Units::Force(n)),
-                (None, Some(('~', n))) if batches && (1.0..=MAX).contains(&n) => Cost::UpTo(n),
+                (Some(n), _) if n <= MAX => Charge::Take(n),
+                (None, Some(('-', n))) if (1.0..=MAX).contains(&n) => Charge::Refund(n),
+                (None, Some(('+', n))) if (1.0..=MAX).contains(&n) => Charge::Force(n),
+                (None, Some(('~', n))) if batches && (1.0..=MAX).contains(&n) => Charge::UpTo(n),
                 _ => {
                     let rule = if batches { BATCH_RULE } else { PLAIN_RULE };
                     return Err(fail(limiter, "cost", rule, arg));

@@ -7,8 +7,9 @@
 use plug_limit_options::Builtin;
 
 use super::Field;
-use super::argv::{Argv, CAP, Units, decimal, verdict};
+use super::argv::{Argv, CAP, decimal, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::CalendarQuota;
 const DAY_MS: i64 = 86_400_000;
@@ -117,8 +118,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         })
     };
     let cost = match units {
-        Units::Take(cost) => cost as i64,
-        Units::Refund(cost) => {
+        Charge::Take(cost) => cost as i64,
+        Charge::Refund(cost) => {
             let mut count = count;
             if count > 0 {
                 count = (count - cost as i64).max(0);
@@ -126,7 +127,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             }
             return verdict(true, [limit_s, reset, decimal((limit - count).max(0))]);
         }
-        Units::Force(cost) => {
+        Charge::Force(cost) => {
             let count = (count + cost as i64).min(CAP);
             *slot = store(count);
             if count <= limit {

@@ -4,8 +4,9 @@
 use super::Field;
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, CAP, Cost, Units, decimal, granted, int, verdict};
+use super::argv::{Argv, CAP, decimal, granted, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::FixedWindow;
 const NAME: &str = BUILTIN.name();
@@ -30,9 +31,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     // Seconds left of the window, rounded as Redis TTL rounds.
     let ttl = |expires_at_ms: i64| int(((expires_at_ms - now + 500) as f64 / 1000.0).floor());
 
-    let units = match cost {
-        Cost::Units(units) => units,
-        Cost::UpTo(n) => {
+    let units = match cost.plain() {
+        Ok(units) => units,
+        Err(n) => {
             // A new window holds nothing yet; a stored one keeps its count and its end.
             let (count, reset) =
                 current.map_or_else(|| (0, window_s()), |(count, at)| (count, ttl(at)));
@@ -55,8 +56,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         }
     };
     let cost = match units {
-        Units::Take(cost) => cost as i64,
-        Units::Refund(cost) => {
+        Charge::Take(cost) => cost as i64,
+        Charge::Refund(cost) => {
             let cost = cost as i64;
             return match current {
                 Some((count, expires_at_ms)) if count > cost => {
@@ -72,7 +73,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 None => verdict(true, [limit_s.clone(), window_s(), limit_s]),
             };
         }
-        Units::Force(cost) => {
+        Charge::Force(cost) => {
             let cost = cost as i64;
             let (count, reset) = if let Some((count, expires_at_ms)) = current {
                 (count + cost, ttl(expires_at_ms))

@@ -4,8 +4,9 @@
 use super::Field;
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, Units, int, verdict};
+use super::argv::{Argv, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::Gcra;
 const NAME: &str = BUILTIN.name();
@@ -32,8 +33,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         })
     };
     let cost = match units {
-        Units::Take(cost) => cost,
-        Units::Refund(cost) => {
+        Charge::Take(cost) => cost,
+        Charge::Refund(cost) => {
             if tat > now {
                 tat -= interval * cost;
                 if tat > now {
@@ -48,7 +49,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             let remaining = ((now - (tat - interval * burst)) / interval).floor();
             return verdict(true, [burst_s, int(reset), int(remaining)]);
         }
-        Units::Force(cost) => {
+        Charge::Force(cost) => {
             // Ahead of now by at most two burst tolerances: one burst of debt.
             let forced = (tat + interval * cost).min(now + 2.0 * interval * burst);
             *slot = store(forced);

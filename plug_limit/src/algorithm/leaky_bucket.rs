@@ -4,8 +4,9 @@
 use super::Field;
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, Units, int, verdict};
+use super::argv::{Argv, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::LeakyBucket;
 const NAME: &str = BUILTIN.name();
@@ -41,8 +42,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         })
     };
     let cost = match units {
-        Units::Take(cost) => cost,
-        Units::Refund(cost) => {
+        Charge::Take(cost) => cost,
+        Charge::Refund(cost) => {
             if level > 0.0 {
                 // Empties sooner: the expiry moves closer, never later.
                 level -= cost * span;
@@ -57,7 +58,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             let reset = (level / per_s).ceil();
             return verdict(true, [limit_s, int(reset), int(remaining)]);
         }
-        Units::Force(cost) => {
+        Charge::Force(cost) => {
             // Past capacity by at most one more capacity (and 2^53, to stay exact).
             let top = (2.0 * capacity).min(9_007_199_254_740_992.0);
             let after = (level + cost * span).min(top);

@@ -3,8 +3,9 @@
 
 use plug_limit_options::Builtin;
 
-use super::argv::{Arg, Argv, CAP, Units, int, verdict};
+use super::argv::{Arg, Argv, CAP, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::MultiWindow;
 const NAME: &str = BUILTIN.name();
@@ -46,9 +47,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     // The cost and `now` follow the rates.
     let (units, now) = argv.cost_and_now(NAME, count)?;
     let cost = match units {
-        Units::Take(cost) | Units::Refund(cost) | Units::Force(cost) => cost,
+        Charge::Take(cost) | Charge::Refund(cost) | Charge::Force(cost) => cost,
     };
-    let settle = !matches!(units, Units::Take(_));
+    let settle = !matches!(units, Charge::Take(_));
     let mut need = if cost > 0.0 { cost } else { 1.0 };
 
     let stored: &[Window] = match slot {
@@ -71,19 +72,19 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     }
 
     match units {
-        Units::Refund(_) => refund(slot, &mut limits, cost, now),
-        Units::Force(_) => {
+        Charge::Refund(_) => refund(slot, &mut limits, cost, now),
+        Charge::Force(_) => {
             for l in &mut limits {
                 l.count = (l.count + cost).min(CAP as f64);
             }
             consume(slot, &limits, 0.0, started);
         }
-        Units::Take(_) if !denied && cost > 0.0 => consume(slot, &limits, cost, started),
-        Units::Take(_) => {}
+        Charge::Take(_) if !denied && cost > 0.0 => consume(slot, &limits, cost, started),
+        Charge::Take(_) => {}
     }
     if settle {
         // The reply describes the state after; a forced charge denies past any limit.
-        denied = matches!(units, Units::Force(_)) && limits.iter().any(|l| l.count > l.limit);
+        denied = matches!(units, Charge::Force(_)) && limits.iter().any(|l| l.count > l.limit);
         need = 1.0;
     }
 

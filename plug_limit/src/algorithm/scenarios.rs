@@ -25,13 +25,14 @@ pub(crate) struct Scenario {
 /// `"error <message without ERR>"`.
 pub(crate) struct Call {
     pub(crate) at_ms: i64,
-    pub(crate) cost: Cost,
+    pub(crate) cost: Charge,
     pub(crate) expect: &'static str,
 }
 
-/// A call's cost argument.
+/// A call's cost argument: the crate's `Charge`, which `tests/standalone/scripts.rs` (another
+/// crate, which includes this file) cannot name.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Cost {
+pub(crate) enum Charge {
     /// `"n"`: takes n (0 peeks).
     Take(u32),
     /// `"-n"`: gives back up to n.
@@ -42,7 +43,7 @@ pub(crate) enum Cost {
     UpTo(u32),
 }
 
-impl Cost {
+impl Charge {
     /// The ARGV text.
     // Read by `tests/standalone/scripts.rs`, which sends the scenarios to Redis; the twins'
     // tests take the cost as it is.
@@ -60,7 +61,7 @@ impl Cost {
 const fn at(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     Call {
         at_ms,
-        cost: Cost::Take(cost),
+        cost: Charge::Take(cost),
         expect,
     }
 }
@@ -69,7 +70,7 @@ const fn at(at_ms: i64, cost: u32, expect: &'static str) -> Call {
 const fn back(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     Call {
         at_ms,
-        cost: Cost::Refund(cost),
+        cost: Charge::Refund(cost),
         expect,
     }
 }
@@ -78,7 +79,7 @@ const fn back(at_ms: i64, cost: u32, expect: &'static str) -> Call {
 const fn force(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     Call {
         at_ms,
-        cost: Cost::Force(cost),
+        cost: Charge::Force(cost),
         expect,
     }
 }
@@ -87,7 +88,7 @@ const fn force(at_ms: i64, cost: u32, expect: &'static str) -> Call {
 const fn up(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     Call {
         at_ms,
-        cost: Cost::UpTo(cost),
+        cost: Charge::UpTo(cost),
         expect,
     }
 }

@@ -5,8 +5,9 @@ use std::collections::VecDeque;
 use super::Field;
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, Units, int, verdict};
+use super::argv::{Argv, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::SlidingLog;
 const NAME: &str = BUILTIN.name();
@@ -16,9 +17,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let (cost, forced) = match units {
-        Units::Take(cost) => (cost, false),
-        Units::Force(cost) => (cost, true),
-        Units::Refund(cost) => return Ok(refund(slot, cost, now, limit, window)),
+        Charge::Take(cost) => (cost, false),
+        Charge::Force(cost) => (cost, true),
+        Charge::Refund(cost) => return Ok(refund(slot, cost, now, limit, window)),
     };
     let need = if cost > 0.0 { cost } else { 1.0 };
     let (limit_s, window_s) = (int(limit), int(window));

@@ -3,8 +3,9 @@
 
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, CAP, Units, int, verdict};
+use super::argv::{Argv, CAP, int, verdict};
 use super::state::{State, Stored, Verdict};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::SlidingWindow;
 const NAME: &str = BUILTIN.name();
@@ -15,8 +16,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     // A settlement takes nothing here; on a denial its retry_after is a cost-1 request's.
     let cost = match units {
-        Units::Take(cost) => cost,
-        Units::Refund(_) | Units::Force(_) => 0.0,
+        Charge::Take(cost) => cost,
+        Charge::Refund(_) | Charge::Force(_) => 0.0,
     };
     let mut need = if cost > 0.0 { cost } else { 1.0 };
     let limit_s = int(limit);
@@ -66,8 +67,8 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             expires_at_ms: ends as i64,
         })
     };
-    if let Units::Refund(mut cost) | Units::Force(mut cost) = units {
-        if matches!(units, Units::Refund(_)) {
+    if let Charge::Refund(mut cost) | Charge::Force(mut cost) = units {
+        if matches!(units, Charge::Refund(_)) {
             // From the current window's count first, then the previous one's.
             if current + previous > 0.0 {
                 let back = current.min(cost);
@@ -88,7 +89,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             *slot = write(current, previous, start + 2.0 * span);
         }
         left = limit - (previous * (span - elapsed) / span + current);
-        if matches!(units, Units::Refund(_)) || left >= 0.0 {
+        if matches!(units, Charge::Refund(_)) || left >= 0.0 {
             let reset = reset_s(current, previous);
             return verdict(true, [limit_s, int(reset), int(left.floor().max(0.0))]);
         }

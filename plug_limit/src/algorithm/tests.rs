@@ -1,7 +1,6 @@
 //! The shared scenarios run against every native twin, and the catalogue's own checks.
 
 use super::*;
-use scenarios::Cost;
 
 /// Evaluates the built-in named `limiter` (the twins' tests name them as the scripts do).
 pub(super) fn evaluate(
@@ -28,15 +27,16 @@ pub(super) fn settle(
     }
 }
 
-/// A scenario's cost as the charge it stands for.
-fn charge(cost: Cost) -> Charge {
+/// A scenario's charge as the crate's own.
+fn charge(cost: scenarios::Charge) -> Charge {
     match cost {
-        Cost::Take(n) => Charge::Take(n),
-        Cost::Refund(n) => Charge::Refund(n),
-        Cost::Force(n) => Charge::Force(n),
-        Cost::UpTo(n) => Charge::UpTo(n),
+        scenarios::Charge::Take(n) => Charge::Take(n),
+        scenarios::Charge::Refund(n) => Charge::Refund(n),
+        scenarios::Charge::Force(n) => Charge::Force(n),
+        scenarios::Charge::UpTo(n) => Charge::UpTo(n),
     }
 }
+
 /// An ARGV string as the opt that sends it.
 fn opt(s: &'static str) -> Opt {
     match s.parse::<i64>() {
@@ -90,7 +90,7 @@ pub(super) fn run_scenarios(limiter: &str) {
         if name == limiter {
             let opts: Vec<Opt> = opts.into_iter().map(opt).collect();
             assert_eq!(
-                answer(&opts, Cost::Take(1), start, &mut None),
+                answer(&opts, scenarios::Charge::Take(1), start, &mut None),
                 expect,
                 "{line}"
             );

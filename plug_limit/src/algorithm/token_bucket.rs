@@ -3,9 +3,12 @@
 
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, Cost, Units, granted, int, verdict};
+use std::convert::Infallible;
+
+use super::argv::{Argv, granted, int, verdict};
 use super::state::{State, Stored, Verdict};
 use super::{Field, Fields};
+use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::TokenBucket;
 const NAME: &str = BUILTIN.name();
@@ -48,9 +51,9 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         limit_s,
         window_s,
     };
-    let cost = match cost {
-        Cost::Units(Units::Take(cost)) => cost,
-        Cost::Units(units) => {
+    let cost = match cost.plain() {
+        Ok(Charge::Take(cost)) => cost,
+        Ok(units) => {
             return settle(
                 &bucket(policy, limit_s, window_s),
                 units,
@@ -59,7 +62,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
                 slot,
             );
         }
-        Cost::UpTo(n) => {
+        Err(n) => {
             return up_to(&bucket(policy, limit_s, window_s), n, now, current, slot);
         }
     };
@@ -229,7 +232,7 @@ fn untouched(bucket: &Bucket) -> Result<Verdict, String> {
 /// `(tokens, remaining, last, expiry)`.
 fn settle(
     bucket: &Bucket,
-    units: Units,
+    units: Charge<f64, Infallible>,
     now: f64,
     current: Option<(f64, f64, f64, f64)>,
     slot: &mut Option<Stored>,
@@ -242,14 +245,14 @@ fn settle(
         ..
     } = *bucket;
     let live = current.filter(|&(.., expiry)| expiry > now);
-    let refund = matches!(units, Units::Refund(_));
+    let refund = matches!(units, Charge::Refund(_));
     if refund && live.is_none() {
         return untouched(bucket);
     }
     let mut state = Refilled::new(bucket, now, live);
     let (tokens, remaining) = (&mut state.tokens, &mut state.remaining);
     match units {
-        Units::Refund(cost) => {
+        Charge::Refund(cost) => {
             let mut full = burst;
             if refill > 0.0 {
                 full = burst + refill * (now - (state.expiry - window * 1000.0)) / window / 1000.0;
@@ -266,7 +269,7 @@ fn settle(
                 return untouched(bucket);
             }
         }
-        Units::Force(cost) | Units::Take(cost) => {
+        Charge::Force(cost) | Charge::Take(cost) => {
             *tokens = (*tokens - cost).max(-burst);
             *remaining = (*remaining - cost).max(-limit);
         }

@@ -1,15 +1,33 @@
 //! How many units one evaluation takes or gives back.
 
+use std::convert::Infallible;
+
 /// What one evaluation does with its units.
+///
+/// The engine asks in whole units (`Charge`, the default `u32`); a twin reads the same
+/// argument as its script does, as a double (`Charge<f64>` for a script with local batches,
+/// `Charge<f64, Infallible>` for one without, which cannot be handed a batch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Charge {
+pub(crate) enum Charge<N = u32, Batch = N> {
     /// Takes them if the limit has room (0: a peek); a script's `cost` argument `n`.
-    Take(u32),
+    Take(N),
     /// Gives back up to that many units the key holds, and always allows: `-n`.
-    Refund(u32),
+    Refund(N),
     /// Takes them whatever the limit (the request was served): `+n`.
-    Force(u32),
+    Force(N),
     /// Takes up to that many, as many as the key has left (fixed_window and token_bucket):
     /// `~n`, a local batch's reservation. The outcome's first extra value is the units taken.
-    UpTo(u32),
+    UpTo(Batch),
+}
+
+impl<N, Batch> Charge<N, Batch> {
+    /// The charge, unless it is a batch's `~n`: then that `n`.
+    pub(crate) fn plain(self) -> Result<Charge<N, Infallible>, Batch> {
+        match self {
+            Self::Take(n) => Ok(Charge::Take(n)),
+            Self::Refund(n) => Ok(Charge::Refund(n)),
+            Self::Force(n) => Ok(Charge::Force(n)),
+            Self::UpTo(n) => Err(n),
+        }
+    }
 }
