@@ -23,8 +23,10 @@ struct BehindProxy;
 impl Limit for BehindProxy {
     const LIMITER: &'static str = "fixed_window";
     const OPTS: &'static [Opt] = &[Opt::Int(5), Opt::Int(60)];
-    const KEY: Option<&'static dyn KeyExtractor> =
-        Some(&key::client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(PROXIES));
+    const KEY: Option<&'static dyn KeyExtractor> = Some(&key::client_ip(
+        ClientIpSource::RightmostXForwardedFor,
+        PROXIES,
+    ));
 }
 
 async fn per_peer(limited: PerPeer) -> (PerPeer, &'static str) {

@@ -2,6 +2,8 @@
 //! ones are refused with 403, all before any backend call, on the extractor, the layer and the
 //! macro alike; the client's address is the one the app trusts, never a forged header.
 
+use std::net::{IpAddr, Ipv4Addr};
+
 use axum::body::Body;
 use axum::http::request::Parts;
 use axum::{Router, routing::get};
@@ -11,6 +13,9 @@ use plug_limit::{
     RateLimited, Rules, rate_limit,
 };
 use plug_limit_tests::{RedisServer, Reply, dead_url, pool, send};
+
+/// A proxy on this host.
+const LOCALHOST: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::LOCALHOST), 32)];
 
 type Two = RateLimited<FixedWindow<2, 60>>;
 
@@ -222,8 +227,8 @@ async fn a_skip_predicate_exempts_health_checks_everywhere() {
 
 #[tokio::test]
 async fn a_forged_forwarded_for_neither_allows_nor_escapes_the_deny_list() {
-    let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor)
-        .trusted_proxies(["10.200.0.0/16".parse::<IpNet>().unwrap()]);
+    let proxies = vec!["10.200.0.0/16".parse::<IpNet>().unwrap()].leak();
+    let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies);
     let limits = PlugLimit::memory_builder()
         .key(behind_lb)
         .rules(
@@ -406,10 +411,9 @@ async fn a_config_file_carries_the_lists() {
     // The config's lists replace the builder's; the address source set in code stays.
     let limits = PlugLimit::memory_builder()
         .rules(
-            Rules::new().allow_cidrs(["192.0.2.0/24"]).ip_from(
-                key::client_ip(ClientIpSource::XRealIp)
-                    .trusted_proxies(["127.0.0.1/32".parse::<IpNet>().unwrap()]),
-            ),
+            Rules::new()
+                .allow_cidrs(["192.0.2.0/24"])
+                .ip_from(key::client_ip(ClientIpSource::XRealIp, LOCALHOST)),
         )
         .config(config.clone())
         .build()
@@ -426,12 +430,7 @@ async fn a_config_file_carries_the_lists() {
     // The other way round: rules setting only the address source keep the config's lists.
     let limits = PlugLimit::memory_builder()
         .config(config)
-        .rules(
-            Rules::new().ip_from(
-                key::client_ip(ClientIpSource::XRealIp)
-                    .trusted_proxies(["127.0.0.1/32".parse::<IpNet>().unwrap()]),
-            ),
-        )
+        .rules(Rules::new().ip_from(key::client_ip(ClientIpSource::XRealIp, LOCALHOST)))
         .build()
         .unwrap();
     let app = Router::new().route("/", get(two)).with_state(limits);

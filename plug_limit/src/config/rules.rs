@@ -39,8 +39,8 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 ///
 /// The CIDR lists match the client's address as [`ip_from`](Self::ip_from) resolves it: by
 /// default the TCP peer ([`key::peer_ip`](crate::key::peer_ip), from axum's `ConnectInfo`).
-/// Behind a reverse proxy, set the same [`key::client_ip`](crate::key::client_ip) with
-/// [`trusted_proxies`](crate::key::ClientIp::trusted_proxies) that keys your requests, so that
+/// Behind a reverse proxy, set the same [`key::client_ip`](crate::key::client_ip) with its
+/// trusted proxies that keys your requests, so that
 /// an `X-Forwarded-For` a client writes itself neither puts it on the allow-list nor takes it
 /// off the deny-list. The rules never use the limiter's key extractor, which may key by
 /// something else than an address.
@@ -72,8 +72,8 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// use plug_limit::{PlugLimit, Rules};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor)
-///     .trusted_proxies(["10.1.0.0/16".parse::<IpNet>()?]);
+/// let proxies = vec!["10.1.0.0/16".parse::<IpNet>()?];
+/// let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies.leak());
 /// let limits = PlugLimit::memory_builder()
 ///     .key(behind_lb)
 ///     .rules(

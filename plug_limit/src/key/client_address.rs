@@ -4,7 +4,6 @@
 use std::net::IpAddr;
 
 use http::request::Parts;
-use ipnet::IpNet;
 
 use super::KeyError;
 use super::client_ip::ClientIp;
@@ -12,16 +11,16 @@ use super::peer_ip::{PeerIp, peer};
 
 /// Where the client's IP address comes from, for the CIDR lists of
 /// [`Rules`](crate::Rules): [`peer_ip()`](super::peer_ip()) (the default) or
-/// [`client_ip(source)`](super::client_ip()), resolved exactly as those extractors resolve it
-/// for keys, so a header a client writes never counts unless a trusted proxy wrote it.
+/// [`client_ip(source, proxies)`](super::client_ip()), resolved exactly as those extractors
+/// resolve it for keys, so a header a client writes never counts unless a trusted proxy wrote
+/// it.
 ///
 /// The address is whole: an IPv6 client is matched by its address, not by the prefix its key
 /// uses. An IPv4-mapped IPv6 address (`::ffff:10.0.0.1`) is the IPv4 address it stands for.
 ///
-/// A `client_ip(source)` without [`trusted_proxies`](super::ClientIp::trusted_proxies) is
-/// not one: it believes the header from any peer, and a client that reaches the app directly
-/// would write itself onto an allow-list or off a deny-list. Where only your proxies can reach
-/// the app and their addresses are unknown, say so: `trusted_proxies(["0.0.0.0/0", "::/0"])`.
+/// With [`ANY_PEER`](super::ANY_PEER) the header is believed from any peer, and a client
+/// that reaches the app directly would write itself onto an allow-list or off a deny-list:
+/// name it only where nothing but your proxies can reach the app.
 ///
 /// Implement it for a resolution of your own; it must not believe what a client can forge.
 pub trait ClientAddress: Send + Sync + 'static {
@@ -39,10 +38,7 @@ impl ClientAddress for PeerIp {
     }
 }
 
-impl<Proxies> ClientAddress for ClientIp<Proxies>
-where
-    Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
-{
+impl ClientAddress for ClientIp {
     fn client_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
         self.trusted_address(parts).map(|ip| ip.to_canonical())
     }

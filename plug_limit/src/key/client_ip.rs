@@ -1,6 +1,6 @@
 //! The client IP a proxy reports, believed only from the proxies you trust.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use http::request::Parts;
 use ipnet::IpNet;
@@ -20,8 +20,8 @@ use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
 /// use plug_limit::key::{self, ClientIpSource, IpNet};
 ///
 /// // nginx on the same host, with `proxy_set_header X-Real-IP $remote_addr;`.
-/// let key = key::client_ip(ClientIpSource::XRealIp)
-///     .trusted_proxies(["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?]);
+/// let proxies = vec!["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?];
+/// let key = key::client_ip(ClientIpSource::XRealIp, proxies.leak());
 /// # let _: &dyn plug_limit::KeyExtractor = &key;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
@@ -71,101 +71,90 @@ impl ClientIpSource {
     }
 }
 
-/// The proxy list of a [`ClientIp`] without [`trusted_proxies`](ClientIp::trusted_proxies):
-/// the source is believed whatever the peer.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct AnyPeer;
+/// Every peer, as a list of trusted proxies: `0.0.0.0/0` and `::/0`. With it,
+/// [`client_ip`] believes the source whoever sent the request, and needs no peer address.
+///
+/// Name it only where nothing but your proxies can reach the app (a private network; a
+/// platform such as Fly.io whose proxy addresses are not published): a client that reaches
+/// the app directly writes the header itself, and with it picks a fresh budget per request.
+pub const ANY_PEER: &[IpNet] = &[
+    IpNet::new_assert(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+    IpNet::new_assert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+];
 
 /// Keys by the client IP a proxy reports. See [`client_ip()`].
-///
-/// `Proxies` is the list of trusted proxies: [`AnyPeer`] until
-/// [`trusted_proxies`](ClientIp::trusted_proxies) sets one (`[IpNet; N]`, `Vec<IpNet>`,
-/// `&'static [IpNet]`, ...).
 #[derive(Debug, Clone, Copy)]
-pub struct ClientIp<Proxies = AnyPeer> {
+pub struct ClientIp {
     source: ClientIpSource,
     ipv6_prefix: u8,
-    proxies: Proxies,
+    proxies: &'static [IpNet],
+    /// The list holds an IPv4 `/0` and an IPv6 `/0`: the peer need not be read.
+    trusts_every_peer: bool,
 }
 
-/// Keys requests by the client IP address that a proxy reports in `source`; an IPv6 client by
-/// its /64 (see [`ClientIp::ipv6_prefix`]).
+/// Keys requests by the client IP address that a proxy reports in `source`, believed only
+/// when the TCP peer (axum's `ConnectInfo<SocketAddr>`) is inside one of `trusted_proxies`;
+/// any other peer is keyed by its own address, as [`peer_ip`](super::peer_ip) does, so a
+/// client that reaches the app directly cannot choose its key. An IPv6 client is keyed by its
+/// /64 (see [`ClientIp::ipv6_prefix`]).
 ///
-/// **Name your proxies** with [`trusted_proxies`](ClientIp::trusted_proxies) whenever the
-/// app can be reached by anything but them. Without a list the header is believed from every
-/// peer: a client that reaches the app directly writes the header itself, and with it picks a
-/// fresh budget for every request. That is the behaviour of `client_ip(source)` alone, kept for
-/// apps that only a proxy can reach (a private network, a platform such as Fly.io whose proxy
-/// addresses are not published), where a list would have to trust everyone anyway.
+/// A request without a peer address is a [`KeyError::NoPeerAddress`]; an empty list trusts no
+/// one. [`ANY_PEER`] believes every peer: name it only where nothing but your proxies can
+/// reach the app. A list read at start-up becomes `'static` with [`Vec::leak`], once.
 ///
 /// # Example
 ///
 /// ```
-/// use plug_limit::key::{self, ClientIpSource};
+/// use std::net::{IpAddr, Ipv4Addr};
 ///
-/// // Behind Fly.io's proxy, the only way in.
-/// const FLY: key::ClientIp = key::client_ip(ClientIpSource::FlyClientIp);
+/// use plug_limit::key::{self, ClientIp, ClientIpSource, IpNet};
+///
+/// // nginx in front, on 10.0.0.0/8: in a constant, for `#[rate_limit(key = ...)]`.
+/// const PROXIES: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)];
+/// const BY_PROXY: ClientIp = key::client_ip(ClientIpSource::RightmostXForwardedFor, PROXIES);
+///
+/// // A list read at start-up, e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
+/// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
+///     .split(',')
+///     .map(str::parse)
+///     .collect::<Result<_, _>>()?;
+/// let key = key::client_ip(ClientIpSource::RightmostForwarded, proxies.leak());
+///
+/// // Behind Fly.io's proxy, the only way in, whose addresses are not published.
+/// const FLY: ClientIp = key::client_ip(ClientIpSource::FlyClientIp, key::ANY_PEER);
+/// # let _: &dyn plug_limit::KeyExtractor = &key;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
-pub const fn client_ip(source: ClientIpSource) -> ClientIp {
+pub const fn client_ip(source: ClientIpSource, trusted_proxies: &'static [IpNet]) -> ClientIp {
+    let (mut every_v4, mut every_v6) = (false, false);
+    let mut i = 0;
+    while i < trusted_proxies.len() {
+        match &trusted_proxies[i] {
+            IpNet::V4(net) => every_v4 |= net.prefix_len() == 0,
+            IpNet::V6(net) => every_v6 |= net.prefix_len() == 0,
+        }
+        i += 1;
+    }
     ClientIp {
         source,
         ipv6_prefix: DEFAULT_IPV6_PREFIX,
-        proxies: AnyPeer,
+        proxies: trusted_proxies,
+        trusts_every_peer: every_v4 && every_v6,
     }
 }
 
 impl ClientIp {
-    /// Believes the source only when the TCP peer (axum's `ConnectInfo<SocketAddr>`) is inside
-    /// one of `proxies`; any other peer is keyed by its own address, as
-    /// [`peer_ip`](super::peer_ip) does. A request without a peer address is then a
-    /// [`KeyError::NoPeerAddress`]. An empty list trusts no one.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use plug_limit::key::{self, ClientIpSource, IpNet};
-    ///
-    /// let proxies: [IpNet; 2] = ["10.0.0.0/8".parse()?, "2001:db8:ffff::/48".parse()?];
-    /// let key = key::client_ip(ClientIpSource::RightmostXForwardedFor).trusted_proxies(proxies);
-    /// # let _: &dyn plug_limit::KeyExtractor = &key;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// In a constant, for `#[rate_limit(key = ...)]` or [`Limit::KEY`](crate::Limit::KEY),
-    /// with any [`ipv6_prefix`](Self::ipv6_prefix) set first:
-    ///
-    /// ```
-    /// use std::net::{IpAddr, Ipv4Addr};
-    ///
-    /// use plug_limit::key::{self, ClientIp, ClientIpSource, IpNet};
-    ///
-    /// const PROXIES: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)];
-    /// const BY_PROXY: ClientIp<&[IpNet]> = key::client_ip(ClientIpSource::XRealIp)
-    ///     .ipv6_prefix(56)
-    ///     .trusted_proxies(PROXIES);
-    /// ```
-    #[must_use]
-    pub const fn trusted_proxies<Proxies>(self, proxies: Proxies) -> ClientIp<Proxies>
-    where
-        Proxies: AsRef<[IpNet]>,
-    {
-        ClientIp {
-            source: self.source,
-            ipv6_prefix: self.ipv6_prefix,
-            proxies,
-        }
-    }
-
     /// Keys IPv6 clients by their first `bits` bits instead of 64, as
     /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does.
     ///
     /// # Example
     ///
     /// ```
-    /// use plug_limit::key::{self, ClientIpSource};
+    /// use plug_limit::key::{self, ClientIp, ClientIpSource};
     ///
-    /// const PER_HOME: key::ClientIp = key::client_ip(ClientIpSource::FlyClientIp).ipv6_prefix(56);
+    /// const PER_HOME: ClientIp =
+    ///     key::client_ip(ClientIpSource::FlyClientIp, key::ANY_PEER).ipv6_prefix(56);
     /// ```
     ///
     /// # Panics
@@ -173,40 +162,6 @@ impl ClientIp {
     /// When `bits` is not within `1..=128`; in a `const` context this is a compile error.
     #[must_use]
     pub const fn ipv6_prefix(self, bits: u8) -> Self {
-        Self {
-            ipv6_prefix: checked_prefix(bits),
-            ..self
-        }
-    }
-}
-
-impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
-    /// Keys IPv6 clients by their first `bits` bits instead of 64, as
-    /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does. Not `const`: the list may own
-    /// memory, which a constant cannot drop; in a constant, set the prefix before the list.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use plug_limit::key::{self, ClientIpSource, IpNet};
-    ///
-    /// // A list read at start-up, e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
-    /// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
-    ///     .split(',')
-    ///     .map(str::parse)
-    ///     .collect::<Result<_, _>>()?;
-    /// let key = key::client_ip(ClientIpSource::RightmostForwarded)
-    ///     .trusted_proxies(proxies)
-    ///     .ipv6_prefix(48);
-    /// # let _: &dyn plug_limit::KeyExtractor = &key;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// When `bits` is not within `1..=128`.
-    #[must_use]
-    pub fn ipv6_prefix(self, bits: u8) -> Self {
         Self {
             ipv6_prefix: checked_prefix(bits),
             ..self
@@ -226,23 +181,16 @@ impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
             IpNet::V6(v6) => v6.prefix_len() >= 96 && v6.network().to_ipv4_mapped().is_some(),
             IpNet::V4(_) => false,
         };
-        let proxies = self.proxies.as_ref();
-        proxies
+        self.proxies
             .iter()
             .any(|proxy| proxy.contains(&peer) || (names_ipv4(proxy) && proxy.contains(&mapped)))
     }
-}
 
-impl ClientIp {
-    /// The client's address, believed from any peer.
-    pub(super) fn address(self, parts: &Parts) -> Result<IpAddr, KeyError> {
-        self.source.read(parts)
-    }
-}
-
-impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
     /// The client's address: the source's when the peer is a trusted proxy, else the peer's.
     pub(super) fn trusted_address(&self, parts: &Parts) -> Result<IpAddr, KeyError> {
+        if self.trusts_every_peer {
+            return self.source.read(parts);
+        }
         let peer = peer(parts)?;
         if self.trusts(peer) {
             self.source.read(parts)
@@ -253,16 +201,6 @@ impl<Proxies: AsRef<[IpNet]>> ClientIp<Proxies> {
 }
 
 impl KeyExtractor for ClientIp {
-    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
-        let ip = self.address(parts)?;
-        Ok(ip_key(ip, self.ipv6_prefix))
-    }
-}
-
-impl<Proxies> KeyExtractor for ClientIp<Proxies>
-where
-    Proxies: AsRef<[IpNet]> + Send + Sync + 'static,
-{
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
         let ip = self.trusted_address(parts)?;
         Ok(ip_key(ip, self.ipv6_prefix))

@@ -9,7 +9,7 @@
 //! | extractor | counts a request against | key text |
 //! |---|---|---|
 //! | [`peer_ip()`] (the default) | the TCP peer's address | `192.0.2.1`, `2001:db8:1:2::/64` |
-//! | [`client_ip(source)`](client_ip()) | the address a proxy reports | the same |
+//! | [`client_ip(source, proxies)`](client_ip()) | the address your proxy reports | the same |
 //! | [`header(name)`](header()) | a header's value, such as an API key | `k-123` |
 //! | [`global()`] | one budget for everyone | `global` |
 //! | [`a.or(b)`](KeyExtractor::or), [`first_of(a, b)`](first_of) | `a`'s key, else `b`'s | `1:k-123`, `2:192.0.2.1` |
@@ -20,7 +20,7 @@
 //! Behind a reverse proxy or a load balancer, the TCP peer of every request is the proxy, and
 //! [`peer_ip()`] would give all clients one budget. [`client_ip()`] reads the address the
 //! proxy reports instead, from the [`ClientIpSource`] it writes, and believes it only when the
-//! peer is one of the [trusted proxies](ClientIp::trusted_proxies); any other peer is keyed
+//! peer is one of the trusted proxies you name; any other peer is keyed
 //! by its own address, so a client that reaches the app directly cannot choose its key.
 //!
 //! ```
@@ -30,8 +30,8 @@
 //! use plug_limit::key::{self, ClientIpSource, IpNet};
 //! use plug_limit::KeyExtractor;
 //!
-//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor)
-//!     .trusted_proxies(["10.0.0.0/8".parse::<IpNet>()?]);
+//! let proxies = vec!["10.0.0.0/8".parse::<IpNet>()?];
+//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies.leak());
 //! let key_of = |peer: [u8; 4]| -> Result<String, Box<dyn std::error::Error>> {
 //!     // The client wrote the left entries; the proxy appended the address it saw.
 //!     let request = http::Request::builder()
@@ -102,13 +102,13 @@ mod single_value;
 mod tests;
 
 pub use self::client_address::ClientAddress;
-pub use self::client_ip::{AnyPeer, ClientIp, ClientIpSource, client_ip};
+pub use self::client_ip::{ANY_PEER, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
 pub(crate) use self::header::shared;
 pub use self::header::{Global, Header, global, header};
 pub use self::or::{Or, first_of};
 pub use self::peer_ip::{PeerIp, peer_ip};
-/// The CIDR block type of [`ClientIp::trusted_proxies`], from the `ipnet` crate.
+/// The CIDR block type of [`client_ip`]'s trusted proxies, from the `ipnet` crate.
 #[doc(no_inline)]
 pub use ipnet::IpNet;

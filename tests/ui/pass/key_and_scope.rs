@@ -19,7 +19,7 @@ fn tenant(parts: &Parts) -> Result<String, KeyError> {
         .ok_or_else(|| KeyError::new("missing tenant"))
 }
 
-const BY_PROXY: key::ClientIp = key::client_ip(ClientIpSource::RightmostXForwardedFor);
+const BY_PROXY: key::ClientIp = key::client_ip(ClientIpSource::RightmostXForwardedFor, key::ANY_PEER);
 
 #[rate_limit(opts = [10, 60], key = plug_limit::key::header("x-api-key"))]
 async fn by_header() {}

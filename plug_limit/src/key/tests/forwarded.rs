@@ -2,7 +2,7 @@
 
 use super::*;
 
-const FORWARDED: ClientIp = client_ip(ClientIpSource::RightmostForwarded);
+const FORWARDED: ClientIp = client_ip(ClientIpSource::RightmostForwarded, ANY_PEER);
 const NOT_AN_IP: &str = "the rightmost entry of `forwarded` is not an IP address";
 const MALFORMED: &str = "the last element of `forwarded` is malformed";
 

@@ -16,7 +16,7 @@ const SINGLE: [(ClientIpSource, &str); 5] = [
 #[test]
 fn one_address_whitespace_trimmed() {
     for (source, name) in SINGLE {
-        let key = |value: &str| key_text(&client_ip(source), &parts(&[(name, value)]));
+        let key = |value: &str| key_text(&client_ip(source, ANY_PEER), &parts(&[(name, value)]));
         assert_eq!(key(" 203.0.113.7\t"), ok("203.0.113.7"), "{name}");
         assert_eq!(key("2001:db8::1"), ok("2001:db8::/64"), "{name}");
         assert_eq!(key("::ffff:192.0.2.1"), ok("192.0.2.1"), "{name}");
@@ -26,7 +26,7 @@ fn one_address_whitespace_trimmed() {
 #[test]
 fn anything_but_one_address_is_an_error() {
     for (source, name) in SINGLE {
-        let key = client_ip(source);
+        let key = client_ip(source, ANY_PEER);
         let not_an_ip = err(&format!("header `{name}` is not an IP address"));
         for value in [
             "",
@@ -56,7 +56,7 @@ fn anything_but_one_address_is_an_error() {
 #[test]
 fn cloudfront_viewer_address_is_ip_and_port() {
     let name = "cloudfront-viewer-address";
-    let key = client_ip(ClientIpSource::CloudFrontViewerAddress);
+    let key = client_ip(ClientIpSource::CloudFrontViewerAddress, ANY_PEER);
     let key_of = |value: &[u8]| key_text(&key, &parts(&[(name, value)]));
     assert_eq!(key_of(b"198.51.100.10:46532"), ok("198.51.100.10"));
     assert_eq!(key_of(b" 2001:db8:1:2::1:46532 "), ok("2001:db8:1:2::/64"));
@@ -84,7 +84,7 @@ fn cloudfront_viewer_address_is_ip_and_port() {
 
 #[test]
 fn connect_info_is_the_peer() {
-    let key = client_ip(ClientIpSource::ConnectInfo);
+    let key = client_ip(ClientIpSource::ConnectInfo, ANY_PEER);
     let with_header = parts(&[("x-forwarded-for", "6.6.6.6")]);
     assert_eq!(key_text(&key, &with_header), err(NO_PEER));
     let peer = from_peer("[2001:db8::7]:4000", with_header);

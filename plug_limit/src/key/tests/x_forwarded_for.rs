@@ -2,7 +2,7 @@
 
 use super::*;
 
-const XFF: ClientIp = client_ip(ClientIpSource::RightmostXForwardedFor);
+const XFF: ClientIp = client_ip(ClientIpSource::RightmostXForwardedFor, ANY_PEER);
 const NOT_AN_IP: &str = "the rightmost entry of `x-forwarded-for` is not an IP address";
 
 fn xff<V: AsRef<[u8]>>(header_lines: &[V]) -> Result<String, String> {
