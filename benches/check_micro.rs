@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use plug_limit::{Opt, PlugLimit};
+use plug_limit::{Opt, PlugLimit, RuntimeLimit};
 
 /// Never reached: every check is an allow.
 const LIMIT: u32 = 1_000_000_000;
@@ -85,7 +85,7 @@ enum Side {
 
 enum Limiter {
     Governor(DefaultKeyedRateLimiter<String>),
-    Memory(PlugLimit, &'static str, &'static [Opt]),
+    Memory(PlugLimit, RuntimeLimit),
 }
 
 impl Side {
@@ -110,8 +110,7 @@ impl Side {
                     .memory_capacity(memory_capacity)
                     .build()
                     .expect("a memory limiter"),
-                name,
-                opts,
+                RuntimeLimit::new(name, opts.iter().cloned()).expect("a valid limit"),
             ),
         }
     }
@@ -126,15 +125,19 @@ impl Limiter {
                 let allowed = limiter.check_key(key).is_ok();
                 assert!(black_box(allowed), "governor denied {key}");
             }
-            Self::Memory(limits, name, opts) => {
+            Self::Memory(limits, limit) => {
                 // A memory check never waits: one poll decides it, with no runtime around it.
-                let future = pin!(limits.check(name, key.as_str(), opts));
+                let future = pin!(limits.check(limit, key.as_str()));
                 let Poll::Ready(result) = future.poll(&mut Context::from_waker(Waker::noop()))
                 else {
                     panic!("a memory check waited");
                 };
                 let outcome = result.expect("a memory check");
-                assert!(black_box(&outcome).is_allowed(), "{name} denied {key}");
+                assert!(
+                    black_box(&outcome).is_allowed(),
+                    "{} denied {key}",
+                    limit.limiter()
+                );
             }
         }
     }

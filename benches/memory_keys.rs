@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use plug_limit::{ManualClock, Opt, PlugLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
 
 const LIMITERS: [(&str, &[Opt]); 7] = [
     ("fixed_window", &[Opt::Int(10), Opt::Int(3600)]),
@@ -69,6 +69,7 @@ fn measure(limiter: &str, capacity: usize) {
         .into_iter()
         .find(|(name, _)| *name == limiter)
         .expect("a built-in limiter");
+    let limit = RuntimeLimit::new(limiter, opts.iter().cloned()).expect("a valid limit");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
@@ -86,7 +87,7 @@ fn measure(limiter: &str, capacity: usize) {
             key.clear();
             key.push_str("client-");
             key.push_str(&i.to_string());
-            let outcome = limits.check(limiter, &key, opts).await.expect("check");
+            let outcome = limits.check(&limit, &key).await.expect("check");
             assert!(outcome.is_allowed());
         }
     });

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
-use plug_limit::{ManualClock, Opt, PlugLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
 
 const SECONDS: u64 = 180;
 /// The offered traffic: (from s, to s, requests spread evenly between).
@@ -47,7 +47,12 @@ async fn decide(limiter: &str, opts: &[Opt], times: &[u64]) -> Result<Vec<bool>,
     let mut allowed = Vec::with_capacity(times.len());
     for &ms in times {
         clock.set(start_ms + i64::try_from(ms)?);
-        allowed.push(limits.check(limiter, "client", opts).await?.is_allowed());
+        allowed.push(
+            limits
+                .check(RuntimeLimit::new(limiter, opts.iter().cloned())?, "client")
+                .await?
+                .is_allowed(),
+        );
     }
     Ok(allowed)
 }

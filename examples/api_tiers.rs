@@ -1,5 +1,5 @@
 //! Per-plan limits keyed by API key, anonymous clients by IP: the limit is chosen per request
-//! by a resolver over `RuntimeLimitLayer`.
+//! by a resolver over `RateLimitLayer`.
 //!
 //! Run with: `cargo run --example api_tiers` (limits in memory), then
 //! `curl -si -H 'x-api-key: key-pro-1' http://127.0.0.1:3000/api` (1,000 a minute),
@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 
 use axum::{Router, routing::get};
 use http::request::Parts;
-use plug_limit::{BuildError, PlugLimit, RuntimeLimit, RuntimeLimitLayer, key};
+use plug_limit::{BuildError, PlugLimit, RateLimitLayer, RuntimeLimit, key};
 
 /// A plan's limit, keyed by the API key: every key has a budget of its own.
 fn plan(limit: u32, burst: u32) -> Result<RuntimeLimit, BuildError> {
@@ -48,7 +48,7 @@ fn resolver(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Without a key: 10 a minute per client IP (the default key), in a budget of its own.
     let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?.scope("api-anonymous");
-    let layer = RuntimeLimitLayer::resolve(PlugLimit::memory(), resolver(accounts()?, anonymous));
+    let layer = RateLimitLayer::resolve(PlugLimit::memory(), resolver(accounts()?, anonymous));
     let app = Router::new()
         .route("/api", get(|| async { "ok\n" }))
         .route_layer(layer);

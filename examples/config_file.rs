@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use axum::{Router, routing::get};
 use deadpool_redis::{Pool, Runtime};
-use plug_limit::{BuildError, Config, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
+use plug_limit::{BuildError, Config, PlugLimit, RateLimitLayer, RuntimeLimit};
 use serde::Deserialize;
 
 /// The file: `[plug_limit]` is [`plug_limit::Config`], `[routes."/path"]` a [`RuntimeLimit`].
@@ -78,15 +78,16 @@ fn load(
     Ok((limits, file.routes))
 }
 
-/// One route per configured limit, each under its own limit; `/` is not limited.
-fn app(limits: &PlugLimit, routes: BTreeMap<String, RuntimeLimit>) -> Router {
-    routes.into_iter().fold(
+/// One route per configured limit, each under its own limit; `/` is not limited. A limit
+/// naming a limiter the handle does not know is refused here, at start-up.
+fn app(limits: &PlugLimit, routes: BTreeMap<String, RuntimeLimit>) -> Result<Router, BuildError> {
+    routes.into_iter().try_fold(
         Router::new().route("/", get(|| async { "no limit here\n" })),
         |router, (path, limit)| {
             let reply = format!("{path}: {} {:?}\n", limit.limiter(), limit.opts());
             let route = get(move || async move { reply })
-                .route_layer(RuntimeLimitLayer::new(limits.clone(), limit));
-            router.route(&path, route)
+                .route_layer(RateLimitLayer::runtime(limits.clone(), limit)?);
+            Ok(router.route(&path, route))
         },
     )
 }
@@ -112,7 +113,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (limits, routes) = load(Path::new(&path), pool)?;
     let paths: Vec<String> = routes.keys().cloned().collect();
-    let app = app(&limits, routes);
+    let app = app(&limits, routes)?;
 
     let port = std::env::var("PORT").map_or(Ok(3000), |port| port.parse::<u16>())?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;

@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // from 50 µs (memory) to 100 ms (a Redis timeout).
     let prometheus = PrometheusBuilder::new()
         .set_buckets_for_metric(
-            Matcher::Full(plug_limit::metrics::DECISION_SECONDS.to_owned()),
+            Matcher::Full("plug_limit_decision_seconds".to_owned()),
             &[0.000_05, 0.000_1, 0.000_5, 0.001, 0.005, 0.01, 0.05, 0.1],
         )?
         .install_recorder()?;

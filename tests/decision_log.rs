@@ -6,6 +6,7 @@
 use std::sync::{Mutex, PoisonError};
 
 use plug_limit::{Opt, PlugLimit};
+use plug_limit_tests::limit;
 
 /// Every record of target `plug_limit::decide`, as its text.
 static RECORDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -43,14 +44,14 @@ async fn a_log_logger_at_debug_sees_each_decision_and_one_below_it_sees_none() {
 
     log::set_max_level(log::LevelFilter::Info);
     limits
-        .check("fixed_window", "client-a", &opts)
+        .check(limit("fixed_window", &opts), "client-a")
         .await
         .unwrap();
     assert_eq!(recorded(), Vec::<String>::new());
 
     log::set_max_level(log::LevelFilter::Debug);
     let denied = limits
-        .check("fixed_window", "client-a", &opts)
+        .check(limit("fixed_window", &opts), "client-a")
         .await
         .unwrap();
     assert!(!denied.is_allowed());

@@ -6,10 +6,12 @@
 //! new key per check), then times checks of keys drawn at random from those held: the
 //! lookups a busy service makes, whose cache misses grow with the table.
 
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use futures_util::future::join_all;
-use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
+
+use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -20,6 +22,9 @@ use crate::{BoxError, CHECK_TIMEOUT};
 
 const LIMITER: &str = "fixed_window";
 const OPTS: &[Opt] = &[Opt::Int(1_000_000_000), Opt::Int(3600)];
+/// [`LIMITER`] with [`OPTS`], made once.
+static LIMIT: LazyLock<RuntimeLimit> =
+    LazyLock::new(|| RuntimeLimit::new(LIMITER, OPTS.iter().cloned()).expect("a valid limit"));
 /// Checks in flight while Redis is filled: the fill is setup, not measured.
 const FILL_BATCH: usize = 256;
 
@@ -181,7 +186,7 @@ async fn memory_points(settings: &Settings) -> Result<Vec<Point>, BoxError> {
         .timeout(CHECK_TIMEOUT)
         .build()?;
     // The first check allocates what every later one reuses: not a key's memory.
-    allowed(&limits.check(LIMITER, "warm-up", OPTS).await?)?;
+    allowed(&limits.check(&*LIMIT, "warm-up").await?)?;
     let base = resident()?;
     let (mut held, mut key, mut rng) = (0, String::new(), XorShift::new());
     let mut points = Vec::new();
@@ -189,7 +194,7 @@ async fn memory_points(settings: &Settings) -> Result<Vec<Point>, BoxError> {
         let started = Instant::now();
         for i in held..keys {
             client_key(&mut key, i);
-            allowed(&limits.check(LIMITER, key.as_str(), OPTS).await?)?;
+            allowed(&limits.check(&*LIMIT, key.as_str()).await?)?;
         }
         let insert = started.elapsed().as_nanos() as f64 / (keys - held) as f64;
         held = keys;
@@ -199,7 +204,7 @@ async fn memory_points(settings: &Settings) -> Result<Vec<Point>, BoxError> {
             let started = Instant::now();
             for _ in 0..slice {
                 client_key(&mut key, rng.below(keys));
-                allowed(&limits.check(LIMITER, key.as_str(), OPTS).await?)?;
+                allowed(&limits.check(&*LIMIT, key.as_str()).await?)?;
             }
             times.push(started.elapsed().as_nanos() as f64 / slice as f64);
         }
@@ -226,7 +231,7 @@ async fn redis_points(settings: &Settings, url: &str) -> Result<Vec<Point>, BoxE
     let mut conn = connect(url).await?;
     flushall(&mut conn).await?;
     // Loads the script and opens the library's connection before the baseline.
-    allowed(&limits.check(LIMITER, "warm-up", OPTS).await?)?;
+    allowed(&limits.check(&*LIMIT, "warm-up").await?)?;
     let base = used_memory(&mut conn).await?;
     let (mut held, mut key, mut rng) = (0, String::new(), XorShift::new());
     let mut points = Vec::new();
@@ -235,9 +240,7 @@ async fn redis_points(settings: &Settings, url: &str) -> Result<Vec<Point>, BoxE
             let batch: Vec<String> = (held..keys.min(held + FILL_BATCH))
                 .map(|i| format!("client-{i}"))
                 .collect();
-            let checks = batch
-                .iter()
-                .map(|k| limits.check(LIMITER, k.as_str(), OPTS));
+            let checks = batch.iter().map(|k| limits.check(&*LIMIT, k.as_str()));
             for outcome in join_all(checks).await {
                 allowed(&outcome?)?;
             }
@@ -250,7 +253,7 @@ async fn redis_points(settings: &Settings, url: &str) -> Result<Vec<Point>, BoxE
             let started = Instant::now();
             for _ in 0..slice {
                 client_key(&mut key, rng.below(keys));
-                allowed(&limits.check(LIMITER, key.as_str(), OPTS).await?)?;
+                allowed(&limits.check(&*LIMIT, key.as_str()).await?)?;
             }
             times.push(started.elapsed().as_nanos() as f64 / 1e3 / slice as f64);
         }

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use plug_limit::{ManualClock, Opt, PlugLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -151,7 +151,7 @@ async fn point(url: Option<&str>, entries: usize, checks: usize) -> Result<Point
         clock: &clock,
         step,
         key: &key,
-        opts: &opts,
+        limit: &RuntimeLimit::new(LIMITER, opts)?,
     };
     for _ in 0..entries + SETTLE {
         decide.once().await?;
@@ -202,13 +202,13 @@ struct Decide<'a> {
     clock: &'a ManualClock,
     step: Duration,
     key: &'a str,
-    opts: &'a [Opt],
+    limit: &'a RuntimeLimit,
 }
 
 impl Decide<'_> {
     async fn once(&self) -> Result<(), BoxError> {
         self.clock.advance(self.step);
-        let outcome = self.limits.check(LIMITER, self.key, self.opts).await?;
+        let outcome = self.limits.check(self.limit, self.key).await?;
         if outcome.is_allowed() {
             Ok(())
         } else {

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use plug_limit::{Opt, PlugLimit, Subject};
+use plug_limit::{Opt, PlugLimit, RuntimeLimit};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -36,10 +36,10 @@ async fn decide(limits: &PlugLimit, n: usize, client: &str, stacked: bool) -> Re
             .iter()
             .map(|&(_, window)| [Opt::Int(LIMIT), Opt::Int(window)])
             .collect();
-        let stack: Vec<(&str, &str, &[Opt], u32)> = opts
+        let stack: Vec<(RuntimeLimit, &str)> = opts
             .iter()
-            .map(|opts| (LIMITER, client, &opts[..], 1))
-            .collect();
+            .map(|opts| Ok((RuntimeLimit::new(LIMITER, opts.iter().cloned())?, client)))
+            .collect::<Result<_, BoxError>>()?;
         if !limits.check_all(&stack).await?.is_allowed() {
             return Err(format!("{client}: denied by a stack of {n}").into());
         }
@@ -48,7 +48,7 @@ async fn decide(limits: &PlugLimit, n: usize, client: &str, stacked: bool) -> Re
     for &(scope, window) in &LIMITS[..n] {
         let opts = [Opt::Int(LIMIT), Opt::Int(window)];
         let outcome = limits
-            .check(LIMITER, Subject::scoped(scope, client), &opts)
+            .check(RuntimeLimit::new(LIMITER, opts)?.scope(scope), client)
             .await?;
         if !outcome.is_allowed() {
             return Err(format!("{client}: denied by the {scope} limit").into());

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The time limiters decide by, in milliseconds since the Unix epoch.
 ///
-/// The memory backend always asks its clock ([`SystemClock`] by default). The Redis backend
+/// The memory backend always asks its clock (the system's wall clock by default). The Redis backend
 /// uses the Redis server's `TIME` unless a clock is set with
 /// [`Builder::clock`](crate::Builder::clock): one clock for every instance is what makes a
 /// shared limit exact, so set one only to control time, as tests and simulations do.
@@ -18,7 +18,7 @@ pub trait Clock: Send + Sync + 'static {
 
 /// The system's wall clock.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {

@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use crate::decide::Decider;
 use crate::error::Error;
-use crate::limit::Charge;
-use crate::limit::{Opt, Subject};
+use crate::limit::{Charge, RuntimeLimit};
 use crate::outcome::Outcome;
 
 /// The rate limiter handle: a cheap [`Clone`] to keep in router state.
@@ -71,11 +70,16 @@ impl PlugLimit {
         self.decider.backend.memory_keys()
     }
 
-    /// Evaluates `limiter` with `opts` for one key, outside any request: for jobs, websockets
-    /// or custom middleware. The request costs [`Limit::COST`](crate::Limit::COST)'s default, 1.
+    /// Evaluates `limit` for the client key `key`, outside any request: for jobs, websockets
+    /// or custom middleware. `limit` is a typed limit (`FixedWindow::<3, 3600>`, a
+    /// [`Limit`](crate::Limit) of your own) or a [`RuntimeLimit`]; the check costs its cost
+    /// (1 unless set: [`RuntimeLimit::cost`] for a request worth several units).
     ///
-    /// `key` is a client key of its own (`&str`), or a route's budget for a client
-    /// ([`Subject::scoped`]), counted exactly as that route's requests are. This ignores the enabled flag and the failure policy: the caller sees every error.
+    /// `key` is counted within the limit's scope, exactly as a route of that scope counts the
+    /// client its key extractor returns: a limit without a scope counts `key` apart from every
+    /// route; [`RuntimeLimit::scope`] names a route's budget (`/users/{id}`, or its
+    /// `#[rate_limit(scope = ..)]`). This ignores the enabled flag and the failure policy: the
+    /// caller sees every error.
     ///
     /// An allowed check of `concurrency` holds its lease in the returned [`Outcome`]: the slot
     /// comes back when the outcome (and every clone of it) is dropped, so keep it for as long
@@ -89,58 +93,37 @@ impl PlugLimit {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit};
+    /// use plug_limit::{FixedWindow, PlugLimit};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), plug_limit::Error> {
     /// let limits = PlugLimit::memory();
-    /// let hourly = [Opt::Int(3), Opt::Int(3600)];
+    /// let hourly = FixedWindow::<3, 3600>;
     /// for _ in 0..3 {
-    ///     assert!(limits.check("fixed_window", "emails:user-42", &hourly).await?.is_allowed());
+    ///     assert!(limits.check(hourly, "emails:user-42").await?.is_allowed());
     /// }
-    /// let fourth = limits.check("fixed_window", "emails:user-42", &hourly).await?;
+    /// let fourth = limits.check(hourly, "emails:user-42").await?;
     /// assert!(!fourth.is_allowed());
     /// assert_eq!(fourth.header("x-ratelimit-remaining").unwrap(), "0");
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check<'a>(
-        &self,
-        limiter: &str,
-        key: impl Into<Subject<'a>>,
-        opts: &[Opt],
-    ) -> Result<Outcome, Error> {
-        self.check_cost(limiter, key, opts, 1).await
-    }
-
-    /// Like [`check`](Self::check), for a request that costs `cost` units (built-in limiters
-    /// only): an upload of 5 files may cost 5.
-    ///
-    /// # Errors
-    ///
-    /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter and a cost other
-    /// than 1.
-    pub async fn check_cost<'a>(
-        &self,
-        limiter: &str,
-        key: impl Into<Subject<'a>>,
-        opts: &[Opt],
-        cost: u32,
-    ) -> Result<Outcome, Error> {
-        self.decider
-            .check(limiter, key.into(), opts, Charge::Take(cost))
-            .await
+    pub async fn check(&self, limit: impl Into<RuntimeLimit>, key: &str) -> Result<Outcome, Error> {
+        let limit = limit.into();
+        let limit = limit.as_ref();
+        let charge = Charge::Take(limit.cost);
+        self.decider.check(limit, key, charge).await
     }
 
     /// Settles a request admitted on an estimate (built-in limiters only): gives back
     /// `reserved - actual` units when it used fewer, takes `actual - reserved` more (without
     /// denying: the request was served) when it used more; a peek when equal. One backend call,
-    /// as [`check_cost`](Self::check_cost) makes.
+    /// as [`check`](Self::check) makes. The limit's own cost plays no part.
     ///
     /// A refund never gives back more than the key holds, writes nothing for a key that holds
     /// nothing, and always allows. A forced charge is always counted, and denies when it leaves
     /// the key past its limit, so that the outcome's headers say what the next request will
-    /// meet. What each algorithm does is in the algorithm guide (`docs/algorithms.md`).
+    /// meet. What each algorithm does is in the [algorithm guide](crate::algorithms).
     ///
     /// # Errors
     ///
@@ -149,29 +132,29 @@ impl PlugLimit {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit};
+    /// use plug_limit::{FixedWindow, PlugLimit, RuntimeLimit};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let limits = PlugLimit::memory();
-    /// let tokens = [Opt::Int(1000), Opt::Int(60)];
+    /// let tokens = RuntimeLimit::from(FixedWindow::<1000, 60>);
     /// // Admitted on an estimate of 300 tokens; the response used 120.
-    /// assert!(limits.check_cost("fixed_window", "ann", &tokens, 300).await?.is_allowed());
-    /// let settled = limits.settle("fixed_window", "ann", &tokens, 300, 120).await?;
+    /// let estimate = tokens.clone().cost(300)?;
+    /// assert!(limits.check(&estimate, "ann").await?.is_allowed());
+    /// let settled = limits.settle(&tokens, "ann", 300, 120).await?;
     /// assert_eq!(settled.header("x-ratelimit-remaining").unwrap(), "880");
     /// // The next one used 1000: counted all the same, and the limit is spent.
-    /// assert!(limits.check_cost("fixed_window", "ann", &tokens, 300).await?.is_allowed());
-    /// let settled = limits.settle("fixed_window", "ann", &tokens, 300, 1000).await?;
+    /// assert!(limits.check(&estimate, "ann").await?.is_allowed());
+    /// let settled = limits.settle(&tokens, "ann", 300, 1000).await?;
     /// assert!(!settled.is_allowed());
-    /// assert!(!limits.check("fixed_window", "ann", &tokens).await?.is_allowed());
+    /// assert!(!limits.check(&tokens, "ann").await?.is_allowed());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn settle<'a>(
+    pub async fn settle(
         &self,
-        limiter: &str,
-        key: impl Into<Subject<'a>>,
-        opts: &[Opt],
+        limit: impl Into<RuntimeLimit>,
+        key: &str,
         reserved: u32,
         actual: u32,
     ) -> Result<Outcome, Error> {
@@ -180,7 +163,8 @@ impl PlugLimit {
             Ordering::Less => Charge::Force(actual - reserved),
             Ordering::Equal => Charge::Take(0),
         };
-        self.decider.check(limiter, key.into(), opts, charge).await
+        let limit = limit.into();
+        self.decider.check(limit.as_ref(), key, charge).await
     }
 
     /// Takes up to `units` units at once, as many as the key has left (`fixed_window` and
@@ -196,36 +180,36 @@ impl PlugLimit {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit, redis::Value};
+    /// use plug_limit::{FixedWindow, PlugLimit, redis::Value};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), plug_limit::Error> {
     /// let limits = PlugLimit::memory();
-    /// let opts = [Opt::Int(5), Opt::Int(60)];
-    /// let batch = limits.take_up_to("fixed_window", "ann", &opts, 3).await?;
+    /// let five = FixedWindow::<5, 60>;
+    /// let batch = limits.take_up_to(five, "ann", 3).await?;
     /// assert_eq!(batch.extra(), [Value::Int(3)]);
-    /// let rest = limits.take_up_to("fixed_window", "ann", &opts, 3).await?;
+    /// let rest = limits.take_up_to(five, "ann", 3).await?;
     /// assert_eq!(rest.extra(), [Value::Int(2)]);
-    /// assert!(!limits.take_up_to("fixed_window", "ann", &opts, 3).await?.is_allowed());
+    /// assert!(!limits.take_up_to(five, "ann", 3).await?.is_allowed());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn take_up_to<'a>(
+    pub async fn take_up_to(
         &self,
-        limiter: &str,
-        key: impl Into<Subject<'a>>,
-        opts: &[Opt],
+        limit: impl Into<RuntimeLimit>,
+        key: &str,
         units: u32,
     ) -> Result<Outcome, Error> {
+        let limit = limit.into();
         self.decider
-            .check(limiter, key.into(), opts, Charge::UpTo(units))
+            .check(limit.as_ref(), key, Charge::UpTo(units))
             .await
     }
 
-    /// Checks several limits at once, stacked: each `(limiter, key, opts, cost)` is counted
-    /// only if every one allows, in one backend call (one `EVALSHA` on a single Redis). The
-    /// outcome is that of the limit that denied, or else the tightest limit's headers (every
-    /// limit's in the draft-10 header style). Built-in limiters only, on one backend.
+    /// Checks several limits at once, stacked: each `(limit, key)` is counted only if every
+    /// one allows, in one backend call (one `EVALSHA` on a single Redis). The outcome is that
+    /// of the limit that denied, or else the tightest limit's headers (every limit's in the
+    /// draft-10 header style). Built-in limiters only, on one backend.
     ///
     /// # Errors
     ///
@@ -235,28 +219,29 @@ impl PlugLimit {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit};
+    /// use plug_limit::{FixedWindow, PlugLimit, RuntimeLimit, TokenBucket};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), plug_limit::Error> {
     /// let limits = PlugLimit::memory();
-    /// let per_user = [Opt::Int(2), Opt::Int(3600)];
-    /// let per_team = [Opt::Int(100), Opt::Int(3600), Opt::Int(100)];
-    /// let stack = [
-    ///     ("fixed_window", "ann", &per_user[..], 1),
-    ///     ("token_bucket", "team-7", &per_team[..], 1),
-    /// ];
+    /// let per_user = RuntimeLimit::from(FixedWindow::<2, 3600>);
+    /// let per_team = RuntimeLimit::from(TokenBucket::<100, 3600, 100>);
+    /// let stack = [(per_user, "ann"), (per_team.clone(), "team-7")];
     /// assert!(limits.check_all(&stack).await?.is_allowed());
     /// assert!(limits.check_all(&stack).await?.is_allowed());
     /// // Ann's own limit denies: the team's bucket is not charged for it.
     /// assert!(!limits.check_all(&stack).await?.is_allowed());
-    /// let team = limits.peek("token_bucket", "team-7", &per_team).await?;
+    /// let team = limits.peek(&per_team, "team-7").await?;
     /// assert_eq!(team.header("x-ratelimit-remaining").unwrap(), "97");
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn check_all(&self, limits: &[(&str, &str, &[Opt], u32)]) -> Result<Outcome, Error> {
-        self.decider.check_all(limits).await
+    pub async fn check_all(&self, limits: &[(RuntimeLimit, &str)]) -> Result<Outcome, Error> {
+        let limits: Vec<_> = limits
+            .iter()
+            .map(|(limit, key)| (limit.as_ref(), *key))
+            .collect();
+        self.decider.check_all(&limits).await
     }
 
     /// What a request of cost 1 would get now, without consuming anything (built-in limiters
@@ -265,22 +250,37 @@ impl PlugLimit {
     /// # Errors
     ///
     /// As [`check`](Self::check); [`Error::NotBuiltIn`] for a custom limiter.
-    pub async fn peek<'a>(
-        &self,
-        limiter: &str,
-        key: impl Into<Subject<'a>>,
-        opts: &[Opt],
-    ) -> Result<Outcome, Error> {
-        self.check_cost(limiter, key, opts, 0).await
+    pub async fn peek(&self, limit: impl Into<RuntimeLimit>, key: &str) -> Result<Outcome, Error> {
+        let limit = limit.into();
+        self.decider
+            .check(limit.as_ref(), key, Charge::Take(0))
+            .await
     }
 
-    /// Forgets everything `limiter` counted for `key`: the next request starts afresh.
+    /// Forgets everything `limit` counted for `key` (within the limit's scope, as
+    /// [`check`](Self::check) counts it): the next request starts afresh.
     ///
     /// # Errors
     ///
     /// [`Error::UnknownLimiter`] for an unregistered limiter, and any Redis or timeout error.
-    pub async fn reset<'a>(&self, limiter: &str, key: impl Into<Subject<'a>>) -> Result<(), Error> {
-        self.decider.reset(limiter, key.into()).await
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{FixedWindow, PlugLimit, RuntimeLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// // Forgive client 192.0.2.1 what it spent on `GET /search`.
+    /// let search = RuntimeLimit::from(FixedWindow::<10, 60>).scope("/search");
+    /// limits.reset(&search, "192.0.2.1").await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reset(&self, limit: impl Into<RuntimeLimit>, key: &str) -> Result<(), Error> {
+        let limit = limit.into();
+        self.decider.reset(limit.as_ref(), key).await
     }
 
     /// Forgets everything every limiter counted under this handle's prefix: between tests, or
@@ -301,16 +301,16 @@ impl PlugLimit {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit};
+    /// use plug_limit::{FixedWindow, PlugLimit};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), plug_limit::Error> {
     /// let limits = PlugLimit::memory();
-    /// let opts = [Opt::Int(1), Opt::Int(60)];
-    /// assert!(limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
-    /// assert!(!limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
+    /// let once = FixedWindow::<1, 60>;
+    /// assert!(limits.check(once, "user-1").await?.is_allowed());
+    /// assert!(!limits.check(once, "user-1").await?.is_allowed());
     /// assert_eq!(limits.reset_all().await?, 1);
-    /// assert!(limits.check("fixed_window", "user-1", &opts).await?.is_allowed());
+    /// assert!(limits.check(once, "user-1").await?.is_allowed());
     /// # Ok(())
     /// # }
     /// ```

@@ -1,4 +1,5 @@
-//! [`RateLimitLayer`]: the limit `L` as tower middleware, for a whole router or route group.
+//! [`RateLimitLayer`]: limits as tower middleware, for a whole router or route group; the
+//! typed limit `L` here, limits made or chosen at run time in `runtime_layer.rs`.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -17,15 +18,19 @@ use crate::config::Skip;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
+use crate::runtime_layer::Resolver;
 use crate::settle;
 
-/// Applies the limit `L` to every request of the services it wraps: one [`Limit`](crate::Limit),
-/// or a tuple of them checked at once ([stacked limits](crate::Limits)).
+/// Applies a limit to every request of the services it wraps: the typed limit `L`
+/// ([`new`](Self::new): one [`Limit`](crate::Limit), or a tuple of them checked at once,
+/// [stacked](crate::Limits)), a [`RuntimeLimit`](crate::RuntimeLimit) from configuration
+/// ([`runtime`](RateLimitLayer::runtime)), or one chosen per request
+/// ([`resolve`](RateLimitLayer::resolve), [`resolve_async`](RateLimitLayer::resolve_async)).
 ///
 /// The same check as [`RateLimited`](crate::RateLimited), as middleware: a denied request gets
-/// the responder's response and never reaches the inner service; an allowed one gets the
-/// rate-limit headers on its response. Add it with `Router::route_layer` so the matched route
-/// scopes the budget.
+/// the hook's (by default the 429) response and never reaches the inner service; an allowed
+/// one gets the rate-limit headers on its response. Add it with `Router::route_layer` so the
+/// matched route scopes the budget.
 ///
 /// # Example
 ///
@@ -41,18 +46,35 @@ use crate::settle;
 /// # }
 /// ```
 pub struct RateLimitLayer<L> {
-    limits: PlugLimit,
-    skip: Option<Skip>,
+    pub(crate) limits: PlugLimit,
+    pub(crate) skip: Option<Skip>,
+    /// What chooses a request's limit, for a layer of [`RuntimeLimit`]s.
+    pub(crate) resolver: Option<Resolver>,
     _limit: PhantomData<fn() -> L>,
 }
 
 impl<L: Limits> RateLimitLayer<L> {
     /// A layer checking `L` with `limits`.
+    ///
+    /// A limiter `L` names that `limits` does not know (a custom one not registered) is logged
+    /// as an error here, at start-up; each request it meets fails by the failure policy.
     #[must_use]
     pub fn new(limits: PlugLimit) -> Self {
+        for limit in L::STACK {
+            if let Err(error) = limits.decider().registry.get(limit.limiter) {
+                tracing::error!(target: "plug_limit", "RateLimitLayer: {error}");
+            }
+        }
+        Self::with(limits, None)
+    }
+}
+
+impl<L> RateLimitLayer<L> {
+    pub(crate) fn with(limits: PlugLimit, resolver: Option<Resolver>) -> Self {
         Self {
             limits,
             skip: None,
+            resolver,
             _limit: PhantomData,
         }
     }
@@ -92,6 +114,7 @@ impl<L> Clone for RateLimitLayer<L> {
         Self {
             limits: self.limits.clone(),
             skip: self.skip.clone(),
+            resolver: self.resolver.clone(),
             _limit: PhantomData,
         }
     }
@@ -113,19 +136,15 @@ impl<S, L> Layer<S> for RateLimitLayer<L> {
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit {
             inner,
-            limits: self.limits.clone(),
-            skip: self.skip.clone(),
-            _limit: PhantomData,
+            layer: self.clone(),
         }
     }
 }
 
 /// The middleware built by [`RateLimitLayer`].
 pub struct RateLimit<S, L> {
-    inner: S,
-    limits: PlugLimit,
-    skip: Option<Skip>,
-    _limit: PhantomData<fn() -> L>,
+    pub(crate) inner: S,
+    pub(crate) layer: RateLimitLayer<L>,
 }
 
 impl<S, L> RateLimit<S, L> {
@@ -149,9 +168,7 @@ impl<S: Clone, L> Clone for RateLimit<S, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            limits: self.limits.clone(),
-            skip: self.skip.clone(),
-            _limit: PhantomData,
+            layer: self.layer.clone(),
         }
     }
 }
@@ -184,8 +201,8 @@ where
         // polled ready and leave a fresh clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let limits = self.limits.clone();
-        let skip = self.skip.clone();
+        let limits = self.layer.limits.clone();
+        let skip = self.layer.skip.clone();
         Box::pin(async move { limited(&limits, L::STACK, skip.as_deref(), request, inner).await })
     }
 }

@@ -49,16 +49,17 @@
 //!   [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket), [`Gcra`], ..., or any [`Limit`]
 //!   implementation, for example one naming a custom limiter.
 //! - **[`RateLimitLayer<L>`]** on a router or route group: the same check as tower middleware.
-//! - **[`RuntimeLimitLayer`]** for limits made at run time: one [`RuntimeLimit`] read from
-//!   configuration, or one chosen per request (per-plan tiers by API key), by a closure or,
-//!   awaiting a cache, by [`resolve_async`](RuntimeLimitLayer::resolve_async).
+//!   The same layer takes limits made at run time: one [`RuntimeLimit`] read from
+//!   configuration ([`runtime`](RateLimitLayer::runtime)), or one chosen per request (per-plan
+//!   tiers by API key), by a closure ([`resolve`](RateLimitLayer::resolve)) or, awaiting a
+//!   cache, by [`resolve_async`](RateLimitLayer::resolve_async).
 //! - **[`RateLimited<Resolved<R>>`](Resolved)** or `#[rate_limit(resolver = R)]`: a handler's
 //!   limit chosen per request by a [`ResolveLimit`] reading the parts and the router state.
 //! - **[`SendHeadersLayer`]** around a router: the headers of every allowed request reach its
 //!   response, even from a handler that does not return its [`RateLimited`].
-//! - **[`PlugLimit::check`]**, [`check_cost`](PlugLimit::check_cost),
-//!   [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset) outside requests: for jobs,
-//!   websockets, quotas and custom middleware.
+//! - **[`PlugLimit::check`]**, [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset)
+//!   outside requests, of a typed limit (`FixedWindow::<3, 3600>`) or a [`RuntimeLimit`]: for
+//!   jobs, websockets, quotas and custom middleware.
 //!
 //! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
 //! or whatever the limiter's [`Responder`] renders. A [`Hook`] sees every result, allowed,
@@ -171,7 +172,7 @@ pub use self::build::{
     Builder, Config, Limiter, LimiterConfig, LocalBatchesConfig, RedisConnection, Script,
     ScriptConfig,
 };
-pub use self::clock::{Clock, ManualClock, SystemClock};
+pub use self::clock::{Clock, ManualClock};
 pub use self::config::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,
 };
@@ -184,13 +185,12 @@ pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
-    RuntimeLimit, SlidingLog, SlidingWindow, Subject, TokenBucket, WeeklyQuota,
+    RuntimeLimit, SlidingLog, SlidingWindow, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, Usage};
 pub use self::rejection::{Answered, Denied, RateLimitRejection};
 pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::responder::{Responder, TooManyRequests};
-pub use self::runtime_layer::{RuntimeLimitLayer, RuntimeRateLimit};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]

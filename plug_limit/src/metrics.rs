@@ -20,9 +20,9 @@
 //! - `limiter`: the limiter's registered name (`fixed_window`, or a custom limiter's).
 //! - `scope`: the route's matched path (`/users/{id}`), the limit's own scope
 //!   ([`Limit::SCOPE`](crate::Limit::SCOPE), `#[rate_limit(scope = ..)]`), `*` for a request no
-//!   route matched, or for [`PlugLimit::check`](crate::PlugLimit::check) the scope of its
-//!   [`Subject`](crate::Subject) (empty for a bare key, and for each limit of
-//!   [`PlugLimit::check_all`](crate::PlugLimit::check_all)). Never the client's key: a key may be a
+//!   route matched, or for [`PlugLimit::check`](crate::PlugLimit::check) and
+//!   [`PlugLimit::check_all`](crate::PlugLimit::check_all) the scope of the limit (empty when it
+//!   has none). Never the client's key: a key may be a
 //!   credential, and one series per client would swamp any metrics store.
 //! - `pool`: `default` for the backend of the [`PlugLimit`](crate::PlugLimit), a limiter's
 //!   name for its own pool ([`Limiter::pool`](crate::Limiter::pool)).
@@ -43,24 +43,25 @@
 //! `deny_cache`) and `cause` (as above, on failure).
 
 /// Decided checks, by `limiter`, `scope` and `decision`.
-pub const DECISIONS: &str = "plug_limit_decisions_total";
+pub(crate) const DECISIONS: &str = "plug_limit_decisions_total";
 /// Denials answered by the local deny cache, by `limiter` and `scope`.
-pub const DENY_CACHE_HITS: &str = "plug_limit_deny_cache_hits_total";
+pub(crate) const DENY_CACHE_HITS: &str = "plug_limit_deny_cache_hits_total";
 /// Checks that could not decide, by `limiter`, `scope` and `cause`.
-pub const FAILURES: &str = "plug_limit_failures_total";
+pub(crate) const FAILURES: &str = "plug_limit_failures_total";
 /// Failed checks decided by the memory fallback, by `limiter` and `scope`.
-pub const FALLBACKS: &str = "plug_limit_fallback_total";
+pub(crate) const FALLBACKS: &str = "plug_limit_fallback_total";
 /// The duration of each check in seconds, by `limiter` and `scope`.
-pub const DECISION_SECONDS: &str = "plug_limit_decision_seconds";
+pub(crate) const DECISION_SECONDS: &str = "plug_limit_decision_seconds";
 /// Whether a Redis backend's circuit breaker is open (1) or closed (0), by `pool`.
-pub const BREAKER_OPEN: &str = "plug_limit_breaker_open";
+pub(crate) const BREAKER_OPEN: &str = "plug_limit_breaker_open";
 /// The circuit breakers' transitions, by `pool` and `state`.
-pub const BREAKER_TRANSITIONS: &str = "plug_limit_breaker_transitions_total";
+pub(crate) const BREAKER_TRANSITIONS: &str = "plug_limit_breaker_transitions_total";
 /// Scripts reloaded after `NOSCRIPT`, by `limiter`.
-pub const SCRIPT_RELOADS: &str = "plug_limit_script_reloads_total";
+pub(crate) const SCRIPT_RELOADS: &str = "plug_limit_script_reloads_total";
 
-/// Gives the installed recorder the help text and unit of every metric above. Call it once,
-/// after installing the recorder; the metrics are recorded whether it is called or not.
+/// Gives the installed recorder the help text and unit of every metric of the table above.
+/// Call it once, after installing the recorder; the metrics are recorded whether it is called
+/// or not.
 pub fn describe() {
     use ::metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
 

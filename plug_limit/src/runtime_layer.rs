@@ -1,7 +1,6 @@
-//! [`RuntimeLimitLayer`]: limits made at run time, fixed for a route group or chosen per
-//! request, as tower middleware.
+//! [`RateLimitLayer<RuntimeLimit>`](RateLimitLayer): limits made at run time, fixed for a
+//! route group or chosen per request, as tower middleware.
 
-use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -11,30 +10,26 @@ use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
 use http::request::Parts;
-use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::error::BuildError;
 use crate::handle::PlugLimit;
-use crate::layer::limited;
+use crate::layer::{RateLimit, RateLimitLayer, limited};
 use crate::limit::RuntimeLimit;
 use crate::resolve::bounded;
 
 /// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
 #[derive(Clone)]
-enum Resolver {
+pub(crate) enum Resolver {
     Sync(Arc<dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync>),
     /// Awaited within the check's timeout (see `resolve::bounded`).
     Async(Arc<dyn Fn(&Parts) -> BoxFuture<'static, Option<RuntimeLimit>> + Send + Sync>),
 }
 
-/// Applies a [`RuntimeLimit`] to every request of the services it wraps: one limit from
-/// configuration ([`new`](Self::new)), or one chosen per request from its parts
-/// ([`resolve`](Self::resolve)), e.g. by the plan of the API key it carries.
-///
-/// The check is [`RateLimitLayer`](crate::RateLimitLayer)'s: a denied request gets the
-/// responder's response and never reaches the inner service; an allowed one gets the
-/// rate-limit headers on its response. Add it with `Router::route_layer` so the matched route
-/// scopes the budget, unless the limit names its own [scope](RuntimeLimit::scope).
+/// The layer of limits made at run time: one from configuration ([`runtime`](Self::runtime)),
+/// or one chosen per request from its parts ([`resolve`](Self::resolve),
+/// [`resolve_async`](Self::resolve_async)), e.g. by the plan of the API key it carries.
+/// Without its own [scope](RuntimeLimit::scope), a limit counts per matched route.
 ///
 /// # Example
 ///
@@ -44,7 +39,7 @@ enum Resolver {
 /// ```
 /// use std::collections::HashMap;
 /// use axum::{routing::get, Router};
-/// use plug_limit::{key, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
+/// use plug_limit::{key, PlugLimit, RateLimitLayer, RuntimeLimit};
 ///
 /// # fn main() -> Result<(), plug_limit::BuildError> {
 /// let by_key = key::header("x-api-key");
@@ -53,7 +48,7 @@ enum Resolver {
 /// // In an app, a cache of the accounts table.
 /// let accounts = HashMap::from([("key-1", pro), ("key-2", free)]);
 /// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?; // per client IP
-/// let layer = RuntimeLimitLayer::resolve(PlugLimit::memory(), move |parts| {
+/// let layer = RateLimitLayer::resolve(PlugLimit::memory(), move |parts| {
 ///     let api_key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
 ///     let known = api_key.and_then(|k| accounts.get(k));
 ///     Some(known.unwrap_or(&anonymous).clone())
@@ -63,17 +58,48 @@ enum Resolver {
 /// # Ok(())
 /// # }
 /// ```
-#[derive(Clone)]
-pub struct RuntimeLimitLayer {
-    limits: PlugLimit,
-    resolver: Resolver,
-}
-
-impl RuntimeLimitLayer {
-    /// A layer checking `limit` with `limits` on every request.
-    #[must_use]
-    pub fn new(limits: PlugLimit, limit: RuntimeLimit) -> Self {
-        Self::resolve(limits, move |_| Some(limit.clone()))
+impl RateLimitLayer<RuntimeLimit> {
+    /// A layer checking `limit` with `limits` on every request: a limit read from a
+    /// configuration file, say.
+    ///
+    /// # Errors
+    ///
+    /// A limiter `limits` does not know (field `limiter`): a bad file fails at start-up, not on
+    /// every request.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use axum::{routing::get, Router};
+    /// use plug_limit::{PlugLimit, RateLimitLayer, RuntimeLimit};
+    ///
+    /// # fn main() -> Result<(), plug_limit::BuildError> {
+    /// let limits = PlugLimit::memory();
+    /// let search: RuntimeLimit = serde_json::from_str(
+    ///     r#"{ "limiter": "token_bucket", "opts": [20, 600, 5] }"#,
+    /// ).expect("a limit");
+    /// let layer = RateLimitLayer::runtime(limits.clone(), search)?;
+    /// let app: Router = Router::new().route("/search", get(|| async { "ok" })).route_layer(layer);
+    ///
+    /// let unknown = RuntimeLimit::new("tokn_bucket", [20, 600, 5])?;
+    /// let refused = RateLimitLayer::runtime(limits, unknown).unwrap_err();
+    /// assert_eq!(
+    ///     refused.to_string(),
+    ///     "invalid `limiter`: `tokn_bucket` is not registered with this PlugLimit"
+    /// );
+    /// # let _ = app;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn runtime(limits: PlugLimit, limit: RuntimeLimit) -> Result<Self, BuildError> {
+        let name = limit.limiter();
+        if !limits.decider().registry.contains(name) {
+            return Err(BuildError::invalid(
+                "limiter",
+                format!("`{name}` is not registered with this PlugLimit"),
+            ));
+        }
+        Ok(Self::resolve(limits, move |_| Some(limit.clone())))
     }
 
     /// A layer checking, on every request, the limit `resolver` chooses from the request's
@@ -86,10 +112,7 @@ impl RuntimeLimitLayer {
     where
         F: Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync + 'static,
     {
-        Self {
-            limits,
-            resolver: Resolver::Sync(Arc::new(resolver)),
-        }
+        Self::with(limits, Some(Resolver::Sync(Arc::new(resolver))))
     }
 
     /// A layer checking, on every request, the limit an asynchronous `resolver` chooses: a
@@ -110,14 +133,14 @@ impl RuntimeLimitLayer {
     /// use std::collections::HashMap;
     /// use std::sync::Arc;
     /// use axum::{routing::get, Router};
-    /// use plug_limit::{key, PlugLimit, RuntimeLimit, RuntimeLimitLayer};
+    /// use plug_limit::{key, PlugLimit, RateLimitLayer, RuntimeLimit};
     /// use tokio::sync::RwLock;
     ///
     /// # fn main() -> Result<(), plug_limit::BuildError> {
     /// // In an app, a cache the accounts service refreshes.
     /// let plans: Arc<RwLock<HashMap<String, RuntimeLimit>>> = Arc::default();
     /// let anonymous = RuntimeLimit::new("fixed_window", [10, 60])?;
-    /// let layer = RuntimeLimitLayer::resolve_async(PlugLimit::memory(), move |parts| {
+    /// let layer = RateLimitLayer::resolve_async(PlugLimit::memory(), move |parts| {
     ///     let api_key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
     ///     let api_key = api_key.map(str::to_owned);
     ///     let (plans, anonymous) = (Arc::clone(&plans), anonymous.clone());
@@ -141,65 +164,11 @@ impl RuntimeLimitLayer {
         let boxed = move |parts: &Parts| -> BoxFuture<'static, Option<RuntimeLimit>> {
             Box::pin(resolver(parts))
         };
-        Self {
-            limits,
-            resolver: Resolver::Async(Arc::new(boxed)),
-        }
+        Self::with(limits, Some(Resolver::Async(Arc::new(boxed))))
     }
 }
 
-impl fmt::Debug for RuntimeLimitLayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeLimitLayer")
-            .field("limits", &self.limits)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S> Layer<S> for RuntimeLimitLayer {
-    type Service = RuntimeRateLimit<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RuntimeRateLimit {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// The middleware built by [`RuntimeLimitLayer`].
-#[derive(Clone)]
-pub struct RuntimeRateLimit<S> {
-    inner: S,
-    layer: RuntimeLimitLayer,
-}
-
-impl<S> RuntimeRateLimit<S> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the middleware, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for RuntimeRateLimit<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RuntimeRateLimit")
-            .field("inner", &self.inner)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S> Service<Request<Body>> for RuntimeRateLimit<S>
+impl<S> Service<Request<Body>> for RateLimit<S, RuntimeLimit>
 where
     S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
     S::Future: Send + 'static,
@@ -218,20 +187,24 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (parts, body) = request.into_parts();
         let limits = self.layer.limits.clone();
+        let skip = self.layer.skip.clone();
         let limit = match &self.layer.resolver {
-            Resolver::Sync(resolver) => {
+            Some(Resolver::Sync(resolver)) => {
                 let limit = resolver(&parts);
                 let request = Request::from_parts(parts, body);
                 return Box::pin(async move {
                     match limit {
                         Some(limit) => {
-                            limited(&limits, &[limit.as_ref()], None, request, inner).await
+                            let limit = [limit.as_ref()];
+                            limited(&limits, &limit, skip.as_deref(), request, inner).await
                         }
                         None => inner.call(request).await,
                     }
                 });
             }
-            Resolver::Async(resolver) => resolver(&parts),
+            Some(Resolver::Async(resolver)) => resolver(&parts),
+            // Every constructor of a layer of run-time limits sets its resolver.
+            None => return Box::pin(inner.call(Request::from_parts(parts, body))),
         };
         let request = Request::from_parts(parts, body);
         Box::pin(async move {
@@ -240,7 +213,10 @@ where
                 return inner.call(request).await;
             }
             match bounded(decider, limit).await {
-                Ok(Some(limit)) => limited(&limits, &[limit.as_ref()], None, request, inner).await,
+                Ok(Some(limit)) => {
+                    let limit = [limit.as_ref()];
+                    limited(&limits, &limit, skip.as_deref(), request, inner).await
+                }
                 Ok(None) | Err(Ok(_)) => inner.call(request).await,
                 Err(Err(rejection)) => Ok(rejection.into_response()),
             }

@@ -1,7 +1,8 @@
 //! Helpers for testing an application's limits: a peer address for requests sent without a
-//! socket, the rate-limit headers of a response as numbers, and a memory backend whose time
-//! moves only when the test says so. Between tests sharing one Redis,
-//! [`PlugLimit::reset_all`] forgets every key of a handle's prefix.
+//! socket and the rate-limit headers of a response as numbers. A memory backend whose time
+//! moves only when the test says so is `PlugLimit::memory_builder().clock(manual_clock)`, a
+//! [`ManualClock`](crate::ManualClock). Between tests sharing one Redis,
+//! [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) forgets every key of a handle's prefix.
 //!
 //! The idiom axum's own examples teach, `Router::oneshot(request)`, sends no connection, so
 //! axum has no `ConnectInfo` and the default key ([`key::peer_ip`](crate::key::peer_ip)) has
@@ -14,7 +15,7 @@
 //! ```
 //! use axum::{body::Body, extract::FromRef, http::Request, routing::get, Router};
 //! use plug_limit::test::{self, RateLimitHeaders};
-//! use plug_limit::{FixedWindow, PlugLimit, RateLimited};
+//! use plug_limit::{FixedWindow, ManualClock, PlugLimit, RateLimited};
 //! use tower::ServiceExt;
 //!
 //! type Limited = RateLimited<FixedWindow<2, 60>>;
@@ -25,8 +26,9 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let (builder, clock) = test::memory_with_clock(1_700_000_000_000);
-//! let app = Router::new().route("/", get(hello)).with_state(builder.build()?);
+//! let clock = ManualClock::new(1_700_000_000_000);
+//! let limits = PlugLimit::memory_builder().clock(clock.clone()).build()?;
+//! let app = Router::new().route("/", get(hello)).with_state(limits);
 //! let send = |app: Router| async move {
 //!     let request = test::from_peer(Request::get("/").body(Body::empty())?, ([192, 0, 2, 1], 4000));
 //!     Ok::<_, Box<dyn std::error::Error>>(app.oneshot(request).await?)
@@ -47,9 +49,6 @@ use std::net::SocketAddr;
 use axum::extract::ConnectInfo;
 use http::{HeaderMap, Request};
 
-use crate::build::Builder;
-use crate::clock::ManualClock;
-use crate::handle::PlugLimit;
 use crate::outcome::ietf;
 
 /// `request` as if it came from a client at `peer`: what `into_make_service_with_connect_info`
@@ -58,13 +57,6 @@ use crate::outcome::ietf;
 pub fn from_peer<B>(mut request: Request<B>, peer: impl Into<SocketAddr>) -> Request<B> {
     request.extensions_mut().insert(ConnectInfo(peer.into()));
     request
-}
-
-/// A memory [`Builder`] whose limiters decide by a [`ManualClock`] standing at `now_ms`, and
-/// that clock: step time with [`ManualClock::advance`] instead of sleeping.
-pub fn memory_with_clock(now_ms: i64) -> (Builder, ManualClock) {
-    let clock = ManualClock::new(now_ms);
-    (PlugLimit::memory_builder().clock(clock.clone()), clock)
 }
 
 /// The rate-limit headers of a response as numbers: what a client reads, in either

@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use axum::{Router, routing::get};
 use plug_limit::redis::{self, Script};
 use plug_limit::{FixedWindow, Opt, Outcome, PlugLimit, RateLimited, key};
-use plug_limit_tests::{RedisCluster, get as send_get, stored_key, unique_prefix};
+use plug_limit_tests::{RedisCluster, get as send_get, opts_text, stored_key, unique_prefix};
 
 use crate::slots::Slots;
+use plug_limit_tests::limit;
 
 /// Keys a test spreads over the cluster; enough that every node owns some.
 const KEYS: usize = 30;
@@ -118,16 +119,18 @@ async fn every_builtin_decides_on_the_node_owning_its_key() {
         .build()
         .unwrap();
     let mut slots = Slots::read(&cluster).await;
-    for (limiter, opts, limit, remaining) in BUILTINS {
+    for (limiter, opts, most, remaining) in BUILTINS {
         let mut owners = BTreeSet::new();
         for i in 0..KEYS {
             let key = format!("client-{i}");
             let mut calls = Vec::new();
             for _ in 0..5 {
-                calls.push(seen(&limits.check(limiter, &key, opts).await.unwrap()));
+                calls.push(seen(
+                    &limits.check(limit(limiter, opts), &key).await.unwrap(),
+                ));
             }
-            assert_eq!(calls, expected(limit, remaining), "{limiter} {key}");
-            let stored = stored_key(&prefix, limiter, "", &key);
+            assert_eq!(calls, expected(most, remaining), "{limiter} {key}");
+            let stored = stored_key(&prefix, limiter, &opts_text(opts), "", &key);
             let owner = slots.owner(&stored).await;
             assert!(
                 node_holds(&cluster, owner, &stored).await,
@@ -251,7 +254,10 @@ async fn scripts_survive_script_flush_on_every_node() {
     let mut owners = BTreeSet::new();
     for i in 0..KEYS {
         let key = format!("client-{i}");
-        let outcome = limits.check("fixed_window", &key, &opts).await.unwrap();
+        let outcome = limits
+            .check(limit("fixed_window", &opts), &key)
+            .await
+            .unwrap();
         assert_eq!(
             seen(&outcome),
             (true, "3".to_owned(), "2".to_owned()),
@@ -259,7 +265,13 @@ async fn scripts_survive_script_flush_on_every_node() {
         );
         owners.insert(
             slots
-                .owner(&stored_key("plug_limit", "fixed_window", "", &key))
+                .owner(&stored_key(
+                    "plug_limit",
+                    "fixed_window",
+                    &opts_text(&opts),
+                    "",
+                    &key,
+                ))
                 .await,
         );
     }
@@ -280,7 +292,10 @@ async fn scripts_survive_script_flush_on_every_node() {
     // Each node answers NOSCRIPT once; the script is loaded again and the count goes on.
     for i in 0..KEYS {
         let key = format!("client-{i}");
-        let outcome = limits.check("fixed_window", &key, &opts).await.unwrap();
+        let outcome = limits
+            .check(limit("fixed_window", &opts), &key)
+            .await
+            .unwrap();
         assert_eq!(
             seen(&outcome),
             (true, "3".to_owned(), "1".to_owned()),
@@ -300,40 +315,40 @@ async fn reset_and_peek_reach_the_node_owning_the_key() {
         .unwrap();
     let mut slots = Slots::read(&cluster).await;
     let mut owners = BTreeSet::new();
-    for (limiter, opts, limit, remaining) in [BUILTINS[0], BUILTINS[1]] {
-        let fresh = (true, limit.to_owned(), remaining[0].to_owned());
+    for (limiter, opts, most, remaining) in [BUILTINS[0], BUILTINS[1]] {
+        let fresh = (true, most.to_owned(), remaining[0].to_owned());
         for i in 0..KEYS {
             let key = format!("client-{i}");
-            let stored = stored_key(&prefix, limiter, "", &key);
+            let stored = stored_key(&prefix, limiter, &opts_text(opts), "", &key);
             let owner = slots.owner(&stored).await;
             owners.insert(owner);
 
             // A peek on a fresh key answers as a first request would, and writes nothing.
-            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            let peek = limits.peek(limit(limiter, opts), &key).await.unwrap();
             assert_eq!(seen(&peek), fresh, "{limiter} {key}");
             assert!(!node_holds(&cluster, owner, &stored).await, "{stored}");
 
             for _ in 0..3 {
                 assert!(
                     limits
-                        .check(limiter, &key, opts)
+                        .check(limit(limiter, opts), &key)
                         .await
                         .unwrap()
                         .is_allowed()
                 );
             }
-            let spent = (false, limit.to_owned(), remaining[3].to_owned());
-            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            let spent = (false, most.to_owned(), remaining[3].to_owned());
+            let peek = limits.peek(limit(limiter, opts), &key).await.unwrap();
             assert_eq!(seen(&peek), spent, "{limiter} {key}");
-            let denied = limits.check(limiter, &key, opts).await.unwrap();
+            let denied = limits.check(limit(limiter, opts), &key).await.unwrap();
             assert_eq!(seen(&denied), spent, "{limiter} {key}");
             assert!(node_holds(&cluster, owner, &stored).await, "{stored}");
 
-            limits.reset(limiter, &key).await.unwrap();
+            limits.reset(limit(limiter, opts), &key).await.unwrap();
             assert!(!node_holds(&cluster, owner, &stored).await, "{stored}");
-            let peek = limits.peek(limiter, &key, opts).await.unwrap();
+            let peek = limits.peek(limit(limiter, opts), &key).await.unwrap();
             assert_eq!(seen(&peek), fresh, "{limiter} {key}");
-            let again = limits.check(limiter, &key, opts).await.unwrap();
+            let again = limits.check(limit(limiter, opts), &key).await.unwrap();
             assert_eq!(seen(&again), fresh, "{limiter} {key}");
         }
     }
@@ -359,14 +374,14 @@ async fn reset_all_forgets_its_prefix_on_every_primary_and_nothing_else() {
             for handle in [&limits, &kept] {
                 assert!(
                     handle
-                        .check(limiter, &key, opts)
+                        .check(limit(limiter, opts), &key)
                         .await
                         .unwrap()
                         .is_allowed()
                 );
             }
             for of in [&prefix, &other] {
-                let name = stored_key(of, limiter, "", &key);
+                let name = stored_key(of, limiter, &opts_text(opts), "", &key);
                 stored.push((of == &prefix, slots.owner(&name).await, name));
             }
         }
@@ -380,11 +395,14 @@ async fn reset_all_forgets_its_prefix_on_every_primary_and_nothing_else() {
         assert_eq!(node_holds(&cluster, *owner, name).await, !reset, "{name}");
     }
     assert_eq!(limits.reset_all().await.unwrap(), 0);
-    let (limiter, opts, limit, remaining) = BUILTINS[0];
-    let fresh = limits.check(limiter, "client-0", opts).await.unwrap();
+    let (limiter, opts, most, remaining) = BUILTINS[0];
+    let fresh = limits
+        .check(limit(limiter, opts), "client-0")
+        .await
+        .unwrap();
     assert_eq!(
         seen(&fresh),
-        (true, limit.to_owned(), remaining[0].to_owned())
+        (true, most.to_owned(), remaining[0].to_owned())
     );
 }
 
@@ -440,7 +458,10 @@ async fn clients_of_a_parameterised_route_spread_over_every_master() {
 
 /// `remaining` of a fixed window after `limits` peeks at it.
 async fn fixed_window_left(limits: &PlugLimit, client: &str, opts: &[Opt]) -> String {
-    let peek = limits.peek("fixed_window", client, opts).await.unwrap();
+    let peek = limits
+        .peek(limit("fixed_window", opts), client)
+        .await
+        .unwrap();
     seen(&peek).2
 }
 
@@ -459,8 +480,8 @@ async fn stacked_limits_of_one_slot_are_atomic_and_across_slots_keep_what_they_c
     // One client's limits share a hash tag, so a slot: one call, and a denial by the bucket
     // restores the window.
     let same_slot = [
-        ("fixed_window", "ann", &window[..], 1),
-        ("token_bucket", "ann", &bucket[..], 1),
+        (limit("fixed_window", &window[..]), "ann"),
+        (limit("token_bucket", &bucket[..]), "ann"),
     ];
     assert!(limits.check_all(&same_slot).await.unwrap().is_allowed());
     assert!(!limits.check_all(&same_slot).await.unwrap().is_allowed());
@@ -471,14 +492,14 @@ async fn stacked_limits_of_one_slot_are_atomic_and_across_slots_keep_what_they_c
     // A team's limit in another slot: each slot's group is one call, in stack order. A denial
     // in the team's slot cannot undo what the client's slot already counted.
     let client_node = slots
-        .owner(&stored_key(&prefix, "fixed_window", "", "bob"))
+        .owner(&stored_key(&prefix, "fixed_window", "5,60", "", "bob"))
         .await;
     let mut team = String::new();
     let mut team_node = client_node;
     for i in 0.. {
         team = format!("team-{i}");
         team_node = slots
-            .owner(&stored_key(&prefix, "fixed_window", "", &team))
+            .owner(&stored_key(&prefix, "fixed_window", "5,60", "", &team))
             .await;
         if team_node != client_node {
             break;
@@ -486,8 +507,8 @@ async fn stacked_limits_of_one_slot_are_atomic_and_across_slots_keep_what_they_c
     }
     let team_window = [Opt::Int(1), Opt::Int(60)];
     let cross_slot = [
-        ("fixed_window", "bob", &window[..], 1),
-        ("fixed_window", team.as_str(), &team_window[..], 1),
+        (limit("fixed_window", &window[..]), "bob"),
+        (limit("fixed_window", &team_window[..]), team.as_str()),
     ];
     assert!(limits.check_all(&cross_slot).await.unwrap().is_allowed());
     let denied = limits.check_all(&cross_slot).await.unwrap();

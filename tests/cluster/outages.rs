@@ -12,6 +12,7 @@ use plug_limit_tests::{Logs, RedisCluster, get as send_get, stored_key, unique_p
 
 use crate::metric_values::metric_values;
 use crate::slots::Slots;
+use plug_limit_tests::limit;
 
 type Wide = RateLimited<FixedWindow<1_000_000, 600>>;
 
@@ -44,7 +45,13 @@ async fn clients_by_owner(
         let client = format!("client-{i}");
         i += 1;
         let owner = slots
-            .owner(&stored_key(prefix, "fixed_window", "/", &client))
+            .owner(&stored_key(
+                prefix,
+                "fixed_window",
+                "1000000,600",
+                "/",
+                &client,
+            ))
             .await;
         let clients = by_owner.entry(owner).or_default();
         if clients.len() < per {
@@ -319,7 +326,10 @@ async fn warmed_up(cluster: &RedisCluster, test: &str) -> (PlugLimit, String) {
 async fn warm_up(limits: &PlugLimit) {
     let started = Instant::now();
     while limits
-        .check("fixed_window", "warm-up", &[Opt::Int(1_000), Opt::Int(60)])
+        .check(
+            limit("fixed_window", &[Opt::Int(1_000), Opt::Int(60)]),
+            "warm-up",
+        )
         .await
         .is_err()
     {
@@ -444,7 +454,13 @@ async fn moved_slot(test: &str) -> MovedSlot {
     assert!(is_decided(&app, &stays).await);
     let slot = Slots::read(&cluster)
         .await
-        .slot(&stored_key(&prefix, "fixed_window", "/", &moves))
+        .slot(&stored_key(
+            &prefix,
+            "fixed_window",
+            "1000000,600",
+            "/",
+            &moves,
+        ))
         .await;
     cluster.move_slot(slot, to);
     let cluster = blocking(cluster, move |c| c.stop(to)).await;
@@ -500,12 +516,15 @@ async fn a_stack_with_a_limit_on_a_dead_master_fails_at_once_counting_nothing_on
     let (ann, team) = (by_owner[&live][0].as_str(), by_owner[&dead][0].as_str());
     let window = [Opt::Int(100), Opt::Int(600)];
     let stack = [
-        ("fixed_window", ann, &window[..], 1),
-        ("fixed_window", team, &window[..], 1),
+        (limit("fixed_window", &window[..]), ann),
+        (limit("fixed_window", &window[..]), team),
     ];
-    let alone = [("fixed_window", ann, &window[..], 1)];
+    let alone = [(limit("fixed_window", &window[..]), ann)];
     let left = async |limits: &PlugLimit| {
-        let peek = limits.peek("fixed_window", ann, &window).await.unwrap();
+        let peek = limits
+            .peek(limit("fixed_window", &window), ann)
+            .await
+            .unwrap();
         peek.header("x-ratelimit-remaining")
             .unwrap()
             .to_str()

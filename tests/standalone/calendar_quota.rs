@@ -10,6 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use plug_limit::{HeaderStyle, ManualClock, Opt, Outcome, PlugLimit};
 use plug_limit_tests::{RedisServer, unique_prefix};
+use plug_limit_tests::{limit, limit_cost};
 
 const LIMITER: &str = "calendar_quota";
 
@@ -72,7 +73,12 @@ fn render(outcome: &Outcome) -> String {
 }
 
 async fn call(limits: &PlugLimit, key: &str, opts: &[Opt], cost: u32) -> String {
-    render(&limits.check_cost(LIMITER, key, opts, cost).await.unwrap())
+    render(
+        &limits
+            .check(limit_cost(LIMITER, opts, cost), key)
+            .await
+            .unwrap(),
+    )
 }
 
 #[tokio::test]
@@ -245,7 +251,7 @@ async fn without_a_clock_redis_times_the_day_itself() {
         .unwrap();
     let opts = [Opt::Int(2), Opt::Str("day"), Opt::Int(0)];
     let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    let outcome = limits.check(LIMITER, "k", &opts).await.unwrap();
+    let outcome = limits.check(limit(LIMITER, &opts), "k").await.unwrap();
     let now_s = i64::try_from(since_epoch.as_secs()).unwrap() % 86_400;
     let reset: i64 = outcome.headers()[1].1.to_str().unwrap().parse().unwrap();
     // Seconds to the next UTC midnight, give or take the second the call may cross.
@@ -259,11 +265,17 @@ async fn without_a_clock_redis_times_the_day_itself() {
 
 #[tokio::test]
 async fn draft10_policies_name_the_period_and_count_to_its_end() {
-    let (builder, clock) =
-        plug_limit::test::memory_with_clock(local_ms((2028, 2, 29), (12, 0, 0), 0));
-    let limits = builder.header_style(HeaderStyle::Draft10).build().unwrap();
+    let clock = ManualClock::new(local_ms((2028, 2, 29), (12, 0, 0), 0));
+    let limits = PlugLimit::memory_builder()
+        .clock(clock.clone())
+        .header_style(HeaderStyle::Draft10)
+        .build()
+        .unwrap();
     let opts = [Opt::Int(100), Opt::Str("month"), Opt::Int(0)];
-    let outcome = limits.check_cost(LIMITER, "k", &opts, 40).await.unwrap();
+    let outcome = limits
+        .check(limit_cost(LIMITER, &opts, 40), "k")
+        .await
+        .unwrap();
     let values: Vec<String> = outcome
         .headers()
         .iter()

@@ -10,6 +10,7 @@ use plug_limit::redis::Value;
 use plug_limit::{
     FixedWindow, KeyExtractor, Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key,
 };
+use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
 
 /// Echoes its options into two declared headers, and its keys into a third.
@@ -46,9 +47,9 @@ async fn custom_script_echoes_opts_into_declared_headers() {
     assert_eq!(reply.body, "echoed");
     assert_eq!(reply.header("x-first"), Some("hello"));
     assert_eq!(reply.header("x-second"), Some("7"));
-    // {prefix}:{tag}:{limiter}:{scope length}:{matched route}:{client}
-    let key = stored_key("app", "echo", "/echo/{id}", "carol");
-    assert_eq!(key, "app:{e2fd}:echo:10:/echo/{id}:carol");
+    // {prefix}:{tag}:{limiter}:{options}:{scope length}:{matched route}:{client}
+    let key = stored_key("app", "echo", "hello,7", "/echo/{id}", "carol");
+    assert_eq!(key, "app:{e2fd}:echo:hello,7:10:/echo/{id}:carol");
     assert_eq!(reply.header("x-key"), Some(key.as_str()));
 }
 
@@ -158,7 +159,7 @@ async fn a_limiter_with_its_own_pool_counts_on_its_own_redis() {
         [Some("5"), Some("60"), Some("4"), None]
     );
 
-    let key = stored_key("plug_limit", "other", "shared", "dave");
+    let key = stored_key("plug_limit", "other", "5,60", "shared", "dave");
     let exists = |conn| async {
         let mut conn = conn;
         plug_limit::redis::cmd("EXISTS")
@@ -268,7 +269,10 @@ async fn a_builtin_script_under_another_name_keeps_its_headers() {
         .build()
         .unwrap();
     let outcome = limits
-        .check("strict", "k", &[Opt::Int(2), Opt::Int(60), Opt::Int(1)])
+        .check(
+            limit("strict", &[Opt::Int(2), Opt::Int(60), Opt::Int(1)]),
+            "k",
+        )
         .await
         .unwrap();
     let names: Vec<&str> = outcome.headers().iter().map(|(n, _)| n.as_str()).collect();
@@ -288,7 +292,7 @@ async fn a_builtin_script_under_another_name_keeps_its_headers() {
 async fn a_custom_script_keeps_its_own_time_when_a_clock_is_set() {
     let redis = RedisServer::start();
     let limits = PlugLimit::builder(redis.pool())
-        .clock(plug_limit::SystemClock)
+        .clock(plug_limit::ManualClock::starting_now())
         .limiter(
             "quota",
             Limiter::script("return {'allow', {tostring(#ARGV)}}").headers(["x-args"]),
@@ -296,7 +300,10 @@ async fn a_custom_script_keeps_its_own_time_when_a_clock_is_set() {
         .build()
         .unwrap();
     // The clock is the built-ins' business: the script gets exactly its options.
-    let outcome = limits.check("quota", "k", &[Opt::Int(5)]).await.unwrap();
+    let outcome = limits
+        .check(limit("quota", &[Opt::Int(5)]), "k")
+        .await
+        .unwrap();
     assert!(outcome.is_allowed());
     assert_eq!(outcome.header("x-args").unwrap(), "1");
 }

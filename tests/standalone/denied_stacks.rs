@@ -11,6 +11,7 @@
 
 use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
 use plug_limit_tests::{RedisServer, unique_prefix};
+use plug_limit_tests::{limit, limit_cost};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
@@ -57,14 +58,17 @@ async fn deny_a_stack(world: &World, limiter: &str, opts: &[Opt]) {
     assert!(
         world
             .behind
-            .check(denier, "d", denier_opts)
+            .check(limit(denier, denier_opts), "d")
             .await
             .unwrap()
             .is_allowed()
     );
     let stack = world
         .behind
-        .check_all(&[(limiter, "k", opts, 1), (denier, "d", denier_opts, 1)])
+        .check_all(&[
+            (limit(limiter, opts), "k"),
+            (limit(denier, denier_opts), "d"),
+        ])
         .await
         .unwrap();
     assert!(!stack.is_allowed(), "the stack is denied");
@@ -75,7 +79,7 @@ async fn allowed_on_each(servers: [&PlugLimit; 2], limiter: &str, opts: &[Opt], 
     for server in servers {
         assert!(
             server
-                .check_cost(limiter, "k", opts, cost)
+                .check(limit_cost(limiter, opts, cost), "k")
                 .await
                 .unwrap()
                 .is_allowed()
@@ -89,14 +93,14 @@ async fn same_answer(denied_too: &World, never: &World, limiter: &str, opts: &[O
     let with_denial = render(
         &denied_too
             .behind
-            .check_cost(limiter, "k", opts, cost)
+            .check(limit_cost(limiter, opts, cost), "k")
             .await
             .unwrap(),
     );
     let without = render(
         &never
             .behind
-            .check_cost(limiter, "k", opts, cost)
+            .check(limit_cost(limiter, opts, cost), "k")
             .await
             .unwrap(),
     );
@@ -203,7 +207,7 @@ async fn token_bucket_undo_keeps_retry_after() {
     assert!(
         denied_too
             .behind
-            .peek("token_bucket", "k", opts)
+            .peek(limit("token_bucket", opts), "k")
             .await
             .unwrap()
             .is_allowed()

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use axum::{Router, routing::get};
-use plug_limit::{FixedWindow, PlugLimit, RateLimited, Subject, TokenBucket, key};
+use plug_limit::{FixedWindow, PlugLimit, RateLimited, RuntimeLimit, TokenBucket, key};
 use plug_limit_tests::{RedisServer, get as send_get};
 
 type Two = RateLimited<FixedWindow<2, 1>>;
@@ -109,7 +109,7 @@ async fn reset_clears_the_local_denial() {
     }
     assert_eq!(send_get(&app, "/two", "r").await.status, 429);
     limits
-        .reset("fixed_window", Subject::scoped("/two", "r"))
+        .reset(RuntimeLimit::from(FixedWindow::<2, 1>).scope("/two"), "r")
         .await
         .unwrap();
     assert_eq!(send_get(&app, "/two", "r").await.status, 200);

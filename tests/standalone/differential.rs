@@ -9,12 +9,13 @@
 
 use std::time::Duration;
 
-use plug_limit::{ManualClock, Opt, Outcome, PlugLimit};
+use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit};
 use plug_limit_tests::{RedisServer, stored_key, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use crate::streaming_bodies::eventually;
+use plug_limit_tests::{limit, limit_cost};
 
 /// Every built-in, with small limits and windows so that sequences cross every boundary.
 const LIMITERS: [(&str, &[Opt]); 8] = [
@@ -88,11 +89,11 @@ async fn charge(
     cost: Cost,
 ) -> Result<Outcome, plug_limit::Error> {
     match cost {
-        Cost::UpTo(n) if batches(limiter) => limits.take_up_to(limiter, key, opts, n).await,
+        Cost::UpTo(n) if batches(limiter) => limits.take_up_to(limit(limiter, opts), key, n).await,
         // A batch on a limiter without batches: a take of as many.
-        Cost::Take(n) | Cost::UpTo(n) => limits.check_cost(limiter, key, opts, n).await,
-        Cost::Refund(n) => limits.settle(limiter, key, opts, n, 0).await,
-        Cost::Force(n) => limits.settle(limiter, key, opts, 0, n).await,
+        Cost::Take(n) | Cost::UpTo(n) => limits.check(limit_cost(limiter, opts, n), key).await,
+        Cost::Refund(n) => limits.settle(limit(limiter, opts), key, n, 0).await,
+        Cost::Force(n) => limits.settle(limit(limiter, opts), key, 0, n).await,
     }
 }
 
@@ -230,13 +231,13 @@ impl StackCall {
     }
 
     /// The stack `check_all` takes, with the parts' `keys`.
-    fn stack<'a>(&self, keys: &'a [String]) -> Vec<(&'static str, &'a str, &'static [Opt], u32)> {
+    fn stack<'a>(&self, keys: &'a [String]) -> Vec<(RuntimeLimit, &'a str)> {
         self.parts
             .iter()
             .zip(keys)
             .map(|(&(limiter, _, cost), key)| {
                 let (name, opts) = LIMITERS[limiter];
-                (name, key.as_str(), opts, cost)
+                (limit_cost(name, opts, cost), key.as_str())
             })
             .collect()
     }
@@ -386,11 +387,11 @@ fn memory_backend_agrees_with_redis_lease_for_lease() {
                                 TestCaseError::fail(format!("step {i} on {at}: {e}"))
                             };
                             let redis_says = on_redis
-                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .check(limit_cost("concurrency", &LEASE_OPTS, cost), &key)
                                 .await
                                 .map_err(|e| fail("redis", e))?;
                             let memory_says = in_memory
-                                .check_cost("concurrency", &key, &LEASE_OPTS, cost)
+                                .check(limit_cost("concurrency", &LEASE_OPTS, cost), &key)
                                 .await
                                 .map_err(|e| fail("memory", e))?;
                             prop_assert_eq!(
@@ -420,7 +421,7 @@ fn memory_backend_agrees_with_redis_lease_for_lease() {
                                 .filter(|lease| lease.2 == key && lease.4 + 30_000 > now)
                                 .map(|lease| i64::from(lease.3))
                                 .sum();
-                            let stored = stored_key(&prefix, "concurrency", "", &key);
+                            let stored = stored_key(&prefix, "concurrency", "3,30", "", &key);
                             eventually("the release lands in Redis", async || {
                                 let mut conn = redis.connection().await;
                                 let count: i64 = plug_limit::redis::cmd("ZCOUNT")

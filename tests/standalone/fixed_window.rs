@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use plug_limit::{FixedWindow, Opt, PlugLimit, RateLimited, key};
+use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as send_get, stored_key};
 
 type Three = RateLimited<FixedWindow<3, 60>>;
@@ -59,7 +60,10 @@ async fn script_reply_matches_the_reference_sequence() {
         let opts = [Opt::Int(3), Opt::Int(60)];
         let mut seen = Vec::new();
         for _ in 0..5 {
-            let outcome = limits.check("fixed_window", "k", &opts).await.unwrap();
+            let outcome = limits
+                .check(limit("fixed_window", &opts), "k")
+                .await
+                .unwrap();
             let values: Vec<String> = outcome
                 .headers()
                 .iter()
@@ -90,12 +94,15 @@ async fn window_restarts_after_window_elapses() {
     for (backend, limits) in &both {
         assert!(
             limits
-                .check("fixed_window", "w", &opts)
+                .check(limit("fixed_window", &opts), "w")
                 .await
                 .unwrap()
                 .is_allowed()
         );
-        let denied = limits.check("fixed_window", "w", &opts).await.unwrap();
+        let denied = limits
+            .check(limit("fixed_window", &opts), "w")
+            .await
+            .unwrap();
         assert!(!denied.is_allowed(), "{backend}");
         assert_eq!(
             denied.header("x-ratelimit-reset").unwrap(),
@@ -106,7 +113,10 @@ async fn window_restarts_after_window_elapses() {
 
     tokio::time::sleep(Duration::from_millis(1100)).await;
     for (backend, limits) in &both {
-        let fresh = limits.check("fixed_window", "w", &opts).await.unwrap();
+        let fresh = limits
+            .check(limit("fixed_window", &opts), "w")
+            .await
+            .unwrap();
         assert!(fresh.is_allowed(), "{backend}");
         assert_eq!(fresh.header("x-ratelimit-remaining").unwrap(), "0");
         assert_eq!(fresh.header("x-ratelimit-reset").unwrap(), "1");
@@ -121,12 +131,12 @@ async fn every_key_gets_a_ttl() {
         .build()
         .unwrap();
     limits
-        .check("fixed_window", "k", &[Opt::Int(5), Opt::Int(60)])
+        .check(limit("fixed_window", &[Opt::Int(5), Opt::Int(60)]), "k")
         .await
         .unwrap();
     let mut conn = redis.connection().await;
     let ttl: i64 = plug_limit::redis::cmd("TTL")
-        .arg(stored_key("ttl", "fixed_window", "", "k"))
+        .arg(stored_key("ttl", "fixed_window", "5,60", "", "k"))
         .query_async(&mut conn)
         .await
         .unwrap();
@@ -153,7 +163,10 @@ async fn invalid_opts_are_refused_by_the_script_with_the_rule() {
     ];
     for (backend, limits) in backends(&redis, |b| b) {
         for (opts, rule) in &cases {
-            let error = limits.check("fixed_window", "bad", opts).await.unwrap_err();
+            let error = limits
+                .check(limit("fixed_window", opts), "bad")
+                .await
+                .unwrap_err();
             let text = error.to_string();
             assert!(
                 text.contains(&format!("fixed_window: {rule}")),

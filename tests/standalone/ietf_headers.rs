@@ -13,6 +13,7 @@ use plug_limit::{
     Builder, Config, FixedWindow, Gcra, HeaderStyle, LeakyBucket, Limit, Limiter, ManualClock, Opt,
     PlugLimit, RateLimited, SlidingLog, SlidingWindow, TokenBucket, key,
 };
+use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, Reply, backends, get as send_get, stored_key};
 use sha2::Sha256;
 
@@ -80,8 +81,20 @@ fn draft10(builder: Builder) -> Builder {
 /// namespaced key, its first 12 bytes.
 fn pk_bytes(secret: &[u8], limiter: &str, route: &str, client: &str) -> Vec<u8> {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret).unwrap();
-    mac.update(stored_key(PREFIX, limiter, route, client).as_bytes());
+    mac.update(stored_key(PREFIX, limiter, opts_of(limiter), route, client).as_bytes());
     mac.finalize().into_bytes()[..12].to_vec()
+}
+
+/// The options of the limits of this file's routes, by limiter, as a key writes them.
+fn opts_of(limiter: &str) -> &'static str {
+    match limiter {
+        "fixed_window" | "sliding_window" | "sliding_log" | "leaky_bucket" => "2,60",
+        "token_bucket" | "login" => "4,60,2",
+        "gcra" => "2,60,2",
+        "multi_window" => "2/10,5/60",
+        "api" => "1,60",
+        other => panic!("no route of {other}"),
+    }
 }
 
 fn pk(limiter: &str, route: &str, client: &str) -> String {
@@ -343,7 +356,7 @@ async fn pk_tells_clients_apart_and_reveals_no_key() {
         );
         // Without the secret, the namespaced key's plain digest is not it.
         let mut unkeyed = Hmac::<Sha256>::new_from_slice(b"").unwrap();
-        unkeyed.update(stored_key(PREFIX, "gcra", "/gcra", client).as_bytes());
+        unkeyed.update(stored_key(PREFIX, "gcra", "2,60,2", "/gcra", client).as_bytes());
         assert_ne!(unkeyed.finalize().into_bytes()[..12], bytes[..]);
     }
 }
@@ -538,7 +551,7 @@ async fn the_style_comes_from_a_config_and_a_custom_script_keeps_its_headers() {
             .collect()
     };
     for limiter in ["quota", "quota_legacy"] {
-        let outcome = limits.check(limiter, "frank", &[]).await.unwrap();
+        let outcome = limits.check(limit(limiter, &[]), "frank").await.unwrap();
         assert_eq!(
             headers(&outcome),
             [
@@ -550,7 +563,7 @@ async fn the_style_comes_from_a_config_and_a_custom_script_keeps_its_headers() {
     // A programmatic check of a built-in answers in the configured style, with the `pk` of
     // the client's key (no route: the scope is the client's own).
     let outcome = limits
-        .check("fixed_window", "frank", &[Opt::Int(3), Opt::Int(60)])
+        .check(limit("fixed_window", &[Opt::Int(3), Opt::Int(60)]), "frank")
         .await
         .unwrap();
     assert_eq!(

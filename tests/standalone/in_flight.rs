@@ -10,9 +10,12 @@ use axum::{Router, http};
 use plug_limit::{
     Concurrency, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, key, rate_limit,
 };
-use plug_limit_tests::{Fault, FaultProxy, RedisServer, backends, pool, stored_key, unique_prefix};
+use plug_limit_tests::{
+    Fault, FaultProxy, RedisServer, backends, opts_text, pool, stored_key, unique_prefix,
+};
 
 use crate::streaming_bodies::{Gates, configured, eventually, finish, start};
+use plug_limit_tests::limit;
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
@@ -236,10 +239,16 @@ fn a_runtime_without_a_timer_still_decides_a_leased_request() {
         .unwrap();
     runtime.block_on(async {
         let limits = PlugLimit::memory();
-        let first = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        let first = limits
+            .check(limit("concurrency", &OPTS), "k")
+            .await
+            .unwrap();
         assert_eq!(remaining(&first), (true, "1".to_owned()));
         drop(first);
-        let again = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        let again = limits
+            .check(limit("concurrency", &OPTS), "k")
+            .await
+            .unwrap();
         assert_eq!(remaining(&again), (true, "1".to_owned()));
     });
 }
@@ -311,9 +320,20 @@ const OPTS: [Opt; 2] = [Opt::Int(2), Opt::Int(30)];
 
 /// Units held under the programmatic key `client`, read from Redis directly.
 async fn held(redis: &RedisServer, prefix: &str, client: &str) -> i64 {
+    held_under(redis, prefix, &OPTS, client).await
+}
+
+/// [`held`] under the concurrency limit of `opts`.
+async fn held_under(redis: &RedisServer, prefix: &str, opts: &[Opt], client: &str) -> i64 {
     let mut conn = redis.connection().await;
     plug_limit::redis::cmd("ZCARD")
-        .arg(stored_key(prefix, "concurrency", "", client))
+        .arg(stored_key(
+            prefix,
+            "concurrency",
+            &opts_text(opts),
+            "",
+            client,
+        ))
         .query_async::<i64>(&mut conn)
         .await
         .unwrap()
@@ -333,12 +353,15 @@ async fn instances_share_the_slots_and_each_gives_back_its_own() {
         instance(&redis.url(), &prefix, &clock),
         instance(&redis.url(), &prefix, &clock),
     );
-    let on_a = a.check("concurrency", "k", &OPTS).await.unwrap();
+    let on_a = a.check(limit("concurrency", &OPTS), "k").await.unwrap();
     assert_eq!(remaining(&on_a), (true, "1".to_owned()));
-    let on_b = b.check("concurrency", "k", &OPTS).await.unwrap();
+    let on_b = b.check(limit("concurrency", &OPTS), "k").await.unwrap();
     assert_eq!(remaining(&on_b), (true, "0".to_owned()));
     for limits in [&a, &b] {
-        let full = limits.check("concurrency", "k", &OPTS).await.unwrap();
+        let full = limits
+            .check(limit("concurrency", &OPTS), "k")
+            .await
+            .unwrap();
         assert_eq!(remaining(&full), (false, "0".to_owned()));
     }
     assert_eq!(held(&redis, &prefix, "k").await, 2);
@@ -348,7 +371,7 @@ async fn instances_share_the_slots_and_each_gives_back_its_own() {
         held(&redis, &prefix, "k").await == 1
     })
     .await;
-    let again = b.check("concurrency", "k", &OPTS).await.unwrap();
+    let again = b.check(limit("concurrency", &OPTS), "k").await.unwrap();
     assert_eq!(remaining(&again), (true, "0".to_owned()));
     drop((on_b, again));
     eventually("every lease is released", async || {
@@ -365,24 +388,39 @@ async fn a_lease_its_instance_never_gave_back_expires() {
     let prefix = unique_prefix("in-flight");
     let doomed = instance(&proxy.url(), &prefix, &clock);
     let survivor = instance(&redis.url(), &prefix, &clock);
-    let first = doomed.check("concurrency", "k", &OPTS).await.unwrap();
-    let second = doomed.check("concurrency", "k", &OPTS).await.unwrap();
+    let first = doomed
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
+    let second = doomed
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&second), (true, "0".to_owned()));
     // The instance loses Redis before its requests end: its releases never arrive.
     proxy.set(Fault::Blackhole);
     drop((first, second));
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(held(&redis, &prefix, "k").await, 2);
-    let full = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    let full = survivor
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&full), (false, "0".to_owned()));
     assert_eq!(full.header("x-ratelimit-reset").unwrap(), "30");
     // A lease lives 30 s: one second before, the slots are still held; at 30 s, free.
     clock.advance(Duration::from_secs(29));
-    let full = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    let full = survivor
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&full), (false, "0".to_owned()));
     assert_eq!(full.header("x-ratelimit-reset").unwrap(), "1");
     clock.advance(Duration::from_secs(1));
-    let free = survivor.check("concurrency", "k", &OPTS).await.unwrap();
+    let free = survivor
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&free), (true, "1".to_owned()));
     assert_eq!(held(&redis, &prefix, "k").await, 1);
 }
@@ -394,19 +432,25 @@ async fn a_lease_whose_reply_was_lost_is_given_back_at_once() {
     let clock = ManualClock::new(START);
     let prefix = unique_prefix("in-flight");
     let limits = instance(&proxy.url(), &prefix, &clock);
-    let warm = limits.check("concurrency", "warm", &OPTS).await.unwrap();
+    let warm = limits
+        .check(limit("concurrency", &OPTS), "warm")
+        .await
+        .unwrap();
     assert!(warm.is_allowed());
     // Redis takes the lease, but its reply is lost: the check fails, and the lease it may have
     // taken is given back by a release sent once the network is back.
     proxy.set(Fault::DropReplies);
-    let lost = limits.check("concurrency", "k", &OPTS).await;
+    let lost = limits.check(limit("concurrency", &OPTS), "k").await;
     assert!(matches!(lost, Err(plug_limit::Error::Redis(_))), "{lost:?}");
     proxy.set(Fault::Forward);
     eventually("the lost lease is released", async || {
         held(&redis, &prefix, "k").await == 0
     })
     .await;
-    let first = limits.check("concurrency", "k", &OPTS).await.unwrap();
+    let first = limits
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&first), (true, "1".to_owned()));
 }
 
@@ -427,7 +471,10 @@ async fn a_renewal_that_lands_after_the_release_is_released_again() {
         .timeout(Duration::from_millis(300))
         .build()
         .unwrap();
-    let admitted = limits.check("concurrency", "k", &opts).await.unwrap();
+    let admitted = limits
+        .check(limit("concurrency", &opts), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&admitted), (true, "0".to_owned()));
     // A reply at 1.5 s keeps the connection from being idle at 2 s (an idle one is checked
     // with a `PING` first, which would meet the delay instead of the renewal); a fixed window
@@ -435,7 +482,7 @@ async fn a_renewal_that_lands_after_the_release_is_released_again() {
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let window = [Opt::Int(10), Opt::Int(60)];
     let other = limits
-        .check("fixed_window", "other", &window)
+        .check(limit("fixed_window", &window), "other")
         .await
         .unwrap();
     assert!(other.is_allowed());
@@ -448,18 +495,18 @@ async fn a_renewal_that_lands_after_the_release_is_released_again() {
     // At 2.5 s the request ends: its release runs at once, on a fresh connection.
     drop(admitted);
     eventually("the release runs", async || {
-        held(&redis, &prefix, "k").await == 0
+        held_under(&redis, &prefix, &opts, "k").await == 0
     })
     .await;
     // The late renewal takes the lease again...
     eventually("the late renewal runs", async || {
-        held(&redis, &prefix, "k").await == 1
+        held_under(&redis, &prefix, &opts, "k").await == 1
     })
     .await;
     // ...and the second release, at about 4.5 s, gives it back, long before the 9.2 s the
     // late renewal's lease would otherwise end.
     let late = tokio::time::Instant::now();
-    while held(&redis, &prefix, "k").await != 0 {
+    while held_under(&redis, &prefix, &opts, "k").await != 0 {
         assert!(
             late.elapsed() < Duration::from_millis(3_000),
             "the late renewal's lease is still held"
@@ -473,8 +520,8 @@ async fn a_concurrency_limit_cannot_be_stacked_at_run_time() {
     let limits = PlugLimit::memory();
     let stacked = limits
         .check_all(&[
-            ("fixed_window", "k", &[Opt::Int(5), Opt::Int(60)], 1),
-            ("concurrency", "k", &OPTS, 1),
+            (limit("fixed_window", &[Opt::Int(5), Opt::Int(60)]), "k"),
+            (limit("concurrency", &OPTS), "k"),
         ])
         .await;
     assert_eq!(
@@ -482,6 +529,9 @@ async fn a_concurrency_limit_cannot_be_stacked_at_run_time() {
         "invalid limiter input: concurrency: cannot be stacked: its lease outlives the call"
     );
     // Alone, it leases.
-    let alone = limits.check("concurrency", "k", &OPTS).await.unwrap();
+    let alone = limits
+        .check(limit("concurrency", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(remaining(&alone), (true, "1".to_owned()));
 }

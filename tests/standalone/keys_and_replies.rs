@@ -9,14 +9,59 @@ use std::time::Duration;
 use axum::{Router, routing::get};
 use futures_util::future::join_all;
 use plug_limit::{
-    FailurePolicy, FixedWindow, Limit, Limiter, ManualClock, Opt, PlugLimit, RateLimited, key,
+    FailurePolicy, FixedWindow, Limit, Limiter, ManualClock, Opt, PlugLimit, RateLimitLayer,
+    RateLimited, RuntimeLimit, key,
 };
-use plug_limit_tests::{RedisServer, get as send_get};
+use plug_limit_tests::limit;
+use plug_limit_tests::{RedisServer, backends, get as send_get};
 
 type One = RateLimited<FixedWindow<1, 60>>;
 
 async fn one(limited: One) -> (One, &'static str) {
     (limited, "ok")
+}
+
+type Two = RateLimited<FixedWindow<2, 60>>;
+
+async fn two(limited: Two) -> (Two, &'static str) {
+    (limited, "ok")
+}
+
+/// An extractor's `FixedWindow<2, 60>` under a layer's `FixedWindow<1000, 3600>` on one route:
+/// one limiter, one scope, other options. Sharing a counter, each request would count twice
+/// in both, and the extractor would deny the second request.
+#[tokio::test]
+async fn two_limits_of_other_options_on_one_route_never_share_a_counter() {
+    let redis = RedisServer::start();
+    for (backend, limits) in backends(&redis, |builder| builder.key(key::header("x-client"))) {
+        let app = Router::new()
+            .route("/r", get(two))
+            .route_layer(RateLimitLayer::<FixedWindow<1000, 3600>>::new(
+                limits.clone(),
+            ))
+            .with_state(limits.clone());
+        let statuses = [
+            send_get(&app, "/r", "ann").await.status,
+            send_get(&app, "/r", "ann").await.status,
+            send_get(&app, "/r", "ann").await.status,
+        ];
+        assert_eq!(statuses, [200, 200, 429], "{backend}");
+        let remaining = |limit: RuntimeLimit| {
+            let limits = limits.clone();
+            async move {
+                let peek = limits.peek(limit.scope("/r"), "ann").await.unwrap();
+                peek.header("x-ratelimit-remaining")
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            }
+        };
+        // The layer counted all three requests; the extractor the two it admitted.
+        let wide = remaining(RuntimeLimit::from(FixedWindow::<1000, 3600>)).await;
+        let narrow = remaining(RuntimeLimit::from(FixedWindow::<2, 60>)).await;
+        assert_eq!((wide.as_str(), narrow.as_str()), ("996", "0"), "{backend}");
+    }
 }
 
 #[tokio::test]
@@ -71,8 +116,8 @@ async fn a_huge_key_is_stored_as_its_digest() {
         .unwrap();
     let mut lengths: Vec<usize> = keys.iter().map(String::len).collect();
     lengths.sort_unstable();
-    // `plug_limit:{tag}:fixed_window:1:/:#` and 40 hex digits.
-    assert_eq!(lengths, [76, 76]);
+    // `plug_limit:{tag}:fixed_window:1,60:1:/:#` and 40 hex digits.
+    assert_eq!(lengths, [81, 81]);
 }
 
 struct Framing;
@@ -203,7 +248,11 @@ async fn a_script_flush_storm_fails_no_check() {
         let checks = (0..50).map(|i| {
             let limits = limits.clone();
             let opts = &opts;
-            async move { limits.check("fixed_window", &format!("c{i}"), opts).await }
+            async move {
+                limits
+                    .check(limit("fixed_window", opts), &format!("c{i}"))
+                    .await
+            }
         });
         for (i, result) in join_all(checks).await.into_iter().enumerate() {
             if let Err(error) = result {
@@ -220,7 +269,10 @@ async fn a_script_flush_storm_fails_no_check() {
         "{} checks failed: {first:?}",
         failed.len()
     );
-    let remaining = limits.check("fixed_window", "c0", &opts).await.unwrap();
+    let remaining = limits
+        .check(limit("fixed_window", &opts), "c0")
+        .await
+        .unwrap();
     assert_eq!(
         remaining.header("x-ratelimit-remaining").unwrap(),
         &(1_000_000 - 41).to_string()

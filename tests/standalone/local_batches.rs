@@ -7,8 +7,10 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use deadpool_redis::redis::AsyncCommands;
-use plug_limit::{Config, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, Subject, key};
-use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
+use plug_limit::{
+    Config, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, RuntimeLimit, key,
+};
+use plug_limit_tests::{RedisServer, get as send_get, opts_text, stored_key, unique_prefix};
 use serde_json::json;
 
 /// A hot global limit: 1000 a minute, one key for everyone.
@@ -91,7 +93,12 @@ async fn idle() {
 
 async fn counted(redis: &RedisServer, prefix: &str, limiter: &str, route: &str) -> u32 {
     let mut conn = redis.connection().await;
-    let key = stored_key(prefix, limiter, route, "everyone");
+    let opts = if limiter == "hot" {
+        Hot::OPTS
+    } else {
+        HotBucket::OPTS
+    };
+    let key = stored_key(prefix, limiter, &opts_text(opts), route, "everyone");
     conn.get::<_, Option<u32>>(key).await.unwrap().unwrap_or(0)
 }
 
@@ -254,8 +261,10 @@ async fn one_instance_answers_the_headers_of_exact_mode() {
     for _ in 0..10 {
         send_get(&app, "/hot", "everyone").await;
     }
-    let subject = Subject::scoped("/hot", "everyone");
-    limits.reset("hot", subject).await.unwrap();
+    limits
+        .reset(RuntimeLimit::from(Hot).scope("/hot"), "everyone")
+        .await
+        .unwrap();
     let after = send_get(&app, "/hot", "everyone").await;
     assert_eq!(after.header("x-ratelimit-remaining"), Some("999"));
 

@@ -7,11 +7,12 @@ use std::time::Duration;
 use axum::{Router, routing::get};
 use deadpool_redis::redis::AsyncCommands;
 use plug_limit::{
-    FailurePolicy, Limit, Limiter, LocalBatches, ManualClock, Opt, PlugLimit, RateLimited, Subject,
-    key,
+    FailurePolicy, Limit, Limiter, LocalBatches, ManualClock, Opt, PlugLimit, RateLimited,
+    RuntimeLimit, key,
 };
 use plug_limit_tests::{
-    Fault, FaultProxy, RedisServer, get as send_get, pool, send, stored_key, unique_prefix,
+    Fault, FaultProxy, RedisServer, get as send_get, opts_text, pool, send, stored_key,
+    unique_prefix,
 };
 
 /// 20 a minute, one key for everyone.
@@ -57,9 +58,15 @@ fn instance(redis: &RedisServer, prefix: &str, every: Duration) -> PlugLimit {
         .unwrap()
 }
 
+/// What Redis counts for everyone under `Small`.
 async fn counted(redis: &RedisServer, prefix: &str) -> u32 {
+    counted_under(redis, prefix, Small::OPTS).await
+}
+
+/// What Redis counts for everyone under the limit of `small` with `opts`.
+async fn counted_under(redis: &RedisServer, prefix: &str, opts: &[Opt]) -> u32 {
     let mut conn = redis.connection().await;
-    let key = stored_key(prefix, "small", "/small", "everyone");
+    let key = stored_key(prefix, "small", &opts_text(opts), "/small", "everyone");
     conn.get::<_, Option<u32>>(key).await.unwrap().unwrap_or(0)
 }
 
@@ -129,12 +136,11 @@ async fn a_reservation_whose_reply_is_lost_costs_its_units_and_no_more() {
     assert_eq!(counted(&redis, &prefix).await, 20);
 }
 
-/// Two limits of one limiter on one route share the key. A request of one, finding the other's
-/// batch, reserves its own over it: the units the other's batch held are dropped, neither
-/// spent nor given back, so Redis counts requests that were never admitted and the smaller
-/// limit denies long before its 15.
+/// Two limits of one limiter on one route with other options count under keys of their own,
+/// each with its own batches: neither spends nor drops what the other's batch holds, and
+/// Redis counts exactly what was admitted, each limit's apart.
 #[tokio::test]
-async fn two_limits_on_one_key_give_back_what_they_do_not_spend() {
+async fn two_limits_of_one_limiter_and_route_count_apart() {
     let redis = RedisServer::start();
     let prefix = unique_prefix("batch_opts");
     let app = app(instance(&redis, &prefix, Duration::from_millis(25)));
@@ -155,10 +161,14 @@ async fn two_limits_on_one_key_give_back_what_they_do_not_spend() {
         allowed += 1;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
+    let (small, smaller) = (
         counted(&redis, &prefix).await,
-        allowed,
-        "Redis counts more than was admitted, with every batch idle"
+        counted_under(&redis, &prefix, Smaller::OPTS).await,
+    );
+    assert_eq!(
+        (small + smaller, smaller),
+        (allowed, 6),
+        "Redis counts other than was admitted, with every batch idle"
     );
 }
 
@@ -235,7 +245,7 @@ async fn requests_waiting_through_a_reset_leave_the_new_window_whole() {
     // What the batch held is spent; one reservation is in flight, two requests wait behind it.
     tokio::time::sleep(Duration::from_millis(50)).await;
     limits
-        .reset("small", Subject::scoped("/small", "everyone"))
+        .reset(RuntimeLimit::from(Small).scope("/small"), "everyone")
         .await
         .unwrap();
     for request in requests {

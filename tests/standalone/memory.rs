@@ -6,6 +6,7 @@ use axum::{Router, routing::get};
 use plug_limit::{
     FailurePolicy, FixedWindow, Limiter, LogLevel, ManualClock, Opt, PlugLimit, RateLimited, key,
 };
+use plug_limit_tests::limit;
 use plug_limit_tests::{Logs, dead_url, get as send_get, pool};
 
 #[test]
@@ -58,7 +59,7 @@ async fn expired_state_is_evicted_without_a_background_task() {
     let opts = [Opt::Int(5), Opt::Int(1)];
     for i in 0..20_000 {
         limits
-            .check("fixed_window", &format!("a{i}"), &opts)
+            .check(limit("fixed_window", &opts), &format!("a{i}"))
             .await
             .unwrap();
     }
@@ -67,7 +68,7 @@ async fn expired_state_is_evicted_without_a_background_task() {
     clock.advance(Duration::from_secs(2));
     for i in 0..20_000 {
         limits
-            .check("fixed_window", &format!("b{i}"), &opts)
+            .check(limit("fixed_window", &opts), &format!("b{i}"))
             .await
             .unwrap();
     }
@@ -77,10 +78,16 @@ async fn expired_state_is_evicted_without_a_background_task() {
         "{held} keys held for 20000 live ones"
     );
     // A key that expired and was not swept yet starts afresh, like an expired Redis key.
-    let again = limits.check("fixed_window", "b0", &opts).await.unwrap();
+    let again = limits
+        .check(limit("fixed_window", &opts), "b0")
+        .await
+        .unwrap();
     assert_eq!(again.header("x-ratelimit-remaining").unwrap(), "3");
     clock.advance(Duration::from_secs(2));
-    let fresh = limits.check("fixed_window", "b0", &opts).await.unwrap();
+    let fresh = limits
+        .check(limit("fixed_window", &opts), "b0")
+        .await
+        .unwrap();
     assert_eq!(fresh.header("x-ratelimit-remaining").unwrap(), "4");
 }
 
@@ -133,7 +140,7 @@ async fn a_built_in_answers_under_the_header_names_it_was_given() {
         .build()
         .unwrap();
     let opts = [Opt::Int(5), Opt::Int(60)];
-    let named = limits.check("named", "k", &opts).await.unwrap();
+    let named = limits.check(limit("named", &opts), "k").await.unwrap();
     let headers: Vec<(String, String)> = named
         .headers()
         .iter()
@@ -147,7 +154,7 @@ async fn a_built_in_answers_under_the_header_names_it_was_given() {
             ("x-left".to_owned(), "4".to_owned()),
         ]
     );
-    let short = limits.check("short", "k", &opts).await.unwrap_err();
+    let short = limits.check(limit("short", &opts), "k").await.unwrap_err();
     assert!(
         matches!(
             short,

@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use plug_limit::{Config, Decision, ManualClock, Opt, Outcome, PlugLimit};
+use plug_limit_tests::limit;
 use plug_limit_tests::{dead_url, pool};
 
 /// A memory backend bounded to `capacity` keys, on a clock that moves only when told.
@@ -25,7 +26,7 @@ fn bounded(capacity: usize) -> (PlugLimit, ManualClock) {
 async fn spray(limits: &PlugLimit, name: &str, count: usize, opts: &[Opt]) {
     for i in 0..count {
         let outcome = limits
-            .check("fixed_window", &format!("{name}{i}"), opts)
+            .check(limit("fixed_window", opts), &format!("{name}{i}"))
             .await
             .unwrap();
         assert!(outcome.is_allowed(), "{name}{i}: a new key has its budget");
@@ -38,7 +39,7 @@ const HOURLY: [Opt; 2] = [Opt::Int(3), Opt::Int(3600)];
 /// The victim's next request.
 async fn victim(limits: &PlugLimit) -> Outcome {
     limits
-        .check("fixed_window", "victim", &HOURLY)
+        .check(limit("fixed_window", &HOURLY), "victim")
         .await
         .unwrap()
 }
@@ -53,8 +54,11 @@ async fn exhaust_victim(limits: &PlugLimit) {
 
 /// Checks what `key`'s five-request limit shows, without spending any of it.
 async fn assert_shows(limits: &PlugLimit, key: &str, window: i64, remaining: &str, reset: &str) {
-    let limit = [Opt::Int(5), Opt::Int(window)];
-    let shown = limits.peek("fixed_window", key, &limit).await.unwrap();
+    let five = [Opt::Int(5), Opt::Int(window)];
+    let shown = limits
+        .peek(limit("fixed_window", &five), key)
+        .await
+        .unwrap();
     assert_eq!(header(&shown, "x-ratelimit-remaining"), remaining, "{key}");
     assert_eq!(header(&shown, "x-ratelimit-reset"), reset, "{key}");
 }

@@ -8,9 +8,9 @@ use crate::metric_values::metric_values;
 use axum::{Router, routing::get};
 use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{
-    CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited,
-    Subject, key,
+    CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited, key,
 };
+use plug_limit_tests::limit;
 use plug_limit_tests::{Fault, FaultProxy, RedisServer, dead_url, get as send_get, pool};
 
 /// The client keys of these tests: none may appear in any label.
@@ -122,13 +122,13 @@ async fn shadow_denials_and_programmatic_checks_are_counted_apart() {
     let opts = [Opt::Int(2), Opt::Int(60)];
     for _ in 0..3 {
         limits
-            .check("fixed_window", Subject::scoped("/jobs", CLIENTS[0]), &opts)
+            .check(limit("fixed_window", &opts).scope("/jobs"), CLIENTS[0])
             .await
             .unwrap();
     }
     // A peek decides nothing.
     limits
-        .peek("fixed_window", CLIENTS[0], &opts)
+        .peek(limit("fixed_window", &opts), CLIENTS[0])
         .await
         .unwrap();
     let app = app(limits);
@@ -178,8 +178,8 @@ async fn each_limit_of_a_programmatic_stack_is_counted_as_a_check_of_its_own() {
     let window = [Opt::Int(5), Opt::Int(60)];
     let bucket = [Opt::Int(2), Opt::Int(60), Opt::Int(2)];
     let stack = [
-        ("fixed_window", CLIENTS[0], &window[..], 1),
-        ("token_bucket", CLIENTS[0], &bucket[..], 1),
+        (limit("fixed_window", &window[..]), CLIENTS[0]),
+        (limit("token_bucket", &bucket[..]), CLIENTS[0]),
     ];
     let mut allowed = Vec::new();
     for _ in 0..3 {
@@ -188,8 +188,8 @@ async fn each_limit_of_a_programmatic_stack_is_counted_as_a_check_of_its_own() {
     assert_eq!(allowed, [true, true, false]);
     // An unknown limiter fails every limit of the stack, each with its own label.
     let unknown = [
-        ("fixed_window", CLIENTS[0], &window[..], 1),
-        ("nope", CLIENTS[0], &window[..], 1),
+        (limit("fixed_window", &window[..]), CLIENTS[0]),
+        (limit("nope", &window[..]), CLIENTS[0]),
     ];
     limits.check_all(&unknown).await.unwrap_err();
     let got = metric_values(&snapshotter);

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use axum::{Router, routing::get};
 use futures_util::future::join_all;
 use plug_limit::{CircuitBreaker, Error, FixedWindow, Opt, PlugLimit, RateLimited, key};
+use plug_limit_tests::limit;
 use plug_limit_tests::{Fault, FaultProxy, Logs, RedisServer, get as send_get, pool, stored_key};
 
 const OPTS: [Opt; 2] = [Opt::Int(100), Opt::Int(600)];
@@ -24,7 +25,13 @@ fn through(proxy: &FaultProxy, timeout: Duration) -> PlugLimit {
 async fn counted(redis: &RedisServer, client: &str) -> i64 {
     let mut conn = redis.connection().await;
     plug_limit::redis::cmd("GET")
-        .arg(stored_key("plug_limit", "fixed_window", "", client))
+        .arg(stored_key(
+            "plug_limit",
+            "fixed_window",
+            "100,600",
+            "",
+            client,
+        ))
         .query_async::<Option<i64>>(&mut conn)
         .await
         .unwrap()
@@ -36,14 +43,20 @@ async fn a_reply_lost_after_redis_counted_is_not_sent_again() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.addr());
     let limits = through(&proxy, Duration::from_secs(2));
-    let first = limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    let first = limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(first.header("x-ratelimit-remaining").unwrap(), "99");
 
     proxy.set(Fault::DropReplies);
-    let lost = limits.check("fixed_window", "k", &OPTS).await;
+    let lost = limits.check(limit("fixed_window", &OPTS), "k").await;
     assert!(matches!(lost, Err(Error::Redis(_))), "{lost:?}");
     proxy.set(Fault::Forward);
-    let third = limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    let third = limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
 
     // Three sent, three counted: the lost one ran once and was not sent again.
     assert_eq!(counted(&redis, "k").await, 3);
@@ -55,12 +68,18 @@ async fn a_slow_redis_is_waited_for_up_to_the_timeout_and_counted_once() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.addr());
     let limits = through(&proxy, Duration::from_secs(5));
-    limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
 
     // Slower than the client library's default response timeout (500 ms), well within ours.
     proxy.set(Fault::Delay(Duration::from_millis(1200)));
     let started = Instant::now();
-    let slow = limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    let slow = limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
     let took = started.elapsed();
     eprintln!("1.2 s reply under a 5 s timeout: answered after {took:?}");
     assert!(took >= Duration::from_millis(1200), "{took:?}");
@@ -77,7 +96,10 @@ async fn no_check_outlasts_its_timeout() {
     let limits = timeouts.map(|timeout| through(&proxy, timeout));
     // Connected first, so the silence hits the call, not the connection.
     for limits in &limits {
-        limits.check("fixed_window", "warm", &OPTS).await.unwrap();
+        limits
+            .check(limit("fixed_window", &OPTS), "warm")
+            .await
+            .unwrap();
     }
     proxy.set(Fault::Blackhole);
     let checks = limits
@@ -85,7 +107,7 @@ async fn no_check_outlasts_its_timeout() {
         .zip(timeouts)
         .map(|(limits, timeout)| async move {
             let started = Instant::now();
-            let result = limits.check("fixed_window", "k", &OPTS).await;
+            let result = limits.check(limit("fixed_window", &OPTS), "k").await;
             (timeout, started.elapsed(), result)
         });
     for (timeout, took, result) in join_all(checks).await {
@@ -107,14 +129,20 @@ async fn a_silent_connection_is_replaced_not_waited_on() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.addr());
     let limits = through(&proxy, Duration::from_millis(200));
-    limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
     // The link goes silent (a dead host, a lost route): no reset, no reply, nothing.
     proxy.set(Fault::Blackhole);
-    let silent = limits.check("fixed_window", "k", &OPTS).await;
+    let silent = limits.check(limit("fixed_window", &OPTS), "k").await;
     assert!(matches!(silent, Err(Error::Timeout(_))), "{silent:?}");
     // The route comes back. The silent connection is not reused: a new one carries the check.
     proxy.set(Fault::Forward);
-    let next = limits.check("fixed_window", "k", &OPTS).await.unwrap();
+    let next = limits
+        .check(limit("fixed_window", &OPTS), "k")
+        .await
+        .unwrap();
     assert_eq!(next.header("x-ratelimit-remaining").unwrap(), "98");
     assert_eq!(proxy.accepted(), 2);
     assert_eq!(counted(&redis, "k").await, 2);

@@ -4,6 +4,7 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
 use plug_limit::{Error, Limiter, Opt, PlugLimit};
+use plug_limit_tests::limit;
 use plug_limit_tests::{Fault, FaultProxy, RedisServer};
 
 const TWO_A_MINUTE: [Opt; 2] = [Opt::Int(2), Opt::Int(60)];
@@ -17,7 +18,10 @@ async fn connect(url: &str) -> MultiplexedConnection {
 }
 
 async fn remaining(limits: &PlugLimit, limiter: &str, client: &str) -> (bool, String) {
-    let outcome = limits.check(limiter, client, &TWO_A_MINUTE).await.unwrap();
+    let outcome = limits
+        .check(limit(limiter, &TWO_A_MINUTE), client)
+        .await
+        .unwrap();
     let remaining = outcome.header("x-ratelimit-remaining").unwrap();
     (outcome.is_allowed(), remaining.to_str().unwrap().to_owned())
 }
@@ -104,7 +108,9 @@ async fn a_silent_own_connection_is_bounded_by_the_timeout() {
     proxy.set(Fault::Blackhole);
     for _ in 0..2 {
         let started = Instant::now();
-        let result = limits.check("fixed_window", "a", &TWO_A_MINUTE).await;
+        let result = limits
+            .check(limit("fixed_window", &TWO_A_MINUTE), "a")
+            .await;
         assert!(
             matches!(result, Err(Error::Timeout(t)) if t == Duration::from_millis(200)),
             "{result:?}"
@@ -112,6 +118,8 @@ async fn a_silent_own_connection_is_bounded_by_the_timeout() {
         let took = started.elapsed();
         assert!(took < Duration::from_millis(1000), "took {took:?}");
     }
-    let result = limits.check("fixed_window", "a", &TWO_A_MINUTE).await;
+    let result = limits
+        .check(limit("fixed_window", &TWO_A_MINUTE), "a")
+        .await;
     assert!(matches!(result, Err(Error::CircuitOpen(_))), "{result:?}");
 }

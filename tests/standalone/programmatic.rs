@@ -3,6 +3,7 @@
 use axum::{Router, routing::get};
 use plug_limit::{Limit, Opt, Outcome, RateLimited, key};
 use plug_limit_tests::{RedisServer, backends, get as send_get};
+use plug_limit_tests::{limit, limit_cost};
 
 /// Every built-in with a limit of 4 per 60 s (bursts of 4 where there is a burst).
 const FOUR: [(&str, &[Opt]); 7] = [
@@ -29,30 +30,40 @@ async fn cost_peek_and_reset_on_every_built_in() {
         for (limiter, opts) in FOUR {
             let at = format!("{backend}/{limiter}");
             // A peek answers as a request of cost 1 would be answered, and writes nothing.
-            let peek = limits.peek(limiter, "k", opts).await.unwrap();
+            let peek = limits.peek(limit(limiter, opts), "k").await.unwrap();
             assert!(peek.is_allowed(), "{at}");
             assert_eq!(remaining(&peek), "3", "{at}");
 
-            let three = limits.check_cost(limiter, "k", opts, 3).await.unwrap();
+            let three = limits
+                .check(limit_cost(limiter, opts, 3), "k")
+                .await
+                .unwrap();
             assert!(three.is_allowed(), "{at}");
             assert_eq!(remaining(&three), "1", "{at}");
 
             // Two more units do not fit, and a denied request consumes nothing.
-            let two = limits.check_cost(limiter, "k", opts, 2).await.unwrap();
+            let two = limits
+                .check(limit_cost(limiter, opts, 2), "k")
+                .await
+                .unwrap();
             assert!(!two.is_allowed(), "{at}");
-            let peek = limits.peek(limiter, "k", opts).await.unwrap();
+            let peek = limits.peek(limit(limiter, opts), "k").await.unwrap();
             assert!(peek.is_allowed(), "{at}");
             assert_eq!(remaining(&peek), "0", "{at}");
-            let one = limits.check(limiter, "k", opts).await.unwrap();
+            let one = limits.check(limit(limiter, opts), "k").await.unwrap();
             assert!(one.is_allowed(), "{at}");
             assert_eq!(remaining(&one), "0", "{at}");
             assert!(
-                !limits.peek(limiter, "k", opts).await.unwrap().is_allowed(),
+                !limits
+                    .peek(limit(limiter, opts), "k")
+                    .await
+                    .unwrap()
+                    .is_allowed(),
                 "{at}"
             );
 
-            limits.reset(limiter, "k").await.unwrap();
-            let fresh = limits.check(limiter, "k", opts).await.unwrap();
+            limits.reset(limit(limiter, opts), "k").await.unwrap();
+            let fresh = limits.check(limit(limiter, opts), "k").await.unwrap();
             assert!(fresh.is_allowed(), "{at}");
             assert_eq!(remaining(&fresh), "3", "{at}");
         }
@@ -69,11 +80,17 @@ async fn custom_scripts_take_no_cost_and_cannot_peek() {
         )
         .build()
         .unwrap();
-    assert!(limits.check("custom", "k", &[]).await.unwrap().is_allowed());
+    assert!(
+        limits
+            .check(limit("custom", &[]), "k")
+            .await
+            .unwrap()
+            .is_allowed()
+    );
     let message = "limiter `custom` is a custom script: costs, peeks, clocks and the memory backend need a built-in";
     assert_eq!(
         limits
-            .peek("custom", "k", &[])
+            .peek(limit("custom", &[]), "k")
             .await
             .unwrap_err()
             .to_string(),
@@ -81,7 +98,7 @@ async fn custom_scripts_take_no_cost_and_cannot_peek() {
     );
     assert_eq!(
         limits
-            .check_cost("custom", "k", &[], 2)
+            .check(limit_cost("custom", &[], 2), "k")
             .await
             .unwrap_err()
             .to_string(),

@@ -3,6 +3,7 @@
 
 use plug_limit::{ManualClock, Opt, Outcome};
 use plug_limit_tests::{RedisServer, backends};
+use plug_limit_tests::{limit, limit_cost};
 
 /// 2084-03-01T04:59:54Z: far from any window's end within a test, and never in a real
 /// Redis' past.
@@ -37,23 +38,41 @@ async fn settle_gives_back_what_was_unused_and_forces_what_was_over() {
     for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
         for (limiter, opts) in FOUR {
             let at = format!("{backend}/{limiter}");
-            let check = limits.check_cost(limiter, "k", opts, 3).await.unwrap();
+            let check = limits
+                .check(limit_cost(limiter, opts, 3), "k")
+                .await
+                .unwrap();
             assert_eq!(seen(&check), (true, "1"), "{at}");
             // Reserved 3, used 1: two come back.
-            let refund = limits.settle(limiter, "k", opts, 3, 1).await.unwrap();
+            let refund = limits
+                .settle(limit(limiter, opts), "k", 3, 1)
+                .await
+                .unwrap();
             assert_eq!(seen(&refund), (true, "3"), "{at}");
             // Reserved 1, used 5: four more are taken although only three were left.
-            let forced = limits.settle(limiter, "k", opts, 1, 5).await.unwrap();
+            let forced = limits
+                .settle(limit(limiter, opts), "k", 1, 5)
+                .await
+                .unwrap();
             assert_eq!(seen(&forced), (false, "0"), "{at}");
-            let next = limits.check(limiter, "k", opts).await.unwrap();
+            let next = limits.check(limit(limiter, opts), "k").await.unwrap();
             assert_eq!(seen(&next), (false, "0"), "{at}");
             // Equal: a peek, which writes nothing.
-            let peek = limits.settle(limiter, "k", opts, 2, 2).await.unwrap();
+            let peek = limits
+                .settle(limit(limiter, opts), "k", 2, 2)
+                .await
+                .unwrap();
             assert_eq!(seen(&peek), (false, "0"), "{at}");
             // More back than the key holds: an untouched key, no better.
-            let refund = limits.settle(limiter, "k", opts, 9, 0).await.unwrap();
+            let refund = limits
+                .settle(limit(limiter, opts), "k", 9, 0)
+                .await
+                .unwrap();
             assert_eq!(seen(&refund), (true, "4"), "{at}");
-            let fresh = limits.check_cost(limiter, "k", opts, 4).await.unwrap();
+            let fresh = limits
+                .check(limit_cost(limiter, opts, 4), "k")
+                .await
+                .unwrap();
             assert_eq!(seen(&fresh), (true, "0"), "{at}");
         }
     }
@@ -65,7 +84,10 @@ async fn a_refund_of_a_key_that_holds_nothing_creates_no_key() {
     for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
         for (limiter, opts) in FOUR {
             let at = format!("{backend}/{limiter}");
-            let refund = limits.settle(limiter, "empty", opts, 5, 0).await.unwrap();
+            let refund = limits
+                .settle(limit(limiter, opts), "empty", 5, 0)
+                .await
+                .unwrap();
             assert_eq!(seen(&refund), (true, "4"), "{at}");
         }
         // Nothing was written: there is nothing to delete.
@@ -78,9 +100,15 @@ async fn settled_headers_describe_the_state_after() {
     let redis = RedisServer::start();
     let opts = [Opt::Int(4), Opt::Int(60), Opt::Int(4)];
     for (backend, limits) in backends(&redis, |b| b.clock(ManualClock::new(START))) {
-        limits.check_cost("gcra", "k", &opts, 2).await.unwrap();
+        limits
+            .check(limit_cost("gcra", &opts, 2), "k")
+            .await
+            .unwrap();
         // One interval is 15 s: the TAT is 45 s ahead after 3 units, beyond the burst after 5.
-        let forced = limits.settle("gcra", "k", &opts, 2, 5).await.unwrap();
+        let forced = limits
+            .settle(limit("gcra", &opts), "k", 2, 5)
+            .await
+            .unwrap();
         let headers: Vec<_> = forced
             .headers()
             .iter()
@@ -112,7 +140,7 @@ async fn a_custom_limiter_cannot_settle() {
         .unwrap();
     for (reserved, actual) in [(3, 1), (1, 3), (2, 2)] {
         let error = limits
-            .settle("custom", "k", &[], reserved, actual)
+            .settle(limit("custom", &[]), "k", reserved, actual)
             .await
             .unwrap_err();
         assert!(

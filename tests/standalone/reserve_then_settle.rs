@@ -11,12 +11,13 @@ use axum::http::{self, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use plug_limit::{
-    Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, Subject, Usage, rate_limit,
+    Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, Usage, rate_limit,
 };
 use plug_limit_tests::{RedisServer, backends};
 use tower::ServiceExt;
 
 use crate::streaming_bodies::{Gates, configured, eventually, finish, start};
+use plug_limit_tests::limit;
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
@@ -175,13 +176,13 @@ fn seen(response: &Response) -> String {
 /// Waits until `limiter`'s count for client `a` in `scope` is `count`, as a peek reads it
 /// (`limit - count - 1` remaining, or a denial at the limit).
 async fn settles_to(limits: &PlugLimit, scope: &str, opts: &[Opt], count: i64) {
-    let Opt::Int(limit) = opts[0] else {
+    let Opt::Int(most) = opts[0] else {
         unreachable!()
     };
-    let expected = (count < limit, (limit - count - 1).max(0).to_string());
+    let expected = (count < most, (most - count - 1).max(0).to_string());
     eventually(&format!("{scope} settles to {count}"), async || {
         let peek = limits
-            .peek("fixed_window", Subject::scoped(scope, "a"), opts)
+            .peek(limit("fixed_window", opts).scope(scope), "a")
             .await
             .unwrap();
         let remaining = peek.header("x-ratelimit-remaining").unwrap();

@@ -8,10 +8,11 @@ use axum::extract::{Extension, FromRef};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Subject, Usage, rate_limit};
+use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Usage, rate_limit};
 use plug_limit_tests::{RedisServer, backends};
 
 use crate::streaming_bodies::{Gates, configured, finish, start};
+use plug_limit_tests::limit;
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
 const START: i64 = 3_602_725_194_000;
@@ -110,7 +111,7 @@ async fn a_refund_leaves_itself_the_time_to_land() {
             finish(slow, Some(gate)).await;
             tokio::time::sleep(SETTLING).await;
             let peek = limits
-                .peek("fixed_window", Subject::scoped("login", "a"), Logins::OPTS)
+                .peek(limit("fixed_window", Logins::OPTS).scope("login"), "a")
                 .await
                 .unwrap();
             let remaining = peek.header("x-ratelimit-remaining").unwrap();
@@ -223,11 +224,7 @@ async fn a_settled_refund_lifts_a_cached_denial() {
         }
         tokio::time::sleep(SETTLING).await;
         let peek = limits
-            .peek(
-                "fixed_window",
-                plug_limit::Subject::scoped("login", "a"),
-                Logins::OPTS,
-            )
+            .peek(limit("fixed_window", Logins::OPTS).scope("login"), "a")
             .await
             .unwrap();
         assert!(peek.is_allowed(), "{backend}: the refunds did not land");

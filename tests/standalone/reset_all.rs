@@ -3,6 +3,7 @@
 use deadpool_redis::redis::AsyncCommands;
 use plug_limit::{FailurePolicy, Limiter, Opt, PlugLimit};
 use plug_limit_tests::RedisServer;
+use plug_limit_tests::limit;
 
 const ONE_A_MINUTE: [Opt; 2] = [Opt::Int(1), Opt::Int(60)];
 
@@ -15,7 +16,7 @@ async fn stored_keys(redis: &RedisServer) -> Vec<String> {
 
 async fn allowed(limits: &PlugLimit, limiter: &str, client: &str) -> bool {
     limits
-        .check(limiter, client, &ONE_A_MINUTE)
+        .check(limit(limiter, &ONE_A_MINUTE), client)
         .await
         .unwrap()
         .is_allowed()

@@ -1,4 +1,4 @@
-//! Limits resolved per request: `RuntimeLimitLayer::resolve_async` and the extractor
+//! Limits resolved per request: `RateLimitLayer::resolve_async` and the extractor
 //! `RateLimited<Resolved<R>>` with a `ResolveLimit` reading the router state.
 
 use std::collections::HashMap;
@@ -11,8 +11,8 @@ use axum::extract::{ConnectInfo, FromRef};
 use axum::http::request::Parts;
 use axum::{Router, routing::get};
 use plug_limit::{
-    FailurePolicy, KeyError, PlugLimit, RateLimited, ResolveLimit, Resolved, RuntimeLimit,
-    RuntimeLimitLayer, key,
+    FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RateLimited, ResolveLimit, Resolved,
+    RuntimeLimit, key,
 };
 use plug_limit_tests::{RedisServer, Reply, backends, send};
 
@@ -52,7 +52,7 @@ async fn async_plan_tiers_key_only_known_api_keys() {
             pro,
         )])));
         let anonymous = RuntimeLimit::new("fixed_window", [1, 60]).unwrap();
-        let layer = RuntimeLimitLayer::resolve_async(limits, move |parts| {
+        let layer = RateLimitLayer::resolve_async(limits, move |parts| {
             let api_key = parts
                 .headers
                 .get("x-api-key")
@@ -249,11 +249,11 @@ async fn stalled(_limited: RateLimited<Resolved<Stalled>>) -> &'static str {
 }
 
 fn failing_app(limits: PlugLimit) -> Router {
-    let slow_layer = RuntimeLimitLayer::resolve_async(limits.clone(), |_parts| async {
+    let slow_layer = RateLimitLayer::resolve_async(limits.clone(), |_parts| async {
         tokio::time::sleep(Duration::from_secs(30)).await;
         Some(RuntimeLimit::new("fixed_window", [1, 60]).unwrap())
     });
-    let unknown_layer = RuntimeLimitLayer::resolve_async(limits.clone(), |_parts| async {
+    let unknown_layer = RateLimitLayer::resolve_async(limits.clone(), |_parts| async {
         Some(RuntimeLimit::new("no_such_limiter", [1, 60]).unwrap())
     });
     Router::new()
@@ -323,7 +323,7 @@ async fn a_resolver_within_the_timeout_decides() {
         .on_failure(FailurePolicy::Closed)
         .build()
         .unwrap();
-    let layer = RuntimeLimitLayer::resolve_async(limits, |_parts| async {
+    let layer = RateLimitLayer::resolve_async(limits, |_parts| async {
         tokio::time::sleep(Duration::from_millis(50)).await;
         Some(RuntimeLimit::new("fixed_window", [1, 60]).unwrap())
     });

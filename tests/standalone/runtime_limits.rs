@@ -1,11 +1,52 @@
-//! `RuntimeLimit` and `RuntimeLimitLayer`: limits made at run time, fixed or per request.
+//! `RuntimeLimit` and `RateLimitLayer::{runtime, resolve}`: limits made at run time, fixed or per request.
 
 use axum::{Router, routing::get};
-use plug_limit::{Limit, Opt, RateLimitLayer, RuntimeLimit, RuntimeLimitLayer, key};
+use plug_limit::{Limit, Opt, RateLimitLayer, RuntimeLimit, key};
 use plug_limit_tests::{RedisServer, backends, get as send_get, send};
 
 fn client_key(builder: plug_limit::Builder) -> plug_limit::Builder {
     builder.key(key::header("x-client"))
+}
+
+/// A limit read from a file naming a limiter the handle does not know is refused when the
+/// layer is built, naming the limiter, rather than failing every request.
+#[tokio::test]
+async fn an_unknown_limiter_is_refused_when_the_layer_is_built() {
+    let limits = plug_limit::PlugLimit::memory();
+    let limit: RuntimeLimit =
+        serde_json::from_str(r#"{ "limiter": "fixed_windw", "opts": [2, 60] }"#).unwrap();
+    let error = RateLimitLayer::runtime(limits.clone(), limit).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid `limiter`: `fixed_windw` is not registered with this PlugLimit"
+    );
+    let known = RuntimeLimit::new("fixed_window", [2, 60]).unwrap();
+    assert!(RateLimitLayer::runtime(limits, known).is_ok());
+}
+
+/// `skip` exempts requests from a layer of run-time limits as from a typed one.
+#[tokio::test]
+async fn a_runtime_layer_skips_what_its_predicate_names() {
+    let limits = plug_limit::PlugLimit::memory_builder()
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let limit = RuntimeLimit::new("fixed_window", [1, 60]).unwrap();
+    let app = Router::new()
+        .route("/api", get(|| async { "api" }))
+        .route("/health", get(|| async { "ok" }))
+        .route_layer(
+            RateLimitLayer::runtime(limits, limit)
+                .unwrap()
+                .skip(|parts| parts.uri.path() == "/health"),
+        );
+    for _ in 0..3 {
+        let health = send_get(&app, "/health", "z").await;
+        assert_eq!(health.status, 200);
+        assert_eq!(health.rate_headers(), [None; 4]);
+    }
+    assert_eq!(send_get(&app, "/api", "z").await.status, 200);
+    assert_eq!(send_get(&app, "/api", "z").await.status, 429);
 }
 
 #[tokio::test]
@@ -16,7 +57,7 @@ async fn a_fixed_runtime_limit_counts_per_route_like_a_typed_one() {
         let app = Router::new()
             .route("/a", get(|| async { "a" }))
             .route("/b", get(|| async { "b" }))
-            .route_layer(RuntimeLimitLayer::new(limits, limit));
+            .route_layer(RateLimitLayer::runtime(limits, limit).unwrap());
         for remaining in ["1", "0"] {
             let reply = send_get(&app, "/a", "z").await;
             assert_eq!(reply.status, 200, "{backend}");
@@ -63,7 +104,8 @@ async fn a_runtime_limit_and_a_limit_type_of_one_scope_share_a_budget() {
             )
             .route(
                 "/runtime",
-                get(|| async { "runtime" }).route_layer(RuntimeLimitLayer::new(limits, limit)),
+                get(|| async { "runtime" })
+                    .route_layer(RateLimitLayer::runtime(limits, limit).unwrap()),
             );
         let mut remaining = Vec::new();
         for uri in ["/typed", "/runtime", "/typed", "/runtime"] {
@@ -97,7 +139,7 @@ async fn a_resolver_picks_each_requests_limit_and_none_leaves_it_unlimited() {
         let free = RuntimeLimit::new("fixed_window", [1, 60])
             .unwrap()
             .key(api_key);
-        let layer = RuntimeLimitLayer::resolve(limits, move |parts| {
+        let layer = RateLimitLayer::resolve(limits, move |parts| {
             if parts.uri.path() == "/health" {
                 return None;
             }
@@ -161,7 +203,7 @@ async fn owned_string_options_decide_on_both_backends() {
         let limit = RuntimeLimit::new("multi_window", windows).unwrap();
         let app = Router::new()
             .route("/", get(|| async { "ok" }))
-            .route_layer(RuntimeLimitLayer::new(limits, limit));
+            .route_layer(RateLimitLayer::runtime(limits, limit).unwrap());
         let first = send_get(&app, "/", "z").await;
         assert_eq!(first.status, 200, "{backend}");
         assert_eq!(

@@ -11,6 +11,7 @@ use plug_limit::{
     FixedWindow, HeaderStyle, KeyExtractor, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer,
     RateLimited, key,
 };
+use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as request, unique_prefix};
 
 /// 2084-03-01T04:59:54Z: a time whose expiries are never in a real Redis' past.
@@ -294,8 +295,8 @@ async fn check_all_stacks_programmatic_checks() {
         let mut seen = Vec::new();
         for user_key in ["ann", "ann", "ann", "bob", "cy"] {
             let stack = [
-                ("fixed_window", user_key, &user[..], 1),
-                ("token_bucket", "team", &team[..], 1),
+                (limit("fixed_window", &user[..]), user_key),
+                (limit("token_bucket", &team[..]), "team"),
             ];
             seen.push(render(limits.check_all(&stack).await.unwrap()));
         }
@@ -479,7 +480,7 @@ impl Limit for TenantBurst {
 }
 
 #[tokio::test]
-async fn a_limit_sharing_its_scope_in_a_stack_never_counts_in_another_limits_key() {
+async fn a_limit_counts_in_its_own_key_alone_and_in_any_stack() {
     type Both = RateLimited<(TenantBurst, TenantDaily)>;
     type Swapped = RateLimited<(TenantDaily, TenantBurst)>;
     async fn daily(limited: RateLimited<TenantDaily>) -> (RateLimited<TenantDaily>, &'static str) {
@@ -500,22 +501,21 @@ async fn a_limit_sharing_its_scope_in_a_stack_never_counts_in_another_limits_key
             .route("/c", get(swapped))
             .with_state(State { limits });
         let mut replies = Vec::new();
-        for path in ["/a", "/a", "/a", "/b", "/c", "/b", "/a"] {
+        for path in ["/a", "/b", "/c", "/b", "/a"] {
             replies.push(format!("{path} {}", seen(&request(&app, path, "t1").await)));
         }
         assert_eq!(
             replies,
             [
-                // Alone, the daily limit has the scope's own key.
+                // The daily limit has one key, alone or stacked in either order; the burst
+                // limit of the same scope, other options, has its own.
                 "/a 200 3,86400,2,-",
-                "/a 200 3,86400,1,-",
-                "/a 200 3,86400,0,-",
-                // In a stack with another limit of its scope, each counts under its scope and
-                // options, in whichever order the stack names them: the second's two units.
-                "/b 200 2,1,1,-",
-                "/c 200 2,1,0,-",
+                // Both have one left: the longer reset speaks.
+                "/b 200 3,86400,1,-",
+                "/c 200 3,86400,0,-",
+                // The burst's second unit in the second went to `/c`: it denies first.
                 "/b 429 2,1,0,1",
-                // The daily limit alone still has its day's window.
+                // The day's three went to `/a`, `/b` and `/c`.
                 "/a 429 3,86400,0,86400",
             ],
             "{backend}"
@@ -531,8 +531,8 @@ async fn check_all_counts_two_windows_of_one_key_apart() {
         let second = [Opt::Int(2), Opt::Int(1)];
         let day = [Opt::Int(3), Opt::Int(86_400)];
         let stack = [
-            ("fixed_window", "ann", &second[..], 1),
-            ("fixed_window", "ann", &day[..], 1),
+            (limit("fixed_window", &second[..]), "ann"),
+            (limit("fixed_window", &day[..]), "ann"),
         ];
         let mut seen = Vec::new();
         for advance in [0, 0, 1, 0] {
@@ -569,7 +569,7 @@ async fn a_command_error_mid_stack_gives_back_what_the_limits_before_it_took() {
         .unwrap();
     // Something else's list where the fixed window's counter goes: its INCRBY fails.
     let mut conn = redis.connection().await;
-    let stored = plug_limit_tests::stored_key("wrongtype", "fixed_window", "", "ann");
+    let stored = plug_limit_tests::stored_key("wrongtype", "fixed_window", "5,60", "", "ann");
     let _: () = deadpool_redis::redis::cmd("RPUSH")
         .arg(&stored)
         .arg("x")
@@ -579,15 +579,15 @@ async fn a_command_error_mid_stack_gives_back_what_the_limits_before_it_took() {
     let bucket = [Opt::Int(3), Opt::Int(60), Opt::Int(3)];
     let window = [Opt::Int(5), Opt::Int(60)];
     let stack = [
-        ("token_bucket", "ann", &bucket[..], 1),
-        ("fixed_window", "ann", &window[..], 1),
+        (limit("token_bucket", &bucket[..]), "ann"),
+        (limit("fixed_window", &window[..]), "ann"),
     ];
     for _ in 0..3 {
         let error = limits.check_all(&stack).await.unwrap_err();
         assert!(error.to_string().contains("WRONGTYPE"), "{error}");
     }
     // The bucket the first call made was given back in full at the same `now`: no key.
-    let bucket_key = plug_limit_tests::stored_key("wrongtype", "token_bucket", "", "ann");
+    let bucket_key = plug_limit_tests::stored_key("wrongtype", "token_bucket", "3,60,3", "", "ann");
     let exists: i64 = deadpool_redis::redis::cmd("EXISTS")
         .arg(&bucket_key)
         .query_async(&mut conn)
@@ -595,7 +595,10 @@ async fn a_command_error_mid_stack_gives_back_what_the_limits_before_it_took() {
         .unwrap();
     assert_eq!(exists, 0);
     // The bucket took nothing: a peek answers as its first request would.
-    let peek = limits.peek("token_bucket", "ann", &bucket).await.unwrap();
+    let peek = limits
+        .peek(limit("token_bucket", &bucket), "ann")
+        .await
+        .unwrap();
     assert_eq!(
         peek.header("x-ratelimit-remaining")
             .unwrap()

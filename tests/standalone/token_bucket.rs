@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use plug_limit::{Opt, Outcome, PlugLimit, RateLimited, TokenBucket, key};
+use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as send_get};
 
 fn render(outcome: &Outcome) -> (bool, Vec<String>) {
@@ -19,7 +20,10 @@ async fn calls(limits: &PlugLimit, opts: &[Opt], n: usize) -> Vec<(bool, Vec<Str
     let mut seen = Vec::new();
     for _ in 0..n {
         seen.push(render(
-            &limits.check("token_bucket", "k", opts).await.unwrap(),
+            &limits
+                .check(limit("token_bucket", opts), "k")
+                .await
+                .unwrap(),
         ));
     }
     seen
@@ -133,7 +137,7 @@ async fn invalid_opts_are_refused_by_the_script_with_the_rule() {
         for (opts, rule) in cases {
             let opts = opts.map(Opt::Int);
             let text = limits
-                .check("token_bucket", "bad", &opts)
+                .check(limit("token_bucket", &opts), "bad")
                 .await
                 .unwrap_err()
                 .to_string();

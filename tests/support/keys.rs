@@ -1,11 +1,12 @@
 //! The Redis key a request is counted under, written from the documented format so that tests
 //! can find it in Redis: an oracle independent of the library's code.
 
-/// `{prefix}:{TAG}:{limiter}:{scope length}:{scope}:{client}`, where `TAG` is the documented
-/// 16-bit hash of `client` in four hex digits, and a client over 64 bytes or starting with `#`
-/// is written as `#` and its SHA-1 in hex.
+/// `{prefix}:{TAG}:{limiter}:{options}:{scope length}:{scope}:{client}`, where `TAG` is the
+/// documented 16-bit hash of `client` in four hex digits, `options` the limit's options
+/// comma-separated (`10,60`, as the caller writes them), and a client over 64 bytes or starting
+/// with `#` is written as `#` and its SHA-1 in hex.
 #[must_use]
-pub fn stored_key(prefix: &str, limiter: &str, scope: &str, client: &str) -> String {
+pub fn stored_key(prefix: &str, limiter: &str, opts: &str, scope: &str, client: &str) -> String {
     let tag = tag(client.as_bytes());
     let client = if client.len() <= 64 && !client.starts_with('#') {
         client.to_owned()
@@ -13,7 +14,7 @@ pub fn stored_key(prefix: &str, limiter: &str, scope: &str, client: &str) -> Str
         format!("#{}", sha1_smol::Sha1::from(client).digest())
     };
     format!(
-        "{prefix}:{{{tag:04x}}}:{limiter}:{}:{scope}:{client}",
+        "{prefix}:{{{tag:04x}}}:{limiter}:{opts}:{}:{scope}:{client}",
         scope.len()
     )
 }
@@ -21,4 +22,12 @@ pub fn stored_key(prefix: &str, limiter: &str, scope: &str, client: &str) -> Str
 /// The documented hash tag: the top 16 bits of the client's XXH3 (64-bit, no seed).
 fn tag(bytes: &[u8]) -> u16 {
     (xxhash_rust::xxh3::xxh3_64(bytes) >> 48) as u16
+}
+
+/// The options' part of a stored key: `opts` comma-separated, as a key writes options with no
+/// `,` or `:` in their text.
+#[must_use]
+pub fn opts_text(opts: &[plug_limit::Opt]) -> String {
+    let texts: Vec<String> = opts.iter().map(ToString::to_string).collect();
+    texts.join(",")
 }

@@ -21,8 +21,23 @@ mod requests;
 pub use backends::{backends, pool, unique_prefix};
 pub use cluster::RedisCluster;
 pub use fault_proxy::{Fault, FaultProxy};
-pub use keys::stored_key;
+pub use keys::{opts_text, stored_key};
 pub use logs::Logs;
 pub use ports::{dead_url, free_port};
 pub use redis_server::RedisServer;
 pub use requests::{Reply, get, send};
+
+/// The limit of `limiter` with `opts`, as the programmatic checks take it, with the options
+/// left for the backend to judge, as the tests of its refusals need.
+#[must_use]
+pub fn limit(limiter: &str, opts: &[plug_limit::Opt]) -> plug_limit::RuntimeLimit {
+    plug_limit::RuntimeLimit::unchecked(limiter, opts)
+}
+
+/// [`limit`] with a cost of `cost` units.
+#[must_use]
+pub fn limit_cost(limiter: &str, opts: &[plug_limit::Opt], cost: u32) -> plug_limit::RuntimeLimit {
+    limit(limiter, opts)
+        .cost(cost)
+        .expect("a cost within the bound")
+}

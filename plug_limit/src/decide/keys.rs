@@ -1,8 +1,8 @@
 //! A request's Redis keys: what the client is counted under, composed so that no two
-//! (limiter, scope, client) triples share a key and no brace in route or client text picks a
-//! Cluster slot.
+//! (limiter, options, scope, client) share a key and no brace in route, option or client text
+//! picks a Cluster slot.
 //!
-//! A key reads `{prefix}:{TAG}:{limiter}:{scope length}:{scope}:{client}`:
+//! A key reads `{prefix}:{TAG}:{limiter}:{options}:{scope length}:{scope}:{client}`:
 //! - `{TAG}` is a Redis Cluster hash tag the library chooses: four hex digits of a fixed 16-bit
 //!   hash of the client's (first) key part ([`tag_hash`]: the top of its XXH3). Redis hashes
 //!   only the first `{...}` of a key, so braces in a route template (`/users/{id}`) or in a
@@ -11,6 +11,11 @@
 //!   slot. The tag only spreads keys: it takes no part in telling keys apart (the client part
 //!   does), so it needs no collision resistance, and a client could search 16 bits for any
 //!   tag whatever the hash.
+//! - The options are the limit's, comma-separated (`10,60`), so two limits of one limiter and
+//!   one scope with different options never share a counter. Options with a `,` or `:` in
+//!   their text, an empty one, one starting with `#`, or more than [`MAX_VERBATIM`] bytes of
+//!   them in all are stored as `#` and the hex SHA-1 of each option's length and text: the
+//!   part never holds a `:` and tells every list of options apart.
 //! - The scope is length-prefixed, so `scope = "/v1/items"` with client `batch:x` can never
 //!   meet `scope = "/v1/items:batch"` with client `x`: the composition is injective.
 //! - A client part longer than [`MAX_VERBATIM`] bytes, or one starting with `#`, is stored as
@@ -20,6 +25,7 @@
 use std::fmt::Write;
 
 use crate::key::Key;
+use crate::limit::Opt;
 
 /// The longest client key part stored as it is.
 const MAX_VERBATIM: usize = 64;
@@ -35,20 +41,20 @@ pub(crate) enum Keys {
 impl Keys {
     /// The key of a client of one part, `client`: what [`namespaced`](Self::namespaced) makes
     /// of `Key::from(client)`, without copying `client` into a `Key` first.
-    pub(crate) fn of_client(client: &str, prefix: &str, limiter: &str, scope: &str) -> Self {
-        Self::One(compose(prefix, tag(client), limiter, scope, client))
+    pub(crate) fn of_client(client: &str, prefix: &str, limit: Named<'_>, scope: &str) -> Self {
+        Self::One(compose(prefix, tag(client), limit, scope, client))
     }
 
-    /// The keys of `key`'s parts, under `limiter` and `scope`.
-    pub(crate) fn namespaced(key: &Key, prefix: &str, limiter: &str, scope: &str) -> Self {
+    /// The keys of `key`'s parts, under `limit` and `scope`.
+    pub(crate) fn namespaced(key: &Key, prefix: &str, limit: Named<'_>, scope: &str) -> Self {
         let mut parts = key.iter();
         let first = parts.next().unwrap_or_default();
         let tag = tag(first);
-        let first_key = compose(prefix, tag, limiter, scope, first);
+        let first_key = compose(prefix, tag, limit, scope, first);
         match parts.next() {
             None => Self::One(first_key),
             Some(second) => {
-                let one = |part: &str| compose(prefix, tag, limiter, scope, part);
+                let one = |part: &str| compose(prefix, tag, limit, scope, part);
                 let mut all = vec![first_key, one(second)];
                 all.extend(parts.map(one));
                 Self::Many(all)
@@ -70,6 +76,13 @@ impl Keys {
             Self::Many(keys) => keys,
         }
     }
+}
+
+/// What a key names of its limit: the limiter and its options.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Named<'a> {
+    pub(crate) limiter: &'a str,
+    pub(crate) opts: &'a [Opt],
 }
 
 type Digest = [u8; 20];
@@ -101,17 +114,21 @@ fn tag_hash(bytes: &[u8]) -> u16 {
 
 /// One key. A long or `#`-led part is stored as its SHA-1: collision resistant, since two
 /// clients whose parts shared a digest would share a budget.
-fn compose(prefix: &str, tag: [u8; 4], limiter: &str, scope: &str, part: &str) -> String {
+fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str) -> String {
     let verbatim = part.len() <= MAX_VERBATIM && !part.starts_with('#');
     let client_len = if verbatim { part.len() } else { 41 };
-    let mut key =
-        String::with_capacity(prefix.len() + limiter.len() + scope.len() + client_len + 16 + 8);
+    let opts_len = 12 * limit.opts.len();
+    let mut key = String::with_capacity(
+        prefix.len() + limit.limiter.len() + opts_len + scope.len() + client_len + 16 + 8,
+    );
     key.push_str(prefix);
     key.push_str(":{");
     // The tag is ASCII hex digits.
     key.extend(tag.iter().map(|&b| char::from(b)));
     key.push_str("}:");
-    key.push_str(limiter);
+    key.push_str(limit.limiter);
+    key.push(':');
+    push_opts(&mut key, limit.opts);
     key.push(':');
     key.push_str(itoa::Buffer::new().format(scope.len()));
     key.push(':');
@@ -120,21 +137,81 @@ fn compose(prefix: &str, tag: [u8; 4], limiter: &str, scope: &str, part: &str) -
     if verbatim {
         key.push_str(part);
     } else {
-        key.push('#');
-        for byte in sha1(part) {
-            // Writing to a String cannot fail.
-            let _ = write!(key, "{byte:02x}");
-        }
+        push_digest(&mut key, sha1(part));
     }
     key
+}
+
+/// The options' part of a key: `10,60`, or `#` and a digest when their text could be mistaken
+/// for another list's or a key's separators.
+fn push_opts(key: &mut String, opts: &[Opt]) {
+    let text_is_plain =
+        |text: &str| !text.is_empty() && !text.starts_with('#') && !text.contains([',', ':']);
+    // The commas count too.
+    let mut text_len = opts.len().saturating_sub(1);
+    let plain = opts.iter().all(|opt| match opt {
+        Opt::Int(n) => {
+            text_len += itoa::Buffer::new().format(*n).len();
+            true
+        }
+        Opt::Str(text) => {
+            text_len += text.len();
+            text_is_plain(text)
+        }
+        Opt::Text(text) => {
+            text_len += text.len();
+            text_is_plain(text)
+        }
+    });
+    if plain && text_len <= MAX_VERBATIM {
+        for (n, opt) in opts.iter().enumerate() {
+            if n > 0 {
+                key.push(',');
+            }
+            match opt {
+                Opt::Int(n) => key.push_str(itoa::Buffer::new().format(*n)),
+                Opt::Str(text) => key.push_str(text),
+                Opt::Text(text) => key.push_str(text),
+            }
+        }
+        return;
+    }
+    use sha1::Digest as _;
+    let mut hasher = sha1::Sha1::new();
+    for opt in opts {
+        let text = opt.to_string();
+        hasher.update(itoa::Buffer::new().format(text.len()).as_bytes());
+        hasher.update(b":");
+        hasher.update(text.as_bytes());
+    }
+    push_digest(key, hasher.finalize().into());
+}
+
+/// `#` and `digest` in hex.
+fn push_digest(key: &mut String, digest: Digest) {
+    key.push('#');
+    for byte in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(key, "{byte:02x}");
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const TEN_A_MINUTE: &[Opt] = &[Opt::Int(10), Opt::Int(60)];
+
+    fn limit(limiter: &'static str, opts: &'static [Opt]) -> Named<'static> {
+        Named { limiter, opts }
+    }
+
     fn one(scope: &str, client: &str) -> String {
-        match Keys::namespaced(&Key::from(client), "p", "fixed_window", scope) {
+        one_of(limit("fixed_window", TEN_A_MINUTE), scope, client)
+    }
+
+    fn one_of(limit: Named<'_>, scope: &str, client: &str) -> String {
+        match Keys::namespaced(&Key::from(client), "p", limit, scope) {
             Keys::One(key) => key,
             Keys::Many(keys) => panic!("one key expected, got {keys:?}"),
         }
@@ -148,11 +225,14 @@ mod tests {
     }
 
     #[test]
-    fn keys_read_prefix_tag_limiter_scope_and_client() {
+    fn keys_read_prefix_tag_limiter_options_scope_and_client() {
         let key = one("/v1/items", "alice");
         let tag = hash_tag(&key);
         assert_eq!(tag.len(), 4);
-        assert_eq!(key, format!("p:{{{tag}}}:fixed_window:9:/v1/items:alice"));
+        assert_eq!(
+            key,
+            format!("p:{{{tag}}}:fixed_window:10,60:9:/v1/items:alice")
+        );
         // The tag depends on the client only.
         assert_eq!(hash_tag(&one("/other", "alice")), tag);
         assert_eq!(tag, "4da1");
@@ -162,8 +242,8 @@ mod tests {
     fn a_client_of_one_part_keys_as_its_key_does() {
         for client in ["alice", "", "#x", &"y".repeat(100)] {
             assert_eq!(
-                Keys::of_client(client, "p", "gcra", "/v1"),
-                Keys::namespaced(&Key::from(client), "p", "gcra", "/v1"),
+                Keys::of_client(client, "p", limit("gcra", TEN_A_MINUTE), "/v1"),
+                Keys::namespaced(&Key::from(client), "p", limit("gcra", TEN_A_MINUTE), "/v1"),
             );
         }
     }
@@ -190,7 +270,7 @@ mod tests {
         let tag = hash_tag(&key).to_owned();
         assert_eq!(
             key.len(),
-            format!("p:{{{tag}}}:fixed_window:1:/:").len() + 41
+            format!("p:{{{tag}}}:fixed_window:10,60:1:/:").len() + 41
         );
         let client = key.rsplit(':').next().unwrap();
         assert_eq!((client.len(), &client[..1]), (41, "#"));
@@ -204,12 +284,45 @@ mod tests {
     #[test]
     fn all_parts_of_a_request_share_the_first_parts_tag() {
         let key = Key::many(["a".to_owned(), "b".to_owned(), "c".to_owned()]).unwrap();
-        let Keys::Many(keys) = Keys::namespaced(&key, "p", "custom", "s") else {
+        let Keys::Many(keys) = Keys::namespaced(&key, "p", limit("custom", &[]), "s") else {
             panic!("three keys expected");
         };
         let tags: Vec<&str> = keys.iter().map(|k| hash_tag(k)).collect();
         assert_eq!(tags, [tags[0]; 3]);
-        assert!(keys[2].ends_with(":1:s:c"));
+        assert!(keys[2].ends_with(":custom::1:s:c"), "{}", keys[2]);
+    }
+
+    #[test]
+    fn limits_of_other_options_never_share_a_key() {
+        let key = |opts| one_of(limit("fixed_window", opts), "/", "alice");
+        let lists: [&'static [Opt]; 9] = [
+            &[],
+            &[Opt::Str("")],
+            &[Opt::Str(""), Opt::Str("")],
+            &[Opt::Str(",")],
+            &[Opt::Int(1), Opt::Int(0)],
+            &[Opt::Str("1,0")],
+            &[Opt::Int(10)],
+            &[Opt::Str("1:0")],
+            &[Opt::Int(10), Opt::Int(60)],
+        ];
+        let keys: Vec<String> = lists.iter().map(|opts| key(opts)).collect();
+        for (i, a) in keys.iter().enumerate() {
+            for b in &keys[i + 1..] {
+                assert_ne!(a, b);
+            }
+            // The options part never holds a separator of the key's own.
+            assert_eq!(a.matches(':').count(), 6, "{a}");
+        }
+        // The same text is the same list: what a script reads in ARGV.
+        assert_eq!(key(&[Opt::Str("10"), Opt::Str("60")]), keys[8]);
+        let digest = &keys[1];
+        assert!(digest.contains(":fixed_window:#"), "{digest}");
+        let long: &'static [Opt] = &[Opt::Str(
+            "a-string-option-of-more-than-sixty-four-bytes-which-goes-as-its-digest",
+        )];
+        let long_key = key(long);
+        assert_eq!(long_key.split(':').nth(3).map(str::len), Some(41));
     }
 
     /// Keys already in Redis keep their names across versions only if the tag never changes.

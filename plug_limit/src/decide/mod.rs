@@ -24,14 +24,14 @@ use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::{self, KeyExtractor};
 use crate::limit::Charge;
-use crate::limit::{LimitRef, Opt, Subject};
+use crate::limit::{LimitRef, Opt};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::settle::{self, Deadline, Pending, Terms};
 use crate::telemetry::{self, DecisionLabel, Telemetry, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
-pub(crate) use self::keys::Keys;
+pub(crate) use self::keys::{Keys, Named};
 pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
 pub(crate) use self::ruling::RuleSet;
@@ -92,19 +92,17 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        match self.prepare(limit, None, parts, skip) {
+        match self.prepare(limit, parts, skip) {
             Ok(request) => self.run(request),
             Err(decided) => Step::Done(decided),
         }
     }
 
     /// A request's check up to its dispatch: the limiter, the rules, the key. `Err` when that
-    /// settles it: refused, or let through uncounted. A `suffix` extends the route's scope
-    /// (see `stack.rs`).
+    /// settles it: refused, or let through uncounted.
     fn prepare<'a>(
         &'a self,
         limit: LimitRef<'a>,
-        suffix: Option<&str>,
         parts: &Parts,
         skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
     ) -> Result<Request<'a>, Decided> {
@@ -152,14 +150,6 @@ impl Decider {
                 }
             }
         }
-        let suffixed;
-        let route_scope = match suffix {
-            Some(suffix) => {
-                suffixed = format!("{route_scope}\0{suffix}");
-                suffixed.as_str()
-            }
-            None => route_scope,
-        };
         let extractor = limit.key.unwrap_or(&*entry.key);
         let fallback_scope;
         let (key, scope) = match extractor.extract(parts) {
@@ -185,7 +175,7 @@ impl Decider {
         };
         Ok(Request {
             entry,
-            keys: Keys::namespaced(&key, &self.prefix, entry.name(), scope),
+            keys: Keys::namespaced(&key, &self.prefix, named(entry, limit.opts), scope),
             opts: limit.opts,
             cost: limit.cost,
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
@@ -420,19 +410,20 @@ impl Decider {
         Pending::new(backend, call, terms, refund_until, denials)
     }
 
-    /// Evaluates `limiter` for one programmatic `subject`: the same dispatch as a request's, with
-    /// every error returned to the caller.
+    /// Evaluates `limit` for the programmatic client key `client`, charging `cost`: the same
+    /// dispatch as a request's, with every error returned to the caller.
     pub(crate) async fn check(
         &self,
-        limiter: &str,
-        subject: Subject<'_>,
-        opts: &[Opt],
+        limit: LimitRef<'_>,
+        client: &str,
         cost: Charge,
     ) -> Result<Outcome, Error> {
-        let watch = Watch::call(&self.telemetry, limiter, subject.scope, cost);
+        let scope = limit.scope.unwrap_or_default();
+        let opts = limit.opts;
+        let watch = Watch::call(&self.telemetry, limit.limiter, scope, cost);
         let result = async {
-            let entry = self.registry.get(limiter)?;
-            let keys = self.subject_keys(entry, subject);
+            let entry = self.registry.get(limit.limiter)?;
+            let keys = self.client_keys(entry, limit, client);
             if matches!(cost, Charge::Refund(_)) {
                 // Units given back may lift a denial this instance has cached.
                 self.denials.remove(keys.first());
@@ -458,11 +449,11 @@ impl Decider {
         result
     }
 
-    /// Forgets everything `limiter` counted for `subject`, here and in this
-    /// instance's deny cache.
-    pub(crate) async fn reset(&self, limiter: &str, subject: Subject<'_>) -> Result<(), Error> {
-        let entry = self.registry.get(limiter)?;
-        let keys = self.subject_keys(entry, subject);
+    /// Forgets everything `limit` counted for `client`, here and in this instance's deny
+    /// cache.
+    pub(crate) async fn reset(&self, limit: LimitRef<'_>, client: &str) -> Result<(), Error> {
+        let entry = self.registry.get(limit.limiter)?;
+        let keys = self.client_keys(entry, limit, client);
         self.denials.remove(keys.first());
         if let Some(batches) = &entry.batches {
             batches.forget(keys.first());
@@ -499,10 +490,11 @@ impl Decider {
         first_error.map_or(Ok(deleted), Err)
     }
 
-    /// The keys a programmatic check counts under: those of a request from the same client to
-    /// a route of the same scope.
-    fn subject_keys(&self, entry: &Entry, subject: Subject<'_>) -> Keys {
-        Keys::of_client(subject.client, &self.prefix, entry.name(), subject.scope)
+    /// The keys a programmatic check of `limit` counts `client` under: those of a request
+    /// from the same client to a route of the limit's scope (none: `""`).
+    fn client_keys(&self, entry: &Entry, limit: LimitRef<'_>, client: &str) -> Keys {
+        let scope = limit.scope.unwrap_or_default();
+        Keys::of_client(client, &self.prefix, named(entry, limit.opts), scope)
     }
 
     /// The deny cache's time: the configured clock's, else a monotonic one (a wall clock
@@ -559,6 +551,14 @@ impl Request<'_> {
             cost: Charge::Take(self.cost),
             lease: self.lease.as_deref(),
         }
+    }
+}
+
+/// What the keys of a limit of `entry` with `opts` name of it.
+fn named<'a>(entry: &'a Entry, opts: &'a [Opt]) -> Named<'a> {
+    Named {
+        limiter: entry.name(),
+        opts,
     }
 }
 

@@ -7,7 +7,6 @@
 //! whose key fails with [`KeyFailure::Pass`](crate::KeyFailure::Pass), leaves the stack; a
 //! refusal by any ends the request.
 
-use std::fmt::Write;
 use std::sync::Arc;
 
 use http::request::Parts;
@@ -18,7 +17,7 @@ use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::limit::Charge;
-use crate::limit::{LimitRef, Opt, Subject};
+use crate::limit::LimitRef;
 use crate::outcome::Outcome;
 use crate::outcome::tightest::{Tightness, merge};
 use crate::rejection::RateLimitRejection;
@@ -56,9 +55,8 @@ impl Decider {
             return Step::Done(Ok(None));
         }
         let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
-        for (at, limit) in limits.iter().enumerate() {
-            let suffix = scope_suffix(limits, at, |limit| (limit.limiter, limit.scope, limit.opts));
-            match self.prepare(*limit, suffix.as_deref(), parts, skip) {
+        for limit in limits {
+            match self.prepare(*limit, parts, skip) {
                 Ok(request) => requests.push(request),
                 // Skipped by its rules, or without a key it may pass without.
                 Err(Ok(_)) => {}
@@ -113,19 +111,25 @@ impl Decider {
         }
     }
 
-    /// Evaluates stacked limits for programmatic subjects: the same dispatch as a request's
+    /// Evaluates stacked limits, each for its programmatic client key: the same dispatch as a request's
     /// stack, with every error returned to the caller. Each limit is watched as a
     /// programmatic check of its own: the stack's decision is the one that denied it, or every
     /// limit's allow; the limits that decided nothing (before a denial, or not run after it)
     /// end undecided, as in a request's stack.
     pub(crate) async fn check_all(
         &self,
-        limits: &[(&str, &str, &[Opt], u32)],
+        limits: &[(LimitRef<'_>, &str)],
     ) -> Result<Outcome, Error> {
         let watches: Vec<Watch<'_>> = limits
             .iter()
-            .map(|&(limiter, _, _, cost)| {
-                Watch::call(&self.telemetry, limiter, "", Charge::Take(cost))
+            .map(|(limit, _)| {
+                let scope = limit.scope.unwrap_or_default();
+                Watch::call(
+                    &self.telemetry,
+                    limit.limiter,
+                    scope,
+                    Charge::Take(limit.cost),
+                )
             })
             .collect();
         let span = watches
@@ -144,18 +148,14 @@ impl Decider {
     /// [`check_all`](Self::check_all) but for its errors' telemetry.
     async fn check_stack(
         &self,
-        limits: &[(&str, &str, &[Opt], u32)],
+        limits: &[(LimitRef<'_>, &str)],
         watches: &[Watch<'_>],
     ) -> Result<Outcome, Error> {
         let mut checks = Vec::with_capacity(limits.len());
-        for (at, &(limiter, client, opts, cost)) in limits.iter().enumerate() {
-            let suffix = scope_suffix(limits, at, |&(limiter, client, opts, _)| {
-                (limiter, client, opts)
-            });
-            let entry = self.registry.get(limiter)?;
-            let scope = suffix.as_ref().map(|suffix| format!("\0{suffix}"));
-            let subject = Subject::scoped(scope.as_deref().unwrap_or(""), client);
-            checks.push((entry, self.subject_keys(entry, subject), opts, cost));
+        for &(limit, client) in limits {
+            let entry = self.registry.get(limit.limiter)?;
+            let keys = self.client_keys(entry, limit, client);
+            checks.push((entry, keys, limit.opts, limit.cost));
         }
         let backend = self.stack_backend(checks.iter().map(|(entry, ..)| *entry))?;
         for watch in watches {
@@ -410,30 +410,4 @@ fn undecided(requests: &[Request<'_>]) {
     for request in requests {
         request.watch.undecided();
     }
-}
-
-/// What extends the scope of the limit at `at` of a stack, whose limits `of` reads as (limiter,
-/// scope, options): its options, when another limit of the stack has the same limiter and
-/// scope with other options. Without it, `10 a second` and `1,000 a day` of one limiter would
-/// count in one key. Every such limit is extended, the first as much as the others, so a
-/// limit's key never depends on where it sits in a stack.
-fn scope_suffix<'l, L, S: PartialEq>(
-    limits: &'l [L],
-    at: usize,
-    of: impl Fn(&'l L) -> (&'l str, S, &'l [Opt]),
-) -> Option<String> {
-    let (limiter, scope, opts) = of(&limits[at]);
-    let shares = limits.iter().any(|other| {
-        let (other, other_scope, other_opts) = of(other);
-        other == limiter && other_scope == scope && other_opts != opts
-    });
-    shares.then(|| {
-        let mut text = String::new();
-        for (n, opt) in opts.iter().enumerate() {
-            let comma = if n == 0 { "" } else { "," };
-            // Writing to a `String` cannot fail.
-            let _ = write!(text, "{comma}{opt}");
-        }
-        text
-    })
 }

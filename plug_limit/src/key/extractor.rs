@@ -60,6 +60,13 @@ pub trait KeyExtractor: Send + Sync + 'static {
     }
 }
 
+/// A [`Limit::KEY`](crate::Limit::KEY) constant: what it extracts.
+impl KeyExtractor for &'static dyn KeyExtractor {
+    fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
+        (**self).extract(parts)
+    }
+}
+
 impl<F, K> KeyExtractor for F
 where
     F: Fn(&Parts) -> Result<K, KeyError> + Send + Sync + 'static,

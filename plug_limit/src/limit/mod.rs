@@ -12,13 +12,11 @@ pub use self::builtin::{
 pub(crate) use self::charge::Charge;
 pub use self::opt::Opt;
 pub use self::runtime::RuntimeLimit;
-pub use self::subject::Subject;
 
 mod builtin;
 mod charge;
 mod opt;
 mod runtime;
-mod subject;
 
 /// A rate limit a handler is subject to: which limiter, with which options, keyed how.
 ///

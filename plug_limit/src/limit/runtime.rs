@@ -4,11 +4,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
+use http::request::Parts;
 use serde::Deserialize;
 
 use plug_limit_options::{Arg, Builtin};
 
-use super::{LimitRef, Opt};
+use super::{Limit, LimitRef, Opt};
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -25,7 +26,8 @@ const MAX_COST: u32 = plug_limit_options::MAX;
 /// policy. Cloning is cheap (one reference count), so a resolver can hand out clones of limits
 /// made once.
 ///
-/// Use it with [`RuntimeLimitLayer`](crate::RuntimeLimitLayer), or deserialize it from a
+/// Use it with [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime) or
+/// [`PlugLimit::check`](crate::PlugLimit::check), or deserialize it from a
 /// configuration file: `{ limiter = "token_bucket", opts = [20, 600, 5] }` with optional
 /// `cost` and `scope`.
 ///
@@ -46,7 +48,15 @@ const MAX_COST: u32 = plug_limit_options::MAX;
 /// ```
 #[derive(Clone)]
 pub struct RuntimeLimit {
-    inner: Arc<Inner>,
+    repr: Repr,
+}
+
+/// A [`Limit`] type's constants as they are (no allocation, as a programmatic check of a typed
+/// limit wants), or a limit made at run time.
+#[derive(Clone)]
+enum Repr {
+    Typed(LimitRef<'static>),
+    Made(Arc<Inner>),
 }
 
 #[derive(Clone)]
@@ -56,8 +66,25 @@ struct Inner {
     cost: u32,
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
+    skip: Option<fn(&Parts) -> bool>,
     count_if: Option<fn(StatusCode) -> bool>,
     settle: bool,
+}
+
+/// A typed limit as a value: `FixedWindow::<3, 3600>` wherever a [`RuntimeLimit`] is taken,
+/// as [`PlugLimit::check`](crate::PlugLimit::check) takes it.
+impl<L: Limit> From<L> for RuntimeLimit {
+    fn from(_: L) -> Self {
+        Self {
+            repr: Repr::Typed(LimitRef::of::<L>()),
+        }
+    }
+}
+
+impl From<&Self> for RuntimeLimit {
+    fn from(limit: &Self) -> Self {
+        limit.clone()
+    }
 }
 
 impl RuntimeLimit {
@@ -78,13 +105,55 @@ impl RuntimeLimit {
             cost: 1,
             scope: None,
             key: None,
+            skip: None,
             count_if: None,
             settle: false,
         };
         check_opts(&inner.limiter, &inner.opts)?;
         Ok(Self {
-            inner: Arc::new(inner),
+            repr: Repr::Made(Arc::new(inner)),
         })
+    }
+
+    /// The limit of `limiter` with `opts`, unchecked: a built-in's script (or twin) judges
+    /// the options when the limit is checked, and refuses bad ones by the failure policy. For
+    /// the project's tests of that refusal; use [`new`](Self::new).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn unchecked(limiter: &str, opts: &[Opt]) -> Self {
+        Self {
+            repr: Repr::Made(Arc::new(Inner {
+                limiter: limiter.into(),
+                opts: opts.into(),
+                cost: 1,
+                scope: None,
+                key: None,
+                skip: None,
+                count_if: None,
+                settle: false,
+            })),
+        }
+    }
+
+    /// This limit with `change` made to it: a typed limit's constants copied first.
+    fn changed(self, change: impl FnOnce(&mut Inner)) -> Self {
+        let mut inner = match self.repr {
+            Repr::Made(inner) => inner,
+            Repr::Typed(typed) => Arc::new(Inner {
+                limiter: typed.limiter.into(),
+                opts: typed.opts.into(),
+                cost: typed.cost,
+                scope: typed.scope.map(Into::into),
+                key: typed.key.map(|key| Arc::new(key) as Arc<dyn KeyExtractor>),
+                skip: typed.skip,
+                count_if: typed.count_if,
+                settle: typed.settle,
+            }),
+        };
+        change(Arc::make_mut(&mut inner));
+        Self {
+            repr: Repr::Made(inner),
+        }
     }
 
     /// How many units one request consumes (default 1). Built-in limiters only, as for
@@ -97,24 +166,27 @@ impl RuntimeLimit {
         if cost > MAX_COST {
             return Err(BuildError::invalid("cost", "must be at most 2147483647"));
         }
-        Arc::make_mut(&mut self.inner).cost = cost;
+        match &mut self.repr {
+            Repr::Typed(typed) => typed.cost = cost,
+            Repr::Made(inner) => Arc::make_mut(inner).cost = cost,
+        }
         Ok(self)
     }
 
     /// The budget this limit counts against (default: the matched route), as
     /// [`Limit::SCOPE`](crate::Limit::SCOPE).
     #[must_use]
-    pub fn scope(mut self, scope: impl Into<String>) -> Self {
-        Arc::make_mut(&mut self.inner).scope = Some(scope.into().into_boxed_str());
-        self
+    pub fn scope(self, scope: impl Into<String>) -> Self {
+        let scope = scope.into().into_boxed_str();
+        self.changed(|inner| inner.scope = Some(scope))
     }
 
     /// The key extractor for this limit (default: the limiter's), as
     /// [`Limit::KEY`](crate::Limit::KEY).
     #[must_use]
-    pub fn key(mut self, key: impl KeyExtractor) -> Self {
-        Arc::make_mut(&mut self.inner).key = Some(crate::key::shared(key));
-        self
+    pub fn key(self, key: impl KeyExtractor) -> Self {
+        let key = crate::key::shared(key);
+        self.changed(|inner| inner.key = Some(key))
     }
 
     /// Which responses count (default: all), as [`Limit::COUNT_IF`](crate::Limit::COUNT_IF):
@@ -124,10 +196,9 @@ impl RuntimeLimit {
     ///
     /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
     /// anyway (field `count_if`).
-    pub fn count_if(mut self, count_if: fn(StatusCode) -> bool) -> Result<Self, BuildError> {
-        settles_after(&self.inner.limiter, "count_if")?;
-        Arc::make_mut(&mut self.inner).count_if = Some(count_if);
-        Ok(self)
+    pub fn count_if(self, count_if: fn(StatusCode) -> bool) -> Result<Self, BuildError> {
+        settles_after(self.limiter(), "count_if")?;
+        Ok(self.changed(|inner| inner.count_if = Some(count_if)))
     }
 
     /// Makes the [`cost`](Self::cost) an estimate, settled after the response to what the
@@ -138,33 +209,35 @@ impl RuntimeLimit {
     ///
     /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
     /// anyway (field `settle`).
-    pub fn settle(mut self) -> Result<Self, BuildError> {
-        settles_after(&self.inner.limiter, "settle")?;
-        Arc::make_mut(&mut self.inner).settle = true;
-        Ok(self)
+    pub fn settle(self) -> Result<Self, BuildError> {
+        settles_after(self.limiter(), "settle")?;
+        Ok(self.changed(|inner| inner.settle = true))
     }
 
     /// The limiter's name.
     #[must_use]
     pub fn limiter(&self) -> &str {
-        &self.inner.limiter
+        self.as_ref().limiter
     }
 
     /// The options.
     #[must_use]
     pub fn opts(&self) -> &[Opt] {
-        &self.inner.opts
+        self.as_ref().opts
     }
 
     pub(crate) fn as_ref(&self) -> LimitRef<'_> {
-        let inner = &*self.inner;
+        let inner = match &self.repr {
+            Repr::Typed(typed) => return *typed,
+            Repr::Made(inner) => &**inner,
+        };
         LimitRef {
             limiter: &inner.limiter,
             opts: &inner.opts,
             cost: inner.cost,
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
-            skip: None,
+            skip: inner.skip,
             count_if: inner.count_if,
             settle: inner.settle,
         }
@@ -200,15 +273,16 @@ fn check_opts(limiter: &str, opts: &[Opt]) -> Result<(), BuildError> {
 
 impl fmt::Debug for RuntimeLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inner = &*self.inner;
+        let limit = self.as_ref();
         f.debug_struct("RuntimeLimit")
-            .field("limiter", &inner.limiter)
-            .field("opts", &inner.opts)
-            .field("cost", &inner.cost)
-            .field("scope", &inner.scope)
-            .field("key", &inner.key.as_ref().map(|_| "custom"))
-            .field("count_if", &inner.count_if.is_some())
-            .field("settle", &inner.settle)
+            .field("limiter", &limit.limiter)
+            .field("opts", &limit.opts)
+            .field("cost", &limit.cost)
+            .field("scope", &limit.scope)
+            .field("key", &limit.key.map(|_| "custom"))
+            .field("skip", &limit.skip.is_some())
+            .field("count_if", &limit.count_if.is_some())
+            .field("settle", &limit.settle)
             .finish()
     }
 }
