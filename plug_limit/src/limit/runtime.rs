@@ -71,6 +71,22 @@ struct Inner {
     settle: bool,
 }
 
+impl Inner {
+    /// `limit` with what it borrows copied, keyed by `key`.
+    fn of(limit: LimitRef<'_>, key: Option<Arc<dyn KeyExtractor>>) -> Self {
+        Self {
+            limiter: limit.limiter.into(),
+            opts: limit.opts.into(),
+            cost: limit.cost,
+            scope: limit.scope.map(Into::into),
+            key,
+            skip: limit.skip,
+            count_if: limit.count_if,
+            settle: limit.settle,
+        }
+    }
+}
+
 /// A typed limit as a value: `FixedWindow::<3, 3600>` wherever a [`RuntimeLimit`] is taken,
 /// as [`PlugLimit::check`](crate::PlugLimit::check) takes it.
 impl<L: Limit> From<L> for RuntimeLimit {
@@ -99,20 +115,10 @@ impl RuntimeLimit {
         I: IntoIterator,
         I::Item: Into<Opt>,
     {
-        let inner = Inner {
-            limiter: limiter.into().into_boxed_str(),
-            opts: opts.into_iter().map(Into::into).collect(),
-            cost: 1,
-            scope: None,
-            key: None,
-            skip: None,
-            count_if: None,
-            settle: false,
-        };
-        check_opts(&inner.limiter, &inner.opts)?;
-        Ok(Self {
-            repr: Repr::Made(Arc::new(inner)),
-        })
+        let limiter: String = limiter.into();
+        let opts: Vec<Opt> = opts.into_iter().map(Into::into).collect();
+        check_opts(&limiter, &opts)?;
+        Ok(Self::unchecked(&limiter, &opts))
     }
 
     /// The limit of `limiter` with `opts`, unchecked: a built-in's script (or twin) judges
@@ -121,17 +127,18 @@ impl RuntimeLimit {
     #[doc(hidden)]
     #[must_use]
     pub fn unchecked(limiter: &str, opts: &[Opt]) -> Self {
+        let limit = LimitRef {
+            limiter,
+            opts,
+            cost: 1,
+            scope: None,
+            key: None,
+            skip: None,
+            count_if: None,
+            settle: false,
+        };
         Self {
-            repr: Repr::Made(Arc::new(Inner {
-                limiter: limiter.into(),
-                opts: opts.into(),
-                cost: 1,
-                scope: None,
-                key: None,
-                skip: None,
-                count_if: None,
-                settle: false,
-            })),
+            repr: Repr::Made(Arc::new(Inner::of(limit, None))),
         }
     }
 
@@ -139,16 +146,10 @@ impl RuntimeLimit {
     fn changed(self, change: impl FnOnce(&mut Inner)) -> Self {
         let mut inner = match self.repr {
             Repr::Made(inner) => inner,
-            Repr::Typed(typed) => Arc::new(Inner {
-                limiter: typed.limiter.into(),
-                opts: typed.opts.into(),
-                cost: typed.cost,
-                scope: typed.scope.map(Into::into),
-                key: typed.key.map(|key| Arc::new(key) as Arc<dyn KeyExtractor>),
-                skip: typed.skip,
-                count_if: typed.count_if,
-                settle: typed.settle,
-            }),
+            Repr::Typed(typed) => {
+                let key = typed.key.map(|key| Arc::new(key) as Arc<dyn KeyExtractor>);
+                Arc::new(Inner::of(typed, key))
+            }
         };
         change(Arc::make_mut(&mut inner));
         Self {
