@@ -163,6 +163,31 @@ pub mod metrics;
 #[path = "private.rs"]
 pub mod __private;
 
+/// The guide: one way per job, and a chapter per subject.
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {
+    #[doc = include_str!("../docs/guide/limiting.md")]
+    pub mod limiting {}
+    #[doc = include_str!("../docs/guide/limiters.md")]
+    pub mod limiters {}
+    #[doc = include_str!("../docs/guide/configuration.md")]
+    pub mod configuration {}
+    #[doc = include_str!("../docs/guide/keys.md")]
+    pub mod keys {}
+    #[doc = include_str!("../docs/guide/responses.md")]
+    pub mod responses {}
+    #[doc = include_str!("../docs/guide/rules.md")]
+    pub mod rules {}
+    #[doc = include_str!("../docs/guide/failures.md")]
+    pub mod failures {}
+    #[doc = include_str!("../docs/guide/custom_limiters.md")]
+    pub mod custom_limiters {}
+    #[doc = include_str!("../docs/guide/operations.md")]
+    pub mod operations {}
+    #[doc = include_str!("../docs/guide/migrating.md")]
+    pub mod migrating {}
+}
+
 /// The algorithm catalogue: what each built-in limiter does, what it costs, and how to choose.
 #[doc = include_str!("../docs/algorithms.md")]
 #[doc = include_str!("../docs/algorithms.svg")]

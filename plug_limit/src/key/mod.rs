@@ -3,8 +3,8 @@
 //! A [`KeyExtractor`] reads the request parts and names the client (an IP address, an API key,
 //! a user id). [`PlugLimit`](crate::PlugLimit) then namespaces it by prefix, limiter and scope
 //! (the matched route by default), so the same client has one budget per limiter and route;
-//! the composition is injective, and long keys are stored as their digest (see the README's
-//! "Keys").
+//! the composition is injective, and long keys are stored as their digest (see the
+//! [keys guide](crate::guide::keys)).
 //!
 //! | extractor | counts a request against | key text |
 //! |---|---|---|

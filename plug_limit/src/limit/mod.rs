@@ -110,8 +110,9 @@ pub trait Limit: Send + Sync + 'static {
 /// costs the others nothing. Each limit keeps its own limiter, options, cost, key and scope,
 /// so one stack can hold a per-client, a per-tenant and a global limit, or 10 a second and
 /// 1,000 a day. The response reports the tightest limit in the legacy header style and every
-/// limit in the draft-10 style; a denial reports the limit that denied. See the README,
-/// "Stacked limits", for Redis Cluster and the other details.
+/// limit in the draft-10 style; a denial reports the limit that denied. See the
+/// [guide](crate::guide::limiting#stacked-limits-several-limits-one-round-trip) for Redis
+/// Cluster and the other details.
 ///
 /// This trait is implemented by the library only.
 ///
