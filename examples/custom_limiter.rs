@@ -1,4 +1,4 @@
-//! A custom Lua limiter with its own header names and its own responder: a daily quota per
+//! A custom Lua limiter with its own header names and its own hook: a daily quota per
 //! API key, answered with a JSON body when it runs out.
 //!
 //! Custom scripts run in Redis: `REDIS_URL=redis://127.0.0.1:6379/ cargo run --example
@@ -13,7 +13,7 @@ use axum::{Json, Router, extract::FromRef, routing::get};
 use deadpool_redis::Runtime;
 use http::StatusCode;
 use plug_limit::redis::Value;
-use plug_limit::{Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key};
+use plug_limit::{Action, Check, Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key};
 
 #[derive(Clone, FromRef)]
 struct AppState {
@@ -64,7 +64,10 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
             Limiter::script(include_str!("lua/daily_quota.lua"))
                 .headers(["x-quota-limit", "x-quota-remaining"])
                 .key(key::header("x-api-key"))
-                .responder(quota_exhausted),
+                .hook(|_: &str, check: Check<'_>| match check {
+                    Check::Denied(outcome) => Action::Respond(quota_exhausted(outcome)),
+                    _ => Action::Default,
+                }),
         )
         .build()?;
     let app = Router::new()

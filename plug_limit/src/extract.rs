@@ -22,8 +22,8 @@ use crate::settle;
 /// handler runs and receives this value; return it in the response tuple to send the
 /// rate-limit headers, or serve the router under a
 /// [`SendHeadersLayer`](crate::SendHeadersLayer), which sends them whatever the handler
-/// returns. On deny, the request is rejected with the limiter's responder (by
-/// default `429 Too Many Requests` plus headers) and the handler does not run.
+/// returns. On deny, the request is rejected with `429 Too Many Requests` plus headers (or
+/// what the limiter's [`Hook`](crate::Hook) answers) and the handler does not run.
 ///
 /// When limits are disabled, or the check failed open, the handler runs and this value adds no
 /// headers.

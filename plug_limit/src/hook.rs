@@ -24,8 +24,8 @@ pub enum Check<'a> {
 #[non_exhaustive]
 pub enum Action {
     /// What happens without a hook: an allowed request proceeds with the outcome's headers, a
-    /// denied one gets the limiter's [`Responder`](crate::Responder) (or passes, in shadow
-    /// mode), a failed one follows the [`FailurePolicy`](crate::FailurePolicy).
+    /// denied one gets `429 Too Many Requests` with the headers (or passes, in shadow mode), a
+    /// failed one follows the [`FailurePolicy`](crate::FailurePolicy).
     Default,
     /// The request proceeds to its handler, and these headers go on its response (instead
     /// of the outcome's: start from [`Outcome::header_map`] to keep them).

@@ -61,9 +61,9 @@
 //!   outside requests, of a typed limit (`FixedWindow::<3, 3600>`) or a [`RuntimeLimit`]: for
 //!   jobs, websockets, quotas and custom middleware.
 //!
-//! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers,
-//! or whatever the limiter's [`Responder`] renders. A [`Hook`] sees every result, allowed,
-//! denied or failed, and may shape the response in each case.
+//! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers. A
+//! [`Hook`] sees every result, allowed, denied or failed, and may answer each with a response
+//! of its own.
 //!
 //! [`Rules`] let some requests through uncounted (an allow-list of CIDR blocks, a skip
 //! predicate for health checks) and refuse others outright (a deny-list, `403 Forbidden`),
@@ -73,8 +73,8 @@
 //!
 //! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
 //! read per request), the key prefix, the timeout of a check, the default [`KeyExtractor`]
-//! (see [`key`]), the default [`Responder`], the [`FailurePolicy`] and [`LogLevel`], and custom
-//! [`Limiter`]s with their own Lua script, header names, pool, key and responder, and the
+//! (see [`key`]), the [`Hook`], the [`FailurePolicy`] and [`LogLevel`], and custom
+//! [`Limiter`]s with their own Lua script, header names, pool, key and hook, and the
 //! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
 //! `RateLimit-Policy` and `RateLimit`). Scripts can be registered once and shared by limiters
 //! ([`Script`]); Redis can be a deadpool pool or a connection the application holds
@@ -95,7 +95,7 @@
 //! namespaced keys as `KEYS` and the limit's options as `ARGV`, and answers
 //! `{"allow"|"deny", {header values...}, extra...}`. Header values are sent under the names the
 //! limiter declares, in order; a `{name, value}` pair sets its own name; extra values reach a
-//! custom [`Responder`] through [`Outcome::extra`]. `"block"` is accepted as the older spelling
+//! [`Hook`] through [`Outcome::extra`]. `"block"` is accepted as the older spelling
 //! of `"deny"`; any other reply is an error, never a silent decision. Every key a built-in
 //! writes has a TTL, and each touches only `KEYS[1]`, so they run on Redis Cluster.
 //!
@@ -131,7 +131,6 @@ mod hook;
 mod layer;
 mod rejection;
 mod resolve;
-mod responder;
 mod runtime_layer;
 mod send_headers;
 
@@ -213,9 +212,8 @@ pub use self::limit::{
     RuntimeLimit, SlidingLog, SlidingWindow, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, Usage};
-pub use self::rejection::{Answered, Denied, RateLimitRejection};
+pub use self::rejection::RateLimitRejection;
 pub use self::resolve::{ResolveLimit, Resolved};
-pub use self::responder::{Responder, TooManyRequests};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]

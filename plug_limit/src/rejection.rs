@@ -1,31 +1,28 @@
 //! The rejection of [`RateLimited`](crate::RateLimited): a denied request, or a check that
 //! failed closed.
 
-use std::fmt;
-use std::sync::Arc;
-
 use axum::response::{IntoResponse, Response};
-use http::StatusCode;
+use http::{StatusCode, header};
 
 use crate::error::Error;
 use crate::key::KeyError;
 use crate::outcome::Outcome;
-use crate::responder::Responder;
 
 /// Why [`RateLimited`](crate::RateLimited) refused a request.
 ///
-/// Its response is the limiter's [`Responder`] for a denied request (by default
-/// `429 Too Many Requests` with the rate-limit headers), `400 Bad Request` for a request
+/// Its response is `429 Too Many Requests` with the rate-limit headers (`text/plain`, body
+/// `Too Many Requests`) for a denied request, `400 Bad Request` for a request
 /// without a usable key under [`KeyFailure`](crate::KeyFailure) `PeerIp` (with no peer address)
 /// or `Reject`, `503 Service Unavailable` for a limiter that could not decide under
 /// [`FailurePolicy::Closed`](crate::FailurePolicy::Closed), and `403 Forbidden` for a client
-/// on the deny-list of the limiter's [`Rules`](crate::Rules).
+/// on the deny-list of the limiter's [`Rules`](crate::Rules); or what the limiter's
+/// [`Hook`](crate::Hook) answered instead.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RateLimitRejection {
-    /// The request is over its limit.
+    /// The request is over its limit: the limiter's outcome, its decision and headers.
     #[error("too many requests")]
-    TooManyRequests(Denied),
+    TooManyRequests(Box<Outcome>),
     /// The request carries no usable key and its limiter's
     /// [`KeyFailure`](crate::KeyFailure) policy refuses it (`400 Bad Request`).
     #[error("no rate limit key: {0}")]
@@ -38,36 +35,20 @@ pub enum RateLimitRejection {
     /// Answered locally, without a backend call, and refused even in shadow mode.
     #[error("client refused by the deny-list")]
     Forbidden,
-    /// A [`Hook`](crate::Hook) answered the request with a response of its own.
+    /// A [`Hook`](crate::Hook) answered the request with a response of its own
+    /// ([`Action::Respond`](crate::Action::Respond)).
+    // Boxed: a response is large, and every check's result carries this enum.
     #[error("answered by the limiter's hook")]
-    Answered(Answered),
-}
-
-/// A response a [`Hook`](crate::Hook) gave with [`Action::Respond`](crate::Action::Respond).
-// Boxed: a response is large, and every check's result carries this enum.
-pub struct Answered(Box<Response>);
-
-impl Answered {
-    /// The hook's response.
-    #[must_use]
-    pub fn response(&self) -> &Response {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Answered {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("Answered").field(&self.0.status()).finish()
-    }
+    Answered(Box<Response>),
 }
 
 impl RateLimitRejection {
-    pub(crate) fn denied(outcome: Outcome, responder: Arc<dyn Responder>) -> Self {
-        Self::TooManyRequests(Denied { outcome, responder })
+    pub(crate) fn denied(outcome: Outcome) -> Self {
+        Self::TooManyRequests(Box::new(outcome))
     }
 
     pub(crate) fn answered(response: Response) -> Self {
-        Self::Answered(Answered(Box::new(response)))
+        Self::Answered(Box::new(response))
     }
 
     /// The default status: `429` for a denied request, `400` for a request without a key,
@@ -79,7 +60,7 @@ impl RateLimitRejection {
             Self::KeyRejected(_) => StatusCode::BAD_REQUEST,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::Answered(answered) => answered.0.status(),
+            Self::Answered(response) => response.status(),
         }
     }
 
@@ -99,7 +80,7 @@ impl RateLimitRejection {
     #[must_use]
     pub fn outcome(&self) -> Option<&Outcome> {
         match self {
-            Self::TooManyRequests(denied) => Some(&denied.outcome),
+            Self::TooManyRequests(outcome) => Some(outcome),
             Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden | Self::Answered(_) => {
                 None
             }
@@ -110,8 +91,14 @@ impl RateLimitRejection {
 impl IntoResponse for RateLimitRejection {
     fn into_response(self) -> Response {
         match self {
-            Self::TooManyRequests(denied) => denied.responder.respond(&denied.outcome),
-            Self::Answered(answered) => *answered.0,
+            Self::TooManyRequests(outcome) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                *outcome,
+                "Too Many Requests",
+            )
+                .into_response(),
+            Self::Answered(response) => *response,
             other @ (Self::KeyRejected(_) | Self::Unavailable(_) | Self::Forbidden) => {
                 (other.status(), other.body_text()).into_response()
             }
@@ -119,33 +106,10 @@ impl IntoResponse for RateLimitRejection {
     }
 }
 
-/// A denied request: the limiter's [`Outcome`], answered by its [`Responder`].
-pub struct Denied {
-    outcome: Outcome,
-    responder: Arc<dyn Responder>,
-}
-
-impl Denied {
-    /// The limiter's outcome: decision and headers.
-    #[must_use]
-    pub fn outcome(&self) -> &Outcome {
-        &self.outcome
-    }
-}
-
-impl fmt::Debug for Denied {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Denied")
-            .field("outcome", &self.outcome)
-            .finish_non_exhaustive()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::outcome::Decision;
-    use crate::responder::TooManyRequests;
     use http::{HeaderName, HeaderValue};
 
     #[tokio::test]
@@ -164,8 +128,8 @@ mod tests {
         assert_eq!(&body[..], b"Rate limiter unavailable");
     }
 
-    #[test]
-    fn denied_renders_through_its_responder() {
+    #[tokio::test]
+    async fn denied_is_429_plain_text_with_the_headers() {
         let outcome = Outcome::new(
             Decision::Deny,
             vec![(
@@ -173,7 +137,7 @@ mod tests {
                 HeaderValue::from_static("0"),
             )],
         );
-        let rejection = RateLimitRejection::denied(outcome, Arc::new(TooManyRequests));
+        let rejection = RateLimitRejection::denied(outcome);
         assert_eq!(rejection.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             rejection
@@ -186,5 +150,13 @@ mod tests {
         let response = rejection.into_response();
         assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(response.headers()["x-ratelimit-remaining"], "0");
+        assert_eq!(
+            response.headers()[header::CONTENT_TYPE],
+            "text/plain; charset=utf-8"
+        );
+        let body = axum::body::to_bytes(response.into_body(), 64)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"Too Many Requests");
     }
 }

@@ -1,5 +1,5 @@
 //! Custom limiters: their own scripts, header names, overrides, extra outputs, pools, keys
-//! and responders.
+//! and hooks.
 
 use axum::response::{IntoResponse, Response};
 use axum::{Router, routing::get};
@@ -8,7 +8,8 @@ use http::request::Parts;
 use plug_limit::key::KeyError;
 use plug_limit::redis::Value;
 use plug_limit::{
-    FixedWindow, KeyExtractor, Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key,
+    Action, Check, FixedWindow, Hook, KeyExtractor, Limit, Limiter, Opt, Outcome, PlugLimit,
+    RateLimited, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};
@@ -111,8 +112,16 @@ fn forbidden(outcome: &Outcome) -> Response {
     (StatusCode::FORBIDDEN, outcome.clone(), extra.join(" ")).into_response()
 }
 
+/// A hook answering a denied request with `respond`'s response, and leaving the rest as they go.
+fn on_denial(respond: fn(&Outcome) -> axum::response::Response) -> impl Hook {
+    move |_: &str, check: Check<'_>| match check {
+        Check::Denied(outcome) => Action::Respond(respond(outcome)),
+        _ => Action::Default,
+    }
+}
+
 #[tokio::test]
-async fn extra_outputs_reach_a_custom_responder_and_block_denies() {
+async fn extra_outputs_reach_a_hook_and_block_denies() {
     let redis = RedisServer::start();
     let limits = PlugLimit::builder(redis.pool())
         .key(key::global())
@@ -120,7 +129,7 @@ async fn extra_outputs_reach_a_custom_responder_and_block_denies() {
             "banned",
             Limiter::script("return {'block', {'0'}, 'banned', 42}")
                 .headers(["x-ratelimit-remaining"])
-                .responder(forbidden),
+                .hook(on_denial(forbidden)),
         )
         .build()
         .unwrap();
@@ -338,7 +347,7 @@ async fn the_daily_quota_example_script_answers_by_its_contract() {
             Limiter::script(include_str!("../../examples/lua/daily_quota.lua"))
                 .headers(["x-quota-limit", "x-quota-remaining"])
                 .key(key::header("x-client"))
-                .responder(used_up),
+                .hook(on_denial(used_up)),
         )
         .build()
         .unwrap();

@@ -86,7 +86,7 @@ async fn an_extractors_hook_sees_allowed_denied_and_failed_checks() {
         [
             "200 ok Some(\"1\") Some(\"2\")",
             "200 ok Some(\"0\") Some(\"2\")",
-            // Denied: the hook leaves it to the responder.
+            // Denied: the hook leaves it to the default 429.
             "429 Too Many Requests None Some(\"2\")",
             "402 account frozen None None",
         ]

@@ -149,9 +149,6 @@ impl Builder {
             program,
             backend,
             key: limiter.key.unwrap_or_else(|| Arc::clone(&self.key)),
-            responder: limiter
-                .responder
-                .unwrap_or_else(|| Arc::clone(&self.responder)),
             on_failure: limiter.on_failure.unwrap_or(self.on_failure),
             on_key_failure: limiter.on_key_failure.unwrap_or(self.on_key_failure),
             deny_cache: limiter.deny_cache.unwrap_or(self.deny_cache),

@@ -15,7 +15,6 @@ use crate::hook::Hook;
 use crate::key::{self, KeyExtractor};
 use crate::outcome::HeaderStyle;
 use crate::outcome::ietf::PartitionKeys;
-use crate::responder::{Responder, TooManyRequests};
 
 const DEFAULT_PREFIX: &str = "plug_limit";
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -60,7 +59,6 @@ pub struct Builder {
     pub(super) breaker: CircuitBreaker,
     pub(super) memory_capacity: usize,
     pub(super) key: Arc<dyn KeyExtractor>,
-    pub(super) responder: Arc<dyn Responder>,
     pub(super) limiters: Vec<(String, Limiter)>,
     pub(super) errors: Vec<BuildError>,
     pub(super) header_style: HeaderStyle,
@@ -111,7 +109,6 @@ impl Builder {
             breaker: CircuitBreaker::default(),
             memory_capacity: DEFAULT_MEMORY_CAPACITY,
             key: Arc::new(key::peer_ip()),
-            responder: Arc::new(TooManyRequests),
             limiters: Vec::new(),
             errors: Vec::new(),
             header_style: HeaderStyle::default(),
@@ -283,12 +280,6 @@ impl Builder {
         self
     }
 
-    /// The default responder for denied requests (default `429 Too Many Requests`).
-    pub fn responder(mut self, responder: impl Responder) -> Self {
-        self.responder = Arc::new(responder);
-        self
-    }
-
     /// The clock limiters decide by. The memory backend uses the system clock by default; on
     /// Redis, built-in limiters use the server's `TIME` unless a clock is set, which one
     /// clock for every instance keeps exact. Set one to control time in tests and simulations
@@ -305,7 +296,7 @@ impl Builder {
     /// A [`Hook`] that sees every result of every limiter's checks (allowed, denied, failed)
     /// and shapes the request's response (the seed's `:response`); a limiter's own
     /// [`Limiter::hook`] replaces it. Without one, allowed requests get their headers, denied
-    /// ones the [`Responder`], failed ones their [`FailurePolicy`].
+    /// ones `429 Too Many Requests` with the headers, failed ones their [`FailurePolicy`].
     pub fn hook(mut self, hook: impl Hook) -> Self {
         self.hook = Some(Arc::new(hook));
         self

@@ -36,7 +36,7 @@ impl PlugLimit {
     }
 
     /// A [`Builder`] for limits on the Redis behind `pool`, with every setting: enabled flag,
-    /// prefix, timeout, key, responder, failure policy, log level, clock, and custom limiters.
+    /// prefix, timeout, key, hook, failure policy, log level, clock, and custom limiters.
     pub fn builder(pool: Pool) -> Builder {
         Builder::new(pool)
     }

@@ -9,7 +9,7 @@ use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel
 use crate::outcome::HeaderStyle;
 
 /// The serializable part of a [`PlugLimit`](crate::PlugLimit)'s configuration: everything but
-/// code (key extractors and responders are set on the [`Builder`](crate::Builder)).
+/// code (key extractors and hooks are set on the [`Builder`](crate::Builder)).
 ///
 /// Apply it with [`Builder::config`](crate::Builder::config); the builder validates it.
 ///

@@ -13,11 +13,10 @@ use crate::config::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules};
 use crate::hook::Hook;
 use crate::key::KeyExtractor;
 use crate::outcome::HeaderStyle;
-use crate::responder::Responder;
 
 /// A limiter to register with [`Builder::limiter`](crate::Builder::limiter): a Lua script
 /// following the script contract, the names of the headers it returns, and optionally its own
-/// Redis pool, key extractor, responder, failure policy and log level.
+/// Redis pool, key extractor, hook, failure policy and log level.
 ///
 /// Unset settings fall back to the [`PlugLimit`](crate::PlugLimit)'s.
 ///
@@ -26,7 +25,7 @@ use crate::responder::Responder;
 /// `KEYS` are the request's namespaced keys, `ARGV` the limit's options. The script answers
 /// `{"allow"|"deny", {header values...}, extra...}`: each header value is sent under the name
 /// declared at its position, a `{name, value}` pair sets its own name, and extra values reach a
-/// custom [`Responder`] through [`Outcome::extra`](crate::Outcome::extra).
+/// [`Hook`](crate::Hook) through [`Outcome::extra`](crate::Outcome::extra).
 ///
 /// # Example
 ///
@@ -50,7 +49,6 @@ pub struct Limiter {
     /// Its own pool or connection.
     pub(crate) redis: Option<Pools>,
     pub(crate) key: Option<Arc<dyn KeyExtractor>>,
-    pub(crate) responder: Option<Arc<dyn Responder>>,
     pub(crate) on_failure: Option<FailurePolicy>,
     pub(crate) on_key_failure: Option<KeyFailure>,
     pub(crate) shadow: Option<bool>,
@@ -77,7 +75,6 @@ impl Limiter {
             headers: None,
             redis: None,
             key: None,
-            responder: None,
             on_failure: None,
             on_key_failure: None,
             shadow: None,
@@ -109,7 +106,7 @@ impl Limiter {
     }
 
     /// The built-in fixed window script, for a limiter with its own settings (e.g. another
-    /// responder) under another name.
+    /// hook) under another name.
     pub fn fixed_window() -> Self {
         Self::from_source(Source::BuiltIn(Builtin::FixedWindow))
     }
@@ -148,12 +145,6 @@ impl Limiter {
     /// The key extractor for this limiter's requests.
     pub fn key(mut self, key: impl KeyExtractor) -> Self {
         self.key = Some(crate::key::shared(key));
-        self
-    }
-
-    /// The responder for this limiter's denied requests.
-    pub fn responder(mut self, responder: impl Responder) -> Self {
-        self.responder = Some(Arc::new(responder));
         self
     }
 
@@ -243,7 +234,6 @@ impl fmt::Debug for Limiter {
             .field("headers", &self.headers)
             .field("own_redis", &self.redis.is_some())
             .field("own_key", &self.key.is_some())
-            .field("own_responder", &self.responder.is_some())
             .field("on_failure", &self.on_failure)
             .field("on_key_failure", &self.on_key_failure)
             .field("shadow", &self.shadow)

@@ -11,7 +11,7 @@ use crate::lua::Lua;
 /// A Lua script registered once with [`Builder::script`](crate::Builder::script) and run by
 /// every limiter made with [`Limiter::script_named`](crate::Limiter::script_named) (the seed's
 /// `:luascripts`): read, checked and hashed once, loaded into Redis once, whatever number of
-/// limiters use it with their own keys, policies, responders and header names.
+/// limiters use it with their own keys, policies, hooks and header names.
 ///
 /// The header names given here are the default of the limiters that use it; a limiter's own
 /// [`headers`](crate::Limiter::headers) replace them.

@@ -202,12 +202,7 @@ impl Decider {
         request.watch.deny_cache_hit();
         request.watch.decided(DecisionLabel::Denied);
         let hooked = entry.hooked(&outcome);
-        Some(hooked.unwrap_or_else(|| {
-            Err(RateLimitRejection::denied(
-                outcome,
-                Arc::clone(&entry.responder),
-            ))
-        }))
+        Some(hooked.unwrap_or_else(|| Err(RateLimitRejection::denied(outcome))))
     }
 
     /// Answers `request` from the deny cache, or sends it to its backend.
@@ -288,10 +283,7 @@ impl Decider {
                         *now_ms,
                     );
                 }
-                Err(RateLimitRejection::denied(
-                    outcome,
-                    Arc::clone(&entry.responder),
-                ))
+                Err(RateLimitRejection::denied(outcome))
             }
         };
         hooked.unwrap_or(decided)

@@ -15,7 +15,6 @@ use crate::hook::{Action, Check, Hook};
 use crate::key::KeyExtractor;
 use crate::outcome::{Decision, Outcome, Styler};
 use crate::rejection::RateLimitRejection;
-use crate::responder::Responder;
 
 /// A registered limiter.
 pub(crate) struct Entry {
@@ -23,7 +22,6 @@ pub(crate) struct Entry {
     /// Its own backend (a limiter's own pool), if any.
     pub(crate) backend: Option<Backend>,
     pub(crate) key: Arc<dyn KeyExtractor>,
-    pub(crate) responder: Arc<dyn Responder>,
     pub(crate) on_failure: FailurePolicy,
     pub(crate) on_key_failure: KeyFailure,
     /// Denials are cached locally until their wait ends.
@@ -38,7 +36,7 @@ pub(crate) struct Entry {
     pub(crate) style: Styler,
     /// The allow- and deny-lists and the skip predicate; `None` when there are none.
     pub(crate) rules: Option<Arc<RuleSet>>,
-    /// Sees every result and shapes the response; `None`: the responder and the policies.
+    /// Sees every result and shapes the response; `None`: the default 429 and the policies.
     pub(crate) hook: Option<Arc<dyn Hook>>,
     /// Its local batches, if it takes them (see `batch/`).
     pub(crate) batches: Option<Batches>,

@@ -7,8 +7,6 @@
 //! whose key fails with [`KeyFailure::Pass`](crate::KeyFailure::Pass), leaves the stack; a
 //! refusal by any ends the request.
 
-use std::sync::Arc;
-
 use http::request::Parts;
 use tracing::{Instrument, Span};
 
@@ -314,7 +312,7 @@ impl Decider {
     }
 
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
-    /// responder answer, its deny cache remembers; the limits before it got back what they
+    /// default answer (or its hook's), its deny cache remembers; the limits before it got back what they
     /// took, and decided nothing.
     fn stack_denied(&self, ran: Vec<Ran<'_, '_>>, denier: usize) -> Decided {
         let mut denial = None;
@@ -335,12 +333,9 @@ impl Decider {
             self.denials
                 .insert(request.keys.first(), opts, request.cost, &outcome, now_ms);
         }
-        entry.hooked(&outcome).unwrap_or_else(|| {
-            Err(RateLimitRejection::denied(
-                outcome,
-                Arc::clone(&entry.responder),
-            ))
-        })
+        entry
+            .hooked(&outcome)
+            .unwrap_or_else(|| Err(RateLimitRejection::denied(outcome)))
     }
 
     /// Logs a stack that could not decide and applies the strictest failure policy of its

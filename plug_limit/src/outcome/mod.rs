@@ -84,7 +84,7 @@ impl PartialEq for Outcome {
 }
 
 impl Outcome {
-    /// An outcome built by hand, e.g. in a custom responder's tests.
+    /// An outcome built by hand, e.g. in a hook's tests.
     #[must_use]
     pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
         Self {
@@ -229,8 +229,8 @@ impl Outcome {
         self.headers().iter().cloned().collect()
     }
 
-    /// The values a custom script returned after the headers, for a custom
-    /// [`Responder`](crate::Responder).
+    /// The values a custom script returned after the headers, for a
+    /// [`Hook`](crate::Hook) to answer with.
     #[must_use]
     pub fn extra(&self) -> &[Value] {
         &self.extra
