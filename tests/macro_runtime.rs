@@ -120,32 +120,11 @@ async fn audited() -> &'static str {
     "audited"
 }
 
-/// Gold clients (`x-tier: gold`) get two requests a minute; the others are not limited.
-struct ByTier;
-
-impl plug_limit::ResolveLimit<AppState> for ByTier {
-    async fn resolve(
-        parts: &mut http::request::Parts,
-        _state: &AppState,
-    ) -> Option<plug_limit::RuntimeLimit> {
-        let gold = parts
-            .headers
-            .get("x-tier")
-            .is_some_and(|tier| tier == "gold");
-        gold.then(|| plug_limit::RuntimeLimit::new("fixed_window", [2, 60]).expect("valid"))
-    }
-}
-
 /// A limiter registered under a name of its own, stacked with a built-in.
 #[rate_limit(limiter = "hourly", opts = [2, 3600])]
 #[rate_limit(opts = [5, 60])]
 async fn stacked_custom() -> &'static str {
     "stacked"
-}
-
-#[rate_limit(resolver = ByTier)]
-async fn tiered(State(greeting): State<Greeting>) -> String {
-    format!("{} tiered", greeting.0)
 }
 
 /// Answers `allow` with its two options as header values.
@@ -183,7 +162,6 @@ fn app(limits: PlugLimit) -> Router {
         .route("/windowed", get(windowed))
         .route("/echo", get(echoed))
         .route("/audit", get(audited))
-        .route("/tiered", get(tiered))
         .route("/stacked", get(stacked_custom))
         .with_state(AppState {
             limits,
@@ -241,58 +219,6 @@ async fn allowed_responses_carry_the_limiter_headers() {
             .expect("a numeric reset");
         assert!((58..=60).contains(&reset), "reset {reset}");
         assert_eq!(header(headers, "x-ratelimit-remaining"), Some(remaining));
-    }
-}
-
-#[tokio::test]
-async fn a_resolver_handler_is_limited_by_the_limit_it_resolves() {
-    let server = RedisServer::start();
-    let app = app(limits(&server, "resolver"));
-    let gold = || {
-        Request::get("/tiered")
-            .header("x-client", "ann")
-            .header("x-tier", "gold")
-    };
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let response = send(&app, gold(), Body::empty()).await;
-        let headers = response.headers().clone();
-        seen.push((
-            response.status().as_u16(),
-            header(&headers, "x-ratelimit-limit").map(str::to_owned),
-            header(&headers, "x-ratelimit-remaining").map(str::to_owned),
-            header(&headers, "retry-after").map(str::to_owned),
-            text(response).await,
-        ));
-    }
-    let two = || Some("2".to_owned());
-    let zero = || Some("0".to_owned());
-    assert_eq!(
-        seen,
-        [
-            (
-                200,
-                two(),
-                Some("1".to_owned()),
-                None,
-                "hi tiered".to_owned()
-            ),
-            (200, two(), zero(), None, "hi tiered".to_owned()),
-            (
-                429,
-                two(),
-                zero(),
-                Some("60".to_owned()),
-                "Too Many Requests".to_owned()
-            ),
-        ]
-    );
-    // No tier: the resolver answers `None`, so no limit and no headers.
-    for _ in 0..3 {
-        let response = get_as(&app, "/tiered", "ann").await;
-        assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(header(response.headers(), "x-ratelimit-limit"), None);
-        assert_eq!(text(response).await, "hi tiered");
     }
 }
 

@@ -53,8 +53,6 @@
 //!   configuration ([`runtime`](RateLimitLayer::runtime)), or one chosen per request (per-plan
 //!   tiers by API key), by a closure ([`resolve`](RateLimitLayer::resolve)) or, awaiting a
 //!   cache, by [`resolve_async`](RateLimitLayer::resolve_async).
-//! - **[`RateLimited<Resolved<R>>`](Resolved)** or `#[rate_limit(resolver = R)]`: a handler's
-//!   limit chosen per request by a [`ResolveLimit`] reading the parts and the router state.
 //! - **[`SendHeadersLayer`]** around a router: the headers of every allowed request reach its
 //!   response, even from a handler that does not return its [`RateLimited`].
 //! - **[`PlugLimit::check`]**, [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset)
@@ -130,7 +128,6 @@ mod handle;
 mod hook;
 mod layer;
 mod rejection;
-mod resolve;
 mod runtime_layer;
 mod send_headers;
 
@@ -213,7 +210,6 @@ pub use self::limit::{
 };
 pub use self::outcome::{Decision, HeaderStyle, Outcome, Usage};
 pub use self::rejection::RateLimitRejection;
-pub use self::resolve::{ResolveLimit, Resolved};
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]

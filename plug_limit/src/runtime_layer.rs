@@ -12,11 +12,13 @@ use http::Request;
 use http::request::Parts;
 use tower_service::Service;
 
-use crate::error::BuildError;
+use crate::config::FailurePolicy;
+use crate::decide::Decider;
+use crate::error::{BuildError, Error};
 use crate::handle::PlugLimit;
 use crate::layer::{RateLimit, RateLimitLayer, limited};
 use crate::limit::RuntimeLimit;
-use crate::resolve::bounded;
+use crate::rejection::RateLimitRejection;
 
 /// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
 #[derive(Clone)]
@@ -222,4 +224,28 @@ where
             }
         })
     }
+}
+
+/// What a resolver that could not answer in time comes to: pass without headers, or refuse.
+pub(crate) type Unresolved = Result<Option<crate::outcome::Outcome>, RateLimitRejection>;
+
+/// Runs a resolver within the check's timeout. One that overruns it fails like a check that
+/// could not decide, by the handle's failure policy (no limiter is known yet to have one of
+/// its own): a resolver waiting on a slow database must not hold every request with it.
+pub(crate) async fn bounded<F>(
+    decider: &Decider,
+    resolver: F,
+) -> Result<Option<RuntimeLimit>, Unresolved>
+where
+    F: Future<Output = Option<RuntimeLimit>>,
+{
+    let Ok(limit) = tokio::time::timeout(decider.timeout, resolver).await else {
+        let error = Error::Timeout(decider.timeout);
+        decider.failures.log(decider.log_level, "resolver", &error);
+        return Err(match decider.on_failure {
+            FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
+            FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+        });
+    };
+    Ok(limit)
 }

@@ -12,12 +12,10 @@
 mod errors;
 mod expand;
 mod parse;
-mod resolver;
 mod stack;
 mod validate;
 
 use proc_macro::TokenStream;
-use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
 
 /// Rate-limits an axum handler.
@@ -70,7 +68,6 @@ use quote::quote;
 /// | `skip = <path>` | none | a `fn(&Parts) -> bool`: the requests it accepts pass uncounted, without headers (the deny-list of the limiter's `Rules` still applies) |
 /// | `settle` | off | the `cost` is an estimate, reserved at admission; once the response ends, the request is charged what the handler reported through `Usage` instead; built-in limiters but `concurrency` only |
 /// | `count_if = <path>` | every response counts | a `fn(StatusCode) -> bool`: a response for which it is `false` gets its request's cost back once it is sent (count failed logins only, or no 5xx); built-in limiters but `concurrency` only |
-/// | `resolver = <path>` | none | a type implementing `ResolveLimit<S>` for the router state `S`: the handler's limit is the `RuntimeLimit` it resolves per request (`None`: unlimited); excludes every argument above |
 ///
 /// ## `limiter` and `opts`
 ///
@@ -245,38 +242,6 @@ use quote::quote;
 /// }
 /// ```
 ///
-/// ## `resolver`
-///
-/// The path of a type implementing `ResolveLimit<S>` for the router state `S`: the handler
-/// takes `RateLimited<Resolved<R>>`, so its limit is the `RuntimeLimit` the type resolves per
-/// request from the parts and the state (`None`: unlimited, without headers). It carries the
-/// limiter, options, cost, key and scope, so `resolver` refuses every other argument.
-///
-/// ```
-/// use axum::{extract::FromRef, http::request::Parts};
-/// use plug_limit::{rate_limit, PlugLimit, ResolveLimit, RuntimeLimit};
-///
-/// #[derive(Clone, FromRef)]
-/// struct AppState {
-///     limits: PlugLimit,
-///     partner: RuntimeLimit,
-/// }
-///
-/// struct PartnerLimits;
-///
-/// impl ResolveLimit<AppState> for PartnerLimits {
-///     async fn resolve(parts: &mut Parts, state: &AppState) -> Option<RuntimeLimit> {
-///         // Partners (an upstream gateway sets the header) have a budget; others none here.
-///         parts.headers.contains_key("x-partner").then(|| state.partner.clone())
-///     }
-/// }
-///
-/// #[rate_limit(resolver = PartnerLimits)]
-/// async fn export() -> &'static str {
-///     "csv"
-/// }
-/// ```
-///
 /// # Handlers
 ///
 /// The handler stays as written: any extractors (`State`, `Path`, `Json` last, ...), `return`
@@ -346,8 +311,8 @@ use quote::quote;
 ///
 /// Several `#[rate_limit]` attributes on one handler (up to six) are one stack: the limits are
 /// checked at once, in one backend call that consumes from every limit only if every limit
-/// allows (see `plug_limit::Limits`). Each attribute takes the arguments above, except
-/// `resolver`; a `concurrency` limit cannot be stacked. A limit of the stack with `count_if` or
+/// allows (see `plug_limit::Limits`). Each attribute takes the arguments above; a
+/// `concurrency` limit cannot be stacked. A limit of the stack with `count_if` or
 /// `settle` is settled by its own script once the response ends, as it is alone; the limits
 /// that `settle` share the handler's one `Usage`, so they must have one `cost`.
 ///
@@ -419,17 +384,7 @@ fn try_expand(
 ) -> syn::Result<proc_macro2::TokenStream> {
     let mut item: syn::ItemFn = syn::parse2(item)?;
     let siblings = stack::take_siblings(&mut item)?;
-    let (args, mut errors) = parse::args(args);
-    if let Some(resolver) = resolver::config(&args, &mut errors, &item) {
-        if let Some((_, span)) = siblings.first() {
-            return Err(syn::Error::new(
-                *span,
-                "a `resolver` limit cannot be stacked: its `RuntimeLimit` is the handler's only limit",
-            ));
-        }
-        let limited_ty = resolver::limited_ty(&resolver?);
-        return Ok(expand::wrap(item, &limited_ty, &TokenStream2::new()));
-    }
+    let (args, errors) = parse::args(args);
     if let Some((_, span)) = siblings.get(stack::MAX_LIMITS - 1) {
         return Err(syn::Error::new(
             *span,
@@ -441,15 +396,8 @@ fn try_expand(
         ));
     }
     let mut configs = vec![validate::config((args, errors), &item)];
-    for (args, span) in siblings {
+    for (args, _) in siblings {
         let (args, errors) = parse::args(args);
-        if matches!(args.resolver, parse::Arg::Given(_)) {
-            configs.push(Err(syn::Error::new(
-                span,
-                "a `resolver` limit cannot be stacked: its `RuntimeLimit` is the handler's only limit",
-            )));
-            continue;
-        }
         configs.push(validate::config((args, errors), &item));
     }
     // Every attribute's errors at once.

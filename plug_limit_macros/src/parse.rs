@@ -20,7 +20,6 @@ pub(crate) struct Args {
     pub(crate) count_if: Arg<Path>,
     /// `settle`, a bare flag: the path, for errors about it.
     pub(crate) settle: Arg<Path>,
-    pub(crate) resolver: Arg<Path>,
 }
 
 /// `cost = <integer>`. The name is kept with the value: a `cost` the limiter cannot take is
@@ -43,7 +42,7 @@ pub(crate) enum Arg<T> {
 }
 
 /// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..,
-/// count_if = .., settle, resolver = ..`, reporting every unknown,
+/// count_if = .., settle`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
     let mut errors = Errors::default();
@@ -58,7 +57,6 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
             skip: Arg::Malformed,
             count_if: Arg::Malformed,
             settle: Arg::Malformed,
-            resolver: Arg::Malformed,
         };
         return (unreadable, errors);
     };
@@ -131,19 +129,11 @@ impl Args {
                     ))
                 }
             },
-            "resolver" => set(&mut self.resolver, meta, |value| match value {
-                Expr::Path(path) if path.qself.is_none() => Ok(path.path),
-                other => Err(syn::Error::new_spanned(
-                    other,
-                    "expected the path of a type implementing `ResolveLimit`, as in \
-                     `resolver = PlanLimits`",
-                )),
-            }),
             _ => Err(syn::Error::new_spanned(
                 meta.path(),
                 format!(
                     "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
-                     `scope`, `skip`, `count_if`, `settle` or `resolver`"
+                     `scope`, `skip`, `count_if` or `settle`"
                 ),
             )),
         }
@@ -260,17 +250,6 @@ mod tests {
     }
 
     #[test]
-    fn parses_a_resolver_path() {
-        let (parsed, errors) = args(quote!(resolver = plans::PlanLimits));
-        assert!(errors.finish(()).is_ok());
-        assert!(matches!(parsed.resolver, Arg::Given(p) if name(&p) == "plans::PlanLimits"));
-        assert_eq!(
-            error(quote!(resolver = "plans")),
-            "expected the path of a type implementing `ResolveLimit`, as in `resolver = PlanLimits`"
-        );
-    }
-
-    #[test]
     fn no_arguments_is_not_a_syntax_error() {
         assert_eq!(error(quote!()), "no error");
     }
@@ -279,7 +258,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if`, `settle` or `resolver`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if` or `settle`"
         );
     }
 
@@ -354,7 +333,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if`, `settle` or `resolver`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if` or `settle`\n\
              `opts` specified more than once"
         );
     }

@@ -1,5 +1,4 @@
-//! Limits resolved per request: `RateLimitLayer::resolve_async` and the extractor
-//! `RateLimited<Resolved<R>>` with a `ResolveLimit` reading the router state.
+//! Limits resolved per request: `RateLimitLayer::resolve` and `resolve_async`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -7,13 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, FromRef};
+use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::{Router, routing::get};
-use plug_limit::{
-    FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RateLimited, ResolveLimit, Resolved,
-    RuntimeLimit, key,
-};
+use plug_limit::{FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RuntimeLimit, key};
 use plug_limit_tests::{RedisServer, Reply, backends, send};
 
 /// `GET uri` from `ip`, with `x-api-key` and `authorization` when given.
@@ -96,96 +92,61 @@ async fn async_plan_tiers_key_only_known_api_keys() {
     }
 }
 
-#[derive(Clone, FromRef)]
-struct AppState {
-    limits: PlugLimit,
-    /// Session token -> user id: what a session store would answer.
-    sessions: Arc<HashMap<String, String>>,
-    #[from_ref(skip)]
-    user: RuntimeLimit,
-    #[from_ref(skip)]
-    anonymous: RuntimeLimit,
-}
+/// Session token -> user id: what a session store would answer.
+type Sessions = Arc<HashMap<String, String>>;
 
-/// The signed-in user a resolver found, for the user limit's key.
-#[derive(Clone)]
-struct UserId(String);
-
-fn user_key(parts: &Parts) -> Result<String, KeyError> {
+/// The session token a request carries.
+fn token(parts: &Parts) -> Option<&str> {
     parts
-        .extensions
-        .get::<UserId>()
-        .map(|user| user.0.clone())
-        .ok_or_else(|| KeyError::new("not signed in"))
+        .headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
 }
 
-/// The user's budget if the session is known, else the client IP's.
-struct UserElseIp;
-
-impl ResolveLimit<AppState> for UserElseIp {
-    async fn resolve(parts: &mut Parts, state: &AppState) -> Option<RuntimeLimit> {
-        tokio::task::yield_now().await;
-        let token = parts
-            .headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        match token.and_then(|token| state.sessions.get(token)) {
-            Some(user) => {
-                parts.extensions.insert(UserId(user.clone()));
-                Some(state.user.clone())
+/// The user's budget if the session is known, else the client IP's; nothing on `/health`.
+fn by_user(limits: PlugLimit) -> RateLimitLayer<RuntimeLimit> {
+    let sessions: Sessions = Arc::new(HashMap::from([
+        ("t-ann".to_owned(), "ann".to_owned()),
+        ("t-ann-2".to_owned(), "ann".to_owned()),
+        ("t-bob".to_owned(), "bob".to_owned()),
+    ]));
+    let known = Arc::clone(&sessions);
+    let user_key = move |parts: &Parts| {
+        token(parts)
+            .and_then(|token| known.get(token).cloned())
+            .ok_or_else(|| KeyError::new("not signed in"))
+    };
+    let user = RuntimeLimit::new("token_bucket", [2, 60, 2])
+        .unwrap()
+        .key(user_key);
+    let anonymous = RuntimeLimit::new("fixed_window", [1, 60]).unwrap();
+    RateLimitLayer::resolve_async(limits, move |parts| {
+        let signed_in = token(parts).is_some_and(|token| sessions.contains_key(token));
+        let health = parts.uri.path() == "/health";
+        let (user, anonymous) = (user.clone(), anonymous.clone());
+        async move {
+            tokio::task::yield_now().await;
+            match (health, signed_in) {
+                (true, _) => None,
+                (false, true) => Some(user),
+                (false, false) => Some(anonymous),
             }
-            None => Some(state.anonymous.clone()),
         }
-    }
-}
-
-/// Nothing limits the health check.
-struct HealthUnlimited;
-
-impl ResolveLimit<AppState> for HealthUnlimited {
-    async fn resolve(_parts: &mut Parts, _state: &AppState) -> Option<RuntimeLimit> {
-        None
-    }
-}
-
-type ByUser = RateLimited<Resolved<UserElseIp>>;
-
-async fn whoami(limited: ByUser) -> (ByUser, &'static str) {
-    (limited, "me")
-}
-
-async fn health(limited: RateLimited<Resolved<HealthUnlimited>>) -> &'static str {
-    assert!(limited.outcome().is_none());
-    "up"
-}
-
-fn state(limits: PlugLimit) -> AppState {
-    AppState {
-        limits,
-        sessions: Arc::new(HashMap::from([
-            ("t-ann".to_owned(), "ann".to_owned()),
-            ("t-ann-2".to_owned(), "ann".to_owned()),
-            ("t-bob".to_owned(), "bob".to_owned()),
-        ])),
-        user: RuntimeLimit::new("token_bucket", [2, 60, 2])
-            .unwrap()
-            .key(user_key),
-        anonymous: RuntimeLimit::new("fixed_window", [1, 60]).unwrap(),
-    }
+    })
 }
 
 /// The token bucket's `x-ratelimit-limit`.
 const USER: &str = "2 2;w=60;burst=2;policy=token_bucket";
 
 #[tokio::test]
-async fn the_extractor_limits_a_signed_in_user_by_id_and_others_by_ip() {
+async fn a_resolver_limits_a_signed_in_user_by_id_and_others_by_ip() {
     let redis = RedisServer::start();
     for (backend, limits) in backends(&redis, |builder| builder) {
         let app = Router::new()
-            .route("/me", get(whoami))
-            .route("/health", get(health))
-            .with_state(state(limits));
+            .route("/me", get(|| async { "me" }))
+            .route("/health", get(|| async { "up" }))
+            .route_layer(by_user(limits));
         let a = [10, 0, 0, 1];
         let b = [10, 0, 0, 2];
         let ann = [("authorization", "Bearer t-ann")];
@@ -221,33 +182,6 @@ async fn the_extractor_limits_a_signed_in_user_by_id_and_others_by_ip() {
     }
 }
 
-/// A resolver naming a limiter nothing registers fails by the handle's failure policy.
-struct Unknown;
-
-impl ResolveLimit<PlugLimit> for Unknown {
-    async fn resolve(_parts: &mut Parts, _state: &PlugLimit) -> Option<RuntimeLimit> {
-        Some(RuntimeLimit::new("no_such_limiter", [1, 60]).unwrap())
-    }
-}
-
-/// A resolver slower than the check's timeout (a database that stopped answering).
-struct Stalled;
-
-impl ResolveLimit<PlugLimit> for Stalled {
-    async fn resolve(_parts: &mut Parts, _state: &PlugLimit) -> Option<RuntimeLimit> {
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        Some(RuntimeLimit::new("fixed_window", [1, 60]).unwrap())
-    }
-}
-
-async fn unknown(_limited: RateLimited<Resolved<Unknown>>) -> &'static str {
-    "unknown"
-}
-
-async fn stalled(_limited: RateLimited<Resolved<Stalled>>) -> &'static str {
-    "stalled"
-}
-
 fn failing_app(limits: PlugLimit) -> Router {
     let slow_layer = RateLimitLayer::resolve_async(limits.clone(), |_parts| async {
         tokio::time::sleep(Duration::from_secs(30)).await;
@@ -256,24 +190,32 @@ fn failing_app(limits: PlugLimit) -> Router {
     let unknown_layer = RateLimitLayer::resolve_async(limits.clone(), |_parts| async {
         Some(RuntimeLimit::new("no_such_limiter", [1, 60]).unwrap())
     });
+    let unknown_sync = RateLimitLayer::resolve(limits, |_parts| {
+        Some(RuntimeLimit::new("no_such_limiter", [1, 60]).unwrap())
+    });
     Router::new()
-        .route("/unknown", get(unknown))
-        .route("/stalled", get(stalled))
+        .route("/stalled", get(|| async { "ok" }).route_layer(slow_layer))
         .route(
-            "/layer/stalled",
-            get(|| async { "layer" }).route_layer(slow_layer),
+            "/unknown",
+            get(|| async { "ok" }).route_layer(unknown_layer),
         )
         .route(
-            "/layer/unknown",
-            get(|| async { "layer" }).route_layer(unknown_layer),
+            "/unknown_sync",
+            get(|| async { "ok" }).route_layer(unknown_sync),
         )
-        .with_state(limits)
 }
 
+/// What the guide promises: a resolver slower than the timeout, or one naming a limiter the
+/// handle does not know, fails by the handle's policy: `Open` and `Memory` pass the request
+/// without headers (with no limit known, memory has nothing to decide), `Closed` answers 503.
 #[tokio::test]
 async fn unknown_limiters_and_slow_resolvers_follow_the_failure_policy() {
     let redis = RedisServer::start();
-    for policy in [FailurePolicy::Open, FailurePolicy::Closed] {
+    for policy in [
+        FailurePolicy::Open,
+        FailurePolicy::Closed,
+        FailurePolicy::Memory,
+    ] {
         let configure = |builder: plug_limit::Builder| {
             builder
                 .on_failure(policy)
@@ -281,7 +223,7 @@ async fn unknown_limiters_and_slow_resolvers_follow_the_failure_policy() {
         };
         for (backend, limits) in backends(&redis, configure) {
             let app = failing_app(limits);
-            for uri in ["/unknown", "/stalled", "/layer/stalled", "/layer/unknown"] {
+            for uri in ["/stalled", "/unknown", "/unknown_sync"] {
                 let started = Instant::now();
                 let first = call(&app, uri, [10, 0, 0, 1], &[]).await;
                 let second = call(&app, uri, [10, 0, 0, 1], &[]).await;
@@ -297,18 +239,15 @@ async fn unknown_limiters_and_slow_resolvers_follow_the_failure_policy() {
                         [None, None, None, None],
                         "{backend} {uri}"
                     );
-                    if policy == FailurePolicy::Closed {
-                        assert_eq!(reply.status, 503, "{backend} {uri}");
-                    } else {
-                        assert_eq!(reply.status, 200, "{backend} {uri}");
-                        let expected = uri.rsplit('/').next().unwrap();
-                        let expected = if uri.starts_with("/layer") {
-                            "layer"
-                        } else {
-                            expected
-                        };
-                        assert_eq!(reply.body, expected, "{backend} {uri}");
-                    }
+                    let expected = match policy {
+                        FailurePolicy::Closed => (503, "Rate limiter unavailable"),
+                        _ => (200, "ok"),
+                    };
+                    assert_eq!(
+                        (reply.status.as_u16(), reply.body.as_str()),
+                        expected,
+                        "{backend} {policy:?} {uri}"
+                    );
                 }
             }
         }
