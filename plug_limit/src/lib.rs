@@ -189,10 +189,7 @@ pub mod guide {
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
-pub use self::build::{
-    Builder, Config, Limiter, LimiterConfig, LocalBatchesConfig, RedisConnection, Script,
-    ScriptConfig,
-};
+pub use self::build::{Builder, Config, Limiter, RedisConnection, Script};
 pub use self::clock::{Clock, ManualClock};
 pub use self::config::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,

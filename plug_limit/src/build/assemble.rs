@@ -186,7 +186,19 @@ impl Builder {
                 "a limiter name must be non-empty, without whitespace or `:`",
             ));
         }
+        if let Some((suffix, rule)) = &limiter.invalid {
+            return Err(BuildError::invalid(
+                format!("{field}{suffix}"),
+                rule.clone(),
+            ));
+        }
         let memory = matches!(self.store, Store::Memory);
+        if memory && limiter.redis_from_url {
+            return Err(BuildError::invalid(
+                format!("{field}.redis_url"),
+                "a limiter's own Redis pool needs the Redis backend",
+            ));
+        }
         let custom_rule = match (&limiter.source, memory) {
             (Source::BuiltIn(_), _) => None,
             (_, true) => {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use deadpool_redis::Pool;
 
+use super::Config;
 use super::{Limiter, RedisConnection, Script};
 use crate::backend::Pools;
 use crate::clock::Clock;
@@ -290,6 +291,48 @@ impl Builder {
     /// ([`Limiter::local_batches`](crate::Limiter::local_batches)) refuse a set clock.
     pub fn clock(mut self, clock: impl Clock) -> Self {
         self.clock = Some(Arc::new(clock));
+        self
+    }
+
+    /// Applies a deserialized [`Config`]; its settings replace those set before.
+    pub fn config(mut self, config: Config) -> Self {
+        if let Some(enabled) = config.enabled {
+            self.enabled = enabled;
+        }
+        if let Some(prefix) = config.prefix {
+            self.prefix = prefix;
+        }
+        if let Some(ms) = config.timeout_ms {
+            self.timeout = Duration::from_millis(ms);
+        }
+        if let Some(level) = config.log_level {
+            self.log_level = level;
+        }
+        if let Some(policy) = config.on_failure {
+            self.on_failure = policy;
+        }
+        if let Some(on) = config.deny_cache {
+            self.deny_cache = on;
+        }
+        if let Some(policy) = config.on_key_failure {
+            self.on_key_failure = policy;
+        }
+        if let Some(on) = config.shadow {
+            self.shadow = on;
+        }
+        if let Some(breaker) = config.circuit_breaker {
+            self.breaker = breaker;
+        }
+        if let Some(max_keys) = config.memory_capacity {
+            self.memory_capacity = max_keys;
+        }
+        if let Some(style) = config.header_style {
+            self.header_style = style;
+        }
+        self.rules =
+            std::mem::take(&mut self.rules).with_lists(config.allow_cidrs, config.deny_cidrs);
+        self.scripts.extend(config.scripts);
+        self.limiters.extend(config.limiters);
         self
     }
 

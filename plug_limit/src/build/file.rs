@@ -1,10 +1,10 @@
 //! Configuration that can be deserialized, e.g. from a TOML or JSON file.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::{Limiter, Script};
 use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::outcome::HeaderStyle;
 
@@ -60,8 +60,21 @@ pub struct Config {
     /// The most keys the memory backend holds state for (default 1,000,000; at least 1): see
     /// [`Builder::memory_capacity`](crate::Builder::memory_capacity).
     pub memory_capacity: Option<usize>,
-    /// Limiters by name: custom scripts, and built-ins under names of their own.
-    pub limiters: BTreeMap<String, LimiterConfig>,
+    /// Limiters by name: custom scripts, and built-ins under names of their own, each a table
+    /// of these keys (all optional but the source, of which exactly one is required):
+    ///
+    /// | key | what it sets, as in code |
+    /// |---|---|
+    /// | `script`, `script_file`, `script_name`, `builtin` | the source: [`Limiter::script`], [`script_file`](Limiter::script_file), [`script_named`](Limiter::script_named), or `"fixed_window"` / `"token_bucket"` ([`Limiter::fixed_window`], [`Limiter::token_bucket`]) under this name |
+    /// | `headers` | [`Limiter::headers`]: the names of the script's header values (a shared script's or a built-in's stand unless given) |
+    /// | `redis_url` | [`Limiter::pool`]: a pool of its own on that Redis |
+    /// | `log_level`, `on_failure`, `on_key_failure`, `shadow`, `deny_cache`, `header_style` | the same [`Limiter`] settings |
+    /// | `allow_cidrs`, `deny_cidrs` | [`Limiter::rules`]: lists replacing the global ones |
+    /// | `local_batches` | [`Limiter::local_batches`]: `{ "max": 200, "every_ms": 25 }` (`every_ms` 1 to 1000, 25 when unset) |
+    ///
+    /// A table that breaks a rule is refused by [`Builder::build`](crate::Builder::build),
+    /// naming the limiter, the key and the rule (`limiters.hot.local_batches.every_ms`).
+    pub limiters: BTreeMap<String, Limiter>,
     /// The rate-limit header fields of every limiter: `legacy` (default) or `draft10` (see
     /// [`HeaderStyle`]).
     pub header_style: Option<HeaderStyle>,
@@ -71,99 +84,8 @@ pub struct Config {
     /// Clients refused with `403 Forbidden`: CIDR blocks or addresses (see
     /// [`Rules::deny_cidrs`](crate::Rules::deny_cidrs)).
     pub deny_cidrs: Option<Vec<String>>,
-    /// Lua scripts by name, for limiters to share with `script_name` (see
-    /// [`Script`](crate::Script)).
-    pub scripts: BTreeMap<String, ScriptConfig>,
-}
-
-/// A shared script in a [`Config`]: exactly one of `script` and `script_file`, and the
-/// default header names of the limiters that run it.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct ScriptConfig {
-    /// The Lua source.
-    pub script: Option<String>,
-    /// A file holding the Lua source.
-    pub script_file: Option<PathBuf>,
-    /// The header names of the script's header values, in order.
-    pub headers: Option<Vec<String>>,
-}
-
-/// A limiter in a [`Config`]: a custom script, or a built-in under a name of its own with
-/// settings of its own.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct LimiterConfig {
-    /// The Lua source. Exactly one of `script`, `script_file`, `script_name` and `builtin` is
-    /// required.
-    pub script: Option<String>,
-    /// A file holding the Lua source.
-    pub script_file: Option<PathBuf>,
-    /// The header names of the script's header values, in order.
-    pub headers: Vec<String>,
-    /// A Redis URL for this limiter's own pool.
-    pub redis_url: Option<String>,
-    /// This limiter's log level.
-    pub log_level: Option<LogLevel>,
-    /// This limiter's failure policy.
-    pub on_failure: Option<FailurePolicy>,
-    /// This limiter's key failure policy.
-    pub on_key_failure: Option<KeyFailure>,
-    /// Shadow (dry-run) mode for this limiter.
-    pub shadow: Option<bool>,
-    /// Whether this limiter keeps a local deny cache.
-    pub deny_cache: Option<bool>,
-    /// This limiter's header style: `legacy` or `draft10`.
-    pub header_style: Option<HeaderStyle>,
-    /// This limiter's allow-list, replacing the global one.
-    pub allow_cidrs: Option<Vec<String>>,
-    /// This limiter's deny-list, replacing the global one.
-    pub deny_cidrs: Option<Vec<String>>,
-    /// The name of a script of [`Config::scripts`] (or registered with
-    /// [`Builder::script`](crate::Builder::script)) to run; its header names are the default
-    /// of `headers`.
-    pub script_name: Option<String>,
-    /// A built-in limiter to run, `fixed_window` or `token_bucket`, as
-    /// [`Limiter::fixed_window`](crate::Limiter::fixed_window) and
-    /// [`Limiter::token_bucket`](crate::Limiter::token_bucket) do in code: under this
-    /// limiter's name, with this table's settings. Its header names stand unless `headers`
-    /// names others.
-    pub builtin: Option<String>,
-    /// Local batches for this limiter's hot keys (a `fixed_window` or `token_bucket`
-    /// `builtin`, on Redis), as [`Limiter::local_batches`](crate::Limiter::local_batches).
-    pub local_batches: Option<LocalBatchesConfig>,
-}
-
-/// The local batches of a [`LimiterConfig`]: [`LocalBatches`](crate::LocalBatches) in a file.
-///
-/// # Example
-///
-/// ```
-/// use plug_limit::Config;
-///
-/// let config: Config = serde_json::from_str(r#"{
-///     "limiters": {
-///         "hot": {
-///             "builtin": "fixed_window",
-///             "local_batches": { "max": 200, "every_ms": 25 }
-///         }
-///     }
-/// }"#).unwrap();
-/// let batches = config.limiters["hot"].local_batches.as_ref().unwrap();
-/// assert_eq!((batches.max, batches.every_ms), (200, Some(25)));
-/// ```
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct LocalBatchesConfig {
-    /// The most units one batch holds (1..=2147483647), required: [`LocalBatches::new`]'s
-    /// `max`.
-    ///
-    /// [`LocalBatches::new`]: crate::LocalBatches::new
-    pub max: u32,
-    /// The time to aim for between two reservations of one key, in milliseconds (1 to 1000;
-    /// 25 when unset): [`LocalBatches::every`](crate::LocalBatches::every).
-    pub every_ms: Option<u64>,
+    /// Lua scripts by name, for limiters to share with `script_name` (see [`Script`]): each a
+    /// table of exactly one of `script` and `script_file`, and optional `headers`, the default
+    /// header names of the limiters that run it.
+    pub scripts: BTreeMap<String, Script>,
 }

@@ -3,8 +3,10 @@
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
-use deadpool_redis::Pool;
+use deadpool_redis::{Pool, Runtime};
+use serde::Deserialize;
 
 use super::RedisConnection;
 use crate::algorithm::Builtin;
@@ -43,6 +45,8 @@ use crate::outcome::HeaderStyle;
 /// # let _ = quota;
 /// ```
 #[must_use]
+#[derive(Clone, Deserialize)]
+#[serde(from = "LimiterFile")]
 pub struct Limiter {
     pub(crate) source: Source,
     pub(crate) headers: Option<Vec<String>>,
@@ -58,8 +62,14 @@ pub struct Limiter {
     pub(crate) rules: Option<Rules>,
     pub(crate) hook: Option<Arc<dyn Hook>>,
     pub(crate) batches: Option<LocalBatches>,
+    /// Its pool was made from a configuration file's `redis_url`.
+    pub(crate) redis_from_url: bool,
+    /// What a configuration file's table of it breaks: the key after `limiters.NAME` and the
+    /// rule, refused by `build()`.
+    pub(crate) invalid: Option<(String, String)>,
 }
 
+#[derive(Clone)]
 pub(crate) enum Source {
     BuiltIn(Builtin),
     Lua(String),
@@ -84,6 +94,8 @@ impl Limiter {
             rules: None,
             hook: None,
             batches: None,
+            redis_from_url: false,
+            invalid: None,
         }
     }
 
@@ -243,5 +255,111 @@ impl fmt::Debug for Limiter {
             .field("rules", &self.rules)
             .field("local_batches", &self.batches)
             .finish()
+    }
+}
+
+/// A limiter as a configuration file writes it (see [`Config::limiters`](crate::Config)).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LimiterFile {
+    script: Option<String>,
+    script_file: Option<PathBuf>,
+    script_name: Option<String>,
+    builtin: Option<String>,
+    headers: Vec<String>,
+    redis_url: Option<String>,
+    log_level: Option<LogLevel>,
+    on_failure: Option<FailurePolicy>,
+    on_key_failure: Option<KeyFailure>,
+    shadow: Option<bool>,
+    deny_cache: Option<bool>,
+    header_style: Option<HeaderStyle>,
+    allow_cidrs: Option<Vec<String>>,
+    deny_cidrs: Option<Vec<String>>,
+    local_batches: Option<BatchesFile>,
+}
+
+/// A limiter's local batches as a configuration file writes them.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchesFile {
+    max: u32,
+    every_ms: Option<u64>,
+}
+
+/// A file's limiter: what it breaks is kept, for [`Builder::build`](crate::Builder::build) to
+/// refuse naming the limiter, rather than failing the whole file's parse without a name.
+impl From<LimiterFile> for Limiter {
+    fn from(file: LimiterFile) -> Self {
+        let invalid = |suffix: &str, rule: String| {
+            let mut limiter = Self::from_source(Source::Lua(String::new()));
+            limiter.invalid = Some((suffix.to_owned(), rule));
+            limiter
+        };
+        // A shared script's or a built-in's header names stand unless the limiter names its own.
+        let declared = file.script_name.is_some() || file.builtin.is_some();
+        let mut limiter = match (
+            file.script,
+            file.script_file,
+            file.script_name,
+            file.builtin,
+        ) {
+            (Some(lua), None, None, None) => Self::script(lua),
+            (None, Some(path), None, None) => Self::script_file(path),
+            (None, None, Some(name), None) => Self::script_named(name),
+            (None, None, None, Some(name)) => match name.as_str() {
+                "fixed_window" => Self::fixed_window(),
+                "token_bucket" => Self::token_bucket(),
+                // The others are known by their own names to the checks that guard them (a
+                // lease never stacked, a settling limit's options), which a renamed one would
+                // slip past.
+                _ => {
+                    let rule = format!(
+                        "must be `fixed_window` or `token_bucket` (the built-ins that run under \
+                         another name), got `{name}`"
+                    );
+                    return invalid(".builtin", rule);
+                }
+            },
+            _ => {
+                let rule = "exactly one of `script`, `script_file`, `script_name` and `builtin` \
+                            is required";
+                return invalid("", rule.to_owned());
+            }
+        };
+        if !(declared && file.headers.is_empty()) {
+            limiter = limiter.headers(file.headers);
+        }
+        if let Some(batches) = file.local_batches {
+            let mut settings = LocalBatches::new(batches.max);
+            match batches.every_ms {
+                None => {}
+                Some(every_ms @ 1..=1000) => {
+                    settings = settings.every(Duration::from_millis(every_ms));
+                }
+                Some(_) => {
+                    let rule = "must be 1..=1000 (milliseconds)".to_owned();
+                    return invalid(".local_batches.every_ms", rule);
+                }
+            }
+            limiter = limiter.local_batches(settings);
+        }
+        if let Some(url) = file.redis_url {
+            match deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1)) {
+                Ok(pool) => limiter = limiter.pool(pool),
+                Err(error) => return invalid(".redis_url", error.to_string()),
+            }
+            limiter.redis_from_url = true;
+        }
+        limiter.log_level = file.log_level;
+        limiter.on_failure = file.on_failure;
+        limiter.on_key_failure = file.on_key_failure;
+        limiter.shadow = file.shadow;
+        limiter.deny_cache = file.deny_cache;
+        limiter.header_style = file.header_style;
+        if file.allow_cidrs.is_some() || file.deny_cidrs.is_some() {
+            limiter.rules = Some(Rules::new().with_lists(file.allow_cidrs, file.deny_cidrs));
+        }
+        limiter
     }
 }

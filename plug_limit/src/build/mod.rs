@@ -4,12 +4,11 @@
 
 pub use self::builder::Builder;
 pub use self::connection::RedisConnection;
-pub use self::file::{Config, LimiterConfig, LocalBatchesConfig, ScriptConfig};
+pub use self::file::Config;
 pub use self::handler_uses::LimiterUse;
 pub use self::limiter::Limiter;
 pub use self::script::Script;
 
-mod apply;
 mod assemble;
 mod builder;
 mod connection;

@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use serde::Deserialize;
+
 use crate::error::BuildError;
 use crate::lua::Lua;
 
@@ -36,11 +38,43 @@ use crate::lua::Lua;
 /// # }
 /// ```
 #[must_use]
+#[derive(Clone, Deserialize)]
+#[serde(from = "ScriptFile")]
 pub struct Script {
     source: ScriptSource,
     headers: Option<Vec<String>>,
+    /// What a configuration file's table of it breaks, refused by `build()`.
+    #[serde(skip)]
+    invalid: Option<&'static str>,
 }
 
+/// A shared script as a configuration file writes it (see [`Config::scripts`](crate::Config)).
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ScriptFile {
+    script: Option<String>,
+    script_file: Option<PathBuf>,
+    headers: Option<Vec<String>>,
+}
+
+impl From<ScriptFile> for Script {
+    fn from(file: ScriptFile) -> Self {
+        let script = match (file.script, file.script_file) {
+            (Some(lua), None) => Self::lua(lua),
+            (None, Some(path)) => Self::file(path),
+            _ => Self {
+                invalid: Some("exactly one of `script` and `script_file` is required"),
+                ..Self::lua("")
+            },
+        };
+        Self {
+            headers: file.headers,
+            ..script
+        }
+    }
+}
+
+#[derive(Clone)]
 enum ScriptSource {
     Lua(String),
     File(PathBuf),
@@ -52,6 +86,7 @@ impl Script {
         Self {
             source: ScriptSource::Lua(source.into()),
             headers: None,
+            invalid: None,
         }
     }
 
@@ -60,6 +95,7 @@ impl Script {
         Self {
             source: ScriptSource::File(path.into()),
             headers: None,
+            invalid: None,
         }
     }
 
@@ -106,6 +142,9 @@ pub(super) fn compile(
                 field,
                 "a script name must be non-empty",
             ));
+        }
+        if let Some(rule) = script.invalid {
+            return Err(BuildError::invalid(field, rule));
         }
         let lua = match script.source {
             ScriptSource::Lua(lua) => lua_source(&field, "script", lua)?,

@@ -130,6 +130,22 @@ impl Rules {
         self
     }
 
+    /// These rules with the lists a configuration file sets replacing their own; the
+    /// predicate and the address source, which only code sets, stay.
+    pub(crate) fn with_lists(
+        mut self,
+        allow: Option<Vec<String>>,
+        deny: Option<Vec<String>>,
+    ) -> Self {
+        if let Some(allow) = allow {
+            self = self.allow_cidrs(allow);
+        }
+        if let Some(deny) = deny {
+            self = self.deny_cidrs(deny);
+        }
+        self
+    }
+
     /// Requests for which `predicate` is `true` are let through uncounted, without headers:
     /// health checks, metrics scrapes. It runs on every request of the limiters it applies to,
     /// before the key is extracted: keep it cheap.
