@@ -5,13 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// The time limiters decide by, in milliseconds since the Unix epoch.
-///
-/// The memory backend always asks its clock (the system's wall clock by default). The Redis backend
-/// uses the Redis server's `TIME` unless a clock is set with
-/// [`Builder::clock`](crate::Builder::clock): one clock for every instance is what makes a
-/// shared limit exact, so set one only to control time, as tests and simulations do.
-pub trait Clock: Send + Sync + 'static {
+/// The time limiters decide by, in milliseconds since the Unix epoch: the system's wall clock,
+/// or a [`ManualClock`] set with [`Builder::clock`](crate::Builder::clock).
+pub(crate) trait Clock: Send + Sync + 'static {
     /// Now, in milliseconds since the Unix epoch.
     fn now_ms(&self) -> i64;
 }
@@ -37,7 +33,7 @@ impl Clock for SystemClock {
 ///
 /// ```
 /// use std::time::Duration;
-/// use plug_limit::{Clock, ManualClock};
+/// use plug_limit::ManualClock;
 ///
 /// let clock = ManualClock::new(1_700_000_000_000);
 /// let view = clock.clone();
@@ -70,11 +66,17 @@ impl ManualClock {
     pub fn set(&self, now_ms: i64) {
         self.0.store(now_ms, Ordering::SeqCst);
     }
+
+    /// Now, by this clock, in milliseconds since the Unix epoch.
+    #[must_use]
+    pub fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
 }
 
 impl Clock for ManualClock {
     fn now_ms(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
+        Self::now_ms(self)
     }
 }
 

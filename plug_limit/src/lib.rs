@@ -189,8 +189,8 @@ pub mod guide {
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
-pub use self::build::{Builder, Config, Limiter, RedisConnection, Script};
-pub use self::clock::{Clock, ManualClock};
+pub use self::build::{Builder, Config, Limiter, Script};
+pub use self::clock::ManualClock;
 pub use self::config::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,
 };
@@ -205,7 +205,7 @@ pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
     RuntimeLimit, SlidingLog, SlidingWindow, TokenBucket, WeeklyQuota,
 };
-pub use self::outcome::{Decision, HeaderStyle, Outcome, Usage};
+pub use self::outcome::{HeaderStyle, Outcome, Usage};
 pub use self::rejection::RateLimitRejection;
 pub use self::send_headers::{SendHeaders, SendHeadersLayer};
 

@@ -30,8 +30,10 @@ use crate::settle;
 /// # Example
 ///
 /// ```
-/// use axum::{body::Body, http::Request, routing::get, Router};
-/// use plug_limit::{test, FixedWindow, PlugLimit, RateLimited, SendHeadersLayer};
+/// use std::net::SocketAddr;
+///
+/// use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
+/// use plug_limit::{FixedWindow, PlugLimit, RateLimited, SendHeadersLayer};
 /// use tower::ServiceExt;
 ///
 /// // Checks the limit, and returns only the body: the layer sends the headers.
@@ -45,7 +47,8 @@ use crate::settle;
 ///     .route("/", get(hello))
 ///     .with_state(PlugLimit::memory())
 ///     .layer(SendHeadersLayer::new());
-/// let request = test::from_peer(Request::get("/").body(Body::empty())?, ([192, 0, 2, 1], 4000));
+/// let peer = ConnectInfo(SocketAddr::from(([192, 0, 2, 1], 4000)));
+/// let request = Request::get("/").extension(peer).body(Body::empty())?;
 /// let response = app.oneshot(request).await?;
 /// assert_eq!(response.headers()["x-ratelimit-remaining"], "9");
 /// # Ok(())

@@ -1,5 +1,5 @@
-//! Helpers for testing an application's limits: a peer address for requests sent without a
-//! socket and the rate-limit headers of a response as numbers. A memory backend whose time
+//! Testing an application's limits: the rate-limit headers of a response as numbers
+//! ([`RateLimitHeaders`]), and how to send a request without a socket. A memory backend whose time
 //! moves only when the test says so is `PlugLimit::memory_builder().clock(manual_clock)`, a
 //! [`ManualClock`](crate::ManualClock). Between tests sharing one Redis,
 //! [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) forgets every key of a handle's prefix.
@@ -7,14 +7,16 @@
 //! The idiom axum's own examples teach, `Router::oneshot(request)`, sends no connection, so
 //! axum has no `ConnectInfo` and the default key ([`key::peer_ip`](crate::key::peer_ip)) has
 //! nothing to read: such a request is refused with `400` (see
-//! [`KeyFailure`](crate::KeyFailure)). [`from_peer`] gives it the address a real client would
-//! have.
+//! [`KeyFailure`](crate::KeyFailure)). Give it the address a real client would have, as
+//! `into_make_service_with_connect_info` would: insert axum's `ConnectInfo` in its extensions.
 //!
 //! # Example
 //!
 //! ```
-//! use axum::{body::Body, extract::FromRef, http::Request, routing::get, Router};
-//! use plug_limit::test::{self, RateLimitHeaders};
+//! use std::net::SocketAddr;
+//!
+//! use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
+//! use plug_limit::test::RateLimitHeaders;
 //! use plug_limit::{FixedWindow, ManualClock, PlugLimit, RateLimited};
 //! use tower::ServiceExt;
 //!
@@ -30,7 +32,8 @@
 //! let limits = PlugLimit::memory_builder().clock(clock.clone()).build()?;
 //! let app = Router::new().route("/", get(hello)).with_state(limits);
 //! let send = |app: Router| async move {
-//!     let request = test::from_peer(Request::get("/").body(Body::empty())?, ([192, 0, 2, 1], 4000));
+//!     let peer = ConnectInfo(SocketAddr::from(([192, 0, 2, 1], 4000)));
+//!     let request = Request::get("/").extension(peer).body(Body::empty())?;
 //!     Ok::<_, Box<dyn std::error::Error>>(app.oneshot(request).await?)
 //! };
 //! assert_eq!(RateLimitHeaders::of(send(app.clone()).await?.headers()).remaining, Some(1));
@@ -44,20 +47,9 @@
 //! # }
 //! ```
 
-use std::net::SocketAddr;
-
-use axum::extract::ConnectInfo;
-use http::{HeaderMap, Request};
+use http::HeaderMap;
 
 use crate::outcome::ietf;
-
-/// `request` as if it came from a client at `peer`: what `into_make_service_with_connect_info`
-/// would have given it.
-#[must_use]
-pub fn from_peer<B>(mut request: Request<B>, peer: impl Into<SocketAddr>) -> Request<B> {
-    request.extensions_mut().insert(ConnectInfo(peer.into()));
-    request
-}
 
 /// The rate-limit headers of a response as numbers: what a client reads, in either
 /// [`HeaderStyle`](crate::HeaderStyle).
@@ -144,15 +136,5 @@ mod tests {
                 retry_after: Some(6),
             }
         );
-    }
-
-    #[test]
-    fn a_request_gets_the_peer_it_is_given() {
-        let request = from_peer(Request::new(()), ([192, 0, 2, 9], 4000));
-        let ConnectInfo(peer) = request
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .unwrap();
-        assert_eq!(peer.to_string(), "192.0.2.9:4000");
     }
 }

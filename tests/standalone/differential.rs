@@ -367,8 +367,6 @@ fn step() -> impl Strategy<Value = Step> {
 /// after the response, off the request's path) against a count kept by the test itself.
 #[test]
 fn memory_backend_agrees_with_redis_lease_for_lease() {
-    use plug_limit::Clock;
-
     const LEASE_OPTS: [Opt; 2] = [Opt::Int(3), Opt::Int(30)];
     let (redis, runtime, mut runner) = harness(200);
     let strategy = proptest::collection::vec(step(), 1..40);

@@ -11,7 +11,9 @@ use plug_limit::{
     CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited, key,
 };
 use plug_limit_tests::limit;
-use plug_limit_tests::{Fault, FaultProxy, RedisServer, dead_url, get as send_get, pool};
+use plug_limit_tests::{
+    Fault, FaultProxy, RedisServer, dead_url, get as send_get, pool, with_peer,
+};
 
 /// The client keys of these tests: none may appear in any label.
 const CLIENTS: [&str; 2] = ["client-secret-1", "client-secret-2"];
@@ -472,7 +474,7 @@ async fn rule_verdicts_are_counted_as_decisions() {
             .header("x-client", CLIENTS[0])
             .body(axum::body::Body::empty())
             .unwrap();
-        plug_limit::test::from_peer(request, (peer, 4000))
+        with_peer(request, (peer, 4000))
     };
     for _ in 0..3 {
         let reply = plug_limit_tests::send(&app, from([192, 0, 2, 7])).await;

@@ -13,7 +13,7 @@ use axum::routing::get;
 use plug_limit::{
     Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited, Usage, rate_limit,
 };
-use plug_limit_tests::{RedisServer, backends};
+use plug_limit_tests::{RedisServer, backends, with_peer};
 use tower::ServiceExt;
 
 use crate::streaming_bodies::{Gates, configured, eventually, finish, start};
@@ -376,7 +376,7 @@ async fn settling_is_refused_where_it_cannot_happen() {
             ),
         )
         .with_state(State { limits });
-    let request = plug_limit::test::from_peer(
+    let request = with_peer(
         http::Request::get("/").body(Body::empty()).unwrap(),
         ([192, 0, 2, 1], 4000),
     );

@@ -12,7 +12,7 @@ use plug_limit::{
     Config, FailurePolicy, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimitLayer,
     RateLimited, Rules, rate_limit,
 };
-use plug_limit_tests::{RedisServer, Reply, dead_url, pool, send};
+use plug_limit_tests::{RedisServer, Reply, dead_url, pool, send, with_peer};
 
 /// A proxy on this host.
 const LOCALHOST: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::LOCALHOST), 32)];
@@ -40,9 +40,7 @@ fn request(uri: &str, peer: Option<&str>, headers: &[(&str, &str)]) -> http::Req
     }
     let request = request.body(Body::empty()).unwrap();
     match peer {
-        Some(peer) => {
-            plug_limit::test::from_peer(request, (peer.parse::<std::net::IpAddr>().unwrap(), 4000))
-        }
+        Some(peer) => with_peer(request, (peer.parse::<std::net::IpAddr>().unwrap(), 4000)),
         None => request,
     }
 }

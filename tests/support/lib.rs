@@ -25,7 +25,7 @@ pub use keys::{opts_text, stored_key};
 pub use logs::Logs;
 pub use ports::{dead_url, free_port};
 pub use redis_server::RedisServer;
-pub use requests::{Reply, get, send};
+pub use requests::{Reply, get, send, with_peer};
 
 /// The limit of `limiter` with `opts`, as the programmatic checks take it, with the options
 /// left for the backend to judge, as the tests of its refusals need.

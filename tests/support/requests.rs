@@ -33,6 +33,18 @@ impl Reply {
     }
 }
 
+/// `request` from a client at `peer`, as `into_make_service_with_connect_info` would give it.
+#[must_use]
+pub fn with_peer<B>(
+    mut request: http::Request<B>,
+    peer: impl Into<std::net::SocketAddr>,
+) -> http::Request<B> {
+    request
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo(peer.into()));
+    request
+}
+
 /// Sends `GET uri` with `x-client: client` through `app` (no socket) and reads the reply.
 pub async fn get(app: &axum::Router, uri: &str, client: &str) -> Reply {
     let request = http::Request::get(uri)

@@ -9,7 +9,7 @@ use deadpool_redis::Pool;
 use super::Config;
 use super::{Limiter, RedisConnection, Script};
 use crate::backend::Pools;
-use crate::clock::Clock;
+use crate::clock::{Clock, ManualClock};
 use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel, Rules};
 use crate::error::BuildError;
 use crate::hook::Hook;
@@ -289,7 +289,7 @@ impl Builder {
     /// On Redis, keys expire by the server's own clock: a set clock must not run behind it, or
     /// a window's key expires as soon as it is written and nothing is counted. Local batches
     /// ([`Limiter::local_batches`](crate::Limiter::local_batches)) refuse a set clock.
-    pub fn clock(mut self, clock: impl Clock) -> Self {
+    pub fn clock(mut self, clock: ManualClock) -> Self {
         self.clock = Some(Arc::new(clock));
         self
     }

@@ -4,7 +4,9 @@
 use deadpool_redis::Pool;
 
 use super::handler_uses::warn_unless_builtin;
-use super::{Builder, RedisConnection};
+use deadpool_redis::redis::aio::ConnectionLike;
+
+use super::Builder;
 use crate::handle::PlugLimit;
 
 impl PlugLimit {
@@ -46,9 +48,22 @@ impl PlugLimit {
         Builder::memory()
     }
 
-    /// A builder of limits decided in Redis over a connection the application already holds,
-    /// e.g. a `ConnectionManager` (the seed's `cmd`); see [`RedisConnection`] for what differs
-    /// from a pool.
+    /// A builder of limits decided in Redis over a connection the application already holds
+    /// (the seed's `cmd`): any redis-rs async connection that is cheap to clone and shares one
+    /// socket between its clones, e.g. a `redis::aio::ConnectionManager` or a
+    /// `MultiplexedConnection`.
+    ///
+    /// Every call on it keeps the rules of a pooled one: `EVALSHA`, then `EVAL` on `NOSCRIPT` in
+    /// the same call; never resent once it may have reached Redis; bounded by the
+    /// [timeout](crate::Builder::timeout); behind the circuit breaker. What differs is
+    /// reconnection: from a pool, a connection that went silent is replaced by a fresh one; yours
+    /// is yours to replace, so prefer one that reconnects by itself (`ConnectionManager`). A
+    /// `MultiplexedConnection` that lost its socket keeps failing, by the failure policy, until
+    /// the application makes a new one.
+    ///
+    /// It is meant for one Redis server: a cluster connection of your own decides as well, but
+    /// [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) would scan only the node it reaches;
+    /// give a cluster to [`PlugLimit::cluster_builder`](crate::PlugLimit::cluster_builder).
     ///
     /// # Example
     ///
@@ -62,7 +77,9 @@ impl PlugLimit {
     /// # Ok(limits)
     /// # }
     /// ```
-    pub fn connection_builder(conn: impl RedisConnection) -> Builder {
+    pub fn connection_builder(
+        conn: impl ConnectionLike + Clone + Send + Sync + 'static,
+    ) -> Builder {
         Builder::connection(conn)
     }
 

@@ -8,13 +8,13 @@ use std::time::Duration;
 use deadpool_redis::{Pool, Runtime};
 use serde::Deserialize;
 
-use super::RedisConnection;
 use crate::algorithm::Builtin;
 use crate::backend::Pools;
 use crate::config::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules};
 use crate::hook::Hook;
 use crate::key::KeyExtractor;
 use crate::outcome::HeaderStyle;
+use deadpool_redis::redis::aio::ConnectionLike;
 
 /// A limiter to register with [`Builder::limiter`](crate::Builder::limiter): a Lua script
 /// following the script contract, the names of the headers it returns, and optionally its own
@@ -148,8 +148,9 @@ impl Limiter {
     }
 
     /// Runs this limiter on a connection the application already holds (the seed's
-    /// per-limiter `cmd`), e.g. a `ConnectionManager`: see [`RedisConnection`].
-    pub fn connection(mut self, conn: impl RedisConnection) -> Self {
+    /// per-limiter `cmd`), e.g. a `ConnectionManager`, under the rules of
+    /// [`PlugLimit::connection_builder`](crate::PlugLimit::connection_builder).
+    pub fn connection(mut self, conn: impl ConnectionLike + Clone + Send + Sync + 'static) -> Self {
         self.redis = Some(Pools::Own(Box::new(conn)));
         self
     }

@@ -3,7 +3,7 @@
 //! the decider from them.
 
 pub use self::builder::Builder;
-pub use self::connection::RedisConnection;
+pub(crate) use self::connection::RedisConnection;
 pub use self::file::Config;
 pub use self::handler_uses::LimiterUse;
 pub use self::limiter::Limiter;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use http::request::Parts;
 use ipnet::IpNet;
 
-use crate::key::ClientAddress;
+use crate::key::{ClientAddress, ClientIp};
 
 /// A predicate over a request's parts: `true` lets the request through uncounted.
 pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
@@ -157,9 +157,13 @@ impl Rules {
         self
     }
 
-    /// Where the client's address comes from (default [`key::peer_ip()`](crate::key::peer_ip)):
-    /// see [the client's address](Self#the-clients-address).
-    pub fn ip_from(mut self, source: impl ClientAddress) -> Self {
+    /// Where the client's address comes from: the address `source` believes, the header of a
+    /// trusted proxy or the peer's (default: the TCP peer, as
+    /// [`key::peer_ip()`](crate::key::peer_ip)); see
+    /// [the client's address](Self#the-clients-address). The address is whole (an IPv6 client
+    /// is matched by its address, not the prefix its key uses), and an IPv4-mapped address is
+    /// the IPv4 address it stands for.
+    pub fn ip_from(mut self, source: ClientIp) -> Self {
         self.ip = Some(Arc::new(source));
         self
     }

@@ -154,7 +154,7 @@ mod tests {
         assert!(RuleSet::resolve(None, &Rules::new()).is_none());
         let empty = Rules::new()
             .allow_cidrs::<[&str; 0]>([])
-            .ip_from(key::peer_ip());
+            .ip_from(client_ip(ClientIpSource::ConnectInfo, &[]));
         assert!(RuleSet::resolve(None, &empty).is_none());
     }
 

@@ -21,9 +21,7 @@ use super::peer_ip::{PeerIp, peer};
 /// With [`ANY_PEER`](super::ANY_PEER) the header is believed from any peer, and a client
 /// that reaches the app directly would write itself onto an allow-list or off a deny-list:
 /// name it only where nothing but your proxies can reach the app.
-///
-/// Implement it for a resolution of your own; it must not believe what a client can forge.
-pub trait ClientAddress: Send + Sync + 'static {
+pub(crate) trait ClientAddress: Send + Sync + 'static {
     /// The client's address, or why it has none.
     ///
     /// # Errors

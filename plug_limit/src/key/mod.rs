@@ -101,7 +101,7 @@ mod single_value;
 #[cfg(test)]
 mod tests;
 
-pub use self::client_address::ClientAddress;
+pub(crate) use self::client_address::ClientAddress;
 pub use self::client_ip::{ANY_PEER, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};

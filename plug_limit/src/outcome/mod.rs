@@ -29,7 +29,7 @@ mod usage;
 /// Whether a request may proceed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum Decision {
+pub(crate) enum Decision {
     /// The request is within its limit.
     Allow,
     /// The request is over its limit.
@@ -84,9 +84,19 @@ impl PartialEq for Outcome {
 }
 
 impl Outcome {
-    /// An outcome built by hand, e.g. in a hook's tests.
+    /// An allowed outcome with `headers`, built by hand, e.g. in a hook's tests.
     #[must_use]
-    pub fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+    pub fn allowed(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self::new(Decision::Allow, headers)
+    }
+
+    /// A denied outcome with `headers`, built by hand, e.g. in a hook's tests.
+    #[must_use]
+    pub fn denied(headers: Vec<(HeaderName, HeaderValue)>) -> Self {
+        Self::new(Decision::Deny, headers)
+    }
+
+    pub(crate) fn new(decision: Decision, headers: Vec<(HeaderName, HeaderValue)>) -> Self {
         Self {
             decision,
             headers: Headers::made(headers),
@@ -198,7 +208,7 @@ impl Outcome {
 
     /// The decision.
     #[must_use]
-    pub fn decision(&self) -> Decision {
+    pub(crate) fn decision(&self) -> Decision {
         self.decision
     }
 
