@@ -145,37 +145,38 @@ fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str
 /// The options' part of a key: `10,60`, or `#` and a digest when their text could be mistaken
 /// for another list's or a key's separators.
 fn push_opts(key: &mut String, opts: &[Opt]) {
-    let text_is_plain =
+    // Written as it goes, in one pass (most options are a few integers); taken back for the
+    // digest should a text turn out not to be plain, or the whole too long.
+    let start = key.len();
+    let is_plain =
         |text: &str| !text.is_empty() && !text.starts_with('#') && !text.contains([',', ':']);
-    // The commas count too.
-    let mut text_len = opts.len().saturating_sub(1);
-    let plain = opts.iter().all(|opt| match opt {
-        Opt::Int(n) => {
-            text_len += itoa::Buffer::new().format(*n).len();
-            true
+    for (n, opt) in opts.iter().enumerate() {
+        if n > 0 {
+            key.push(',');
         }
-        Opt::Str(text) => {
-            text_len += text.len();
-            text_is_plain(text)
-        }
-        Opt::Text(text) => {
-            text_len += text.len();
-            text_is_plain(text)
-        }
-    });
-    if plain && text_len <= MAX_VERBATIM {
-        for (n, opt) in opts.iter().enumerate() {
-            if n > 0 {
-                key.push(',');
+        let text = match opt {
+            Opt::Int(n) => {
+                key.push_str(itoa::Buffer::new().format(*n));
+                continue;
             }
-            match opt {
-                Opt::Int(n) => key.push_str(itoa::Buffer::new().format(*n)),
-                Opt::Str(text) => key.push_str(text),
-                Opt::Text(text) => key.push_str(text),
-            }
+            Opt::Str(text) => text,
+            Opt::Text(text) => &**text,
+        };
+        if !is_plain(text) {
+            key.truncate(start);
+            return push_opts_digest(key, opts);
         }
-        return;
+        key.push_str(text);
     }
+    if key.len() - start > MAX_VERBATIM {
+        key.truncate(start);
+        push_opts_digest(key, opts);
+    }
+}
+
+/// The options' part of a key as a digest of each option's length and text: no two lists of
+/// options share one.
+fn push_opts_digest(key: &mut String, opts: &[Opt]) {
     use sha1::Digest as _;
     let mut hasher = sha1::Sha1::new();
     for opt in opts {
