@@ -25,7 +25,7 @@
 use std::fmt::Write;
 
 use crate::key::Key;
-use crate::limit::Opt;
+use crate::limit::{KEY_TEXT_MAX, Opt};
 
 /// The longest client key part stored as it is.
 const MAX_VERBATIM: usize = 64;
@@ -78,11 +78,13 @@ impl Keys {
     }
 }
 
-/// What a key names of its limit: the limiter and its options.
+/// What a key names of its limit: the limiter and its options, with the options' part of the
+/// key when the limit wrote it ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Named<'a> {
     pub(crate) limiter: &'a str,
     pub(crate) opts: &'a [Opt],
+    pub(crate) opts_key: Option<&'a str>,
 }
 
 type Digest = [u8; 20];
@@ -128,7 +130,10 @@ fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str
     key.push_str("}:");
     key.push_str(limit.limiter);
     key.push(':');
-    push_opts(&mut key, limit.opts);
+    match limit.opts_key {
+        Some(text) => key.push_str(text),
+        None => push_opts(&mut key, limit.opts),
+    }
     key.push(':');
     key.push_str(itoa::Buffer::new().format(scope.len()));
     key.push(':');
@@ -168,7 +173,7 @@ fn push_opts(key: &mut String, opts: &[Opt]) {
         }
         key.push_str(text);
     }
-    if key.len() - start > MAX_VERBATIM {
+    if key.len() - start > KEY_TEXT_MAX {
         key.truncate(start);
         push_opts_digest(key, opts);
     }
@@ -204,7 +209,11 @@ mod tests {
     const TEN_A_MINUTE: &[Opt] = &[Opt::Int(10), Opt::Int(60)];
 
     fn limit(limiter: &'static str, opts: &'static [Opt]) -> Named<'static> {
-        Named { limiter, opts }
+        Named {
+            limiter,
+            opts,
+            opts_key: None,
+        }
     }
 
     fn one(scope: &str, client: &str) -> String {
@@ -350,5 +359,44 @@ mod tests {
             buckets.iter().all(|&n| (900..=1100).contains(&n)),
             "{buckets:?}"
         );
+    }
+
+    /// The options' part a limit writes ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made) is
+    /// the one a key writes on its own, or a key writes a digest where a limit writes none.
+    #[test]
+    fn options_written_ahead_are_the_ones_a_key_writes() {
+        use crate::limit::{FixedWindow, Limit, key_text};
+
+        let lists: [&'static [Opt]; 10] = [
+            &[],
+            &[Opt::Int(10), Opt::Int(60)],
+            &[Opt::Int(-300), Opt::Int(i64::MIN), Opt::Int(i64::MAX)],
+            &[Opt::Str("3/60"), Opt::Str("10/3600")],
+            &[Opt::Int(3), Opt::Str("month"), Opt::Int(-300)],
+            &[Opt::Str("")],
+            &[Opt::Str("#x")],
+            &[Opt::Str("a,b")],
+            &[Opt::Str("a:b")],
+            &[Opt::Str(
+                "long-long-long-long-long-long-long-long-long-long-long-long-long-long",
+            )],
+        ];
+        for opts in lists {
+            let mut written = String::new();
+            push_opts(&mut written, opts);
+            match key_text(opts) {
+                Some((text, len)) => {
+                    assert_eq!(std::str::from_utf8(&text[..len]), Ok(written.as_str()));
+                }
+                None => assert_eq!((written.len(), &written[..1]), (41, "#"), "{opts:?}"),
+            }
+        }
+        assert_eq!(<FixedWindow<10, 60>>::OPTS_KEY, Some("10,60"));
+        // Written ahead or not, one key.
+        let ahead = Named {
+            opts_key: <FixedWindow<10, 60>>::OPTS_KEY,
+            ..limit("fixed_window", TEN_A_MINUTE)
+        };
+        assert_eq!(one_of(ahead, "/", "ann"), one("/", "ann"));
     }
 }

@@ -175,7 +175,7 @@ impl Decider {
         };
         Ok(Request {
             entry,
-            keys: Keys::namespaced(&key, &self.prefix, named(entry, limit.opts), scope),
+            keys: Keys::namespaced(&key, &self.prefix, named(entry, limit), scope),
             opts: limit.opts,
             cost: limit.cost,
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
@@ -486,7 +486,7 @@ impl Decider {
     /// from the same client to a route of the limit's scope (none: `""`).
     fn client_keys(&self, entry: &Entry, limit: LimitRef<'_>, client: &str) -> Keys {
         let scope = limit.scope.unwrap_or_default();
-        Keys::of_client(client, &self.prefix, named(entry, limit.opts), scope)
+        Keys::of_client(client, &self.prefix, named(entry, limit), scope)
     }
 
     /// The deny cache's time: the configured clock's, else a monotonic one (a wall clock
@@ -546,11 +546,12 @@ impl Request<'_> {
     }
 }
 
-/// What the keys of a limit of `entry` with `opts` name of it.
-fn named<'a>(entry: &'a Entry, opts: &'a [Opt]) -> Named<'a> {
+/// What the keys of `limit`, run by `entry`, name of it.
+fn named<'a>(entry: &'a Entry, limit: LimitRef<'a>) -> Named<'a> {
     Named {
         limiter: entry.name(),
-        opts,
+        opts: limit.opts,
+        opts_key: limit.opts_key,
     }
 }
 

@@ -11,6 +11,7 @@ pub use self::builtin::{
 };
 pub(crate) use self::charge::Charge;
 pub use self::opt::Opt;
+pub(crate) use self::opt::{KEY_TEXT_MAX, key_text};
 pub use self::runtime::RuntimeLimit;
 
 mod builtin;
@@ -100,6 +101,16 @@ pub trait Limit: Send + Sync + 'static {
     /// [`Usage`](crate::Usage) the handler reports to: they must have one
     /// [`COST`](Self::COST) (a stack of settling limits of different costs does not compile).
     const SETTLE: bool = false;
+
+    /// [`OPTS`](Self::OPTS) as a key holds them, written once at compile time.
+    #[doc(hidden)]
+    const OPTS_KEY: Option<&'static str> = match &key_text(Self::OPTS) {
+        Some((text, len)) => match std::str::from_utf8(text.split_at(*len).0) {
+            Ok(text) => Some(text),
+            Err(_) => None,
+        },
+        None => None,
+    };
 }
 
 /// What [`RateLimited`](crate::RateLimited) and [`RateLimitLayer`](crate::RateLimitLayer)
@@ -208,6 +219,8 @@ stacked!(A, B, C, D, E, F);
 pub struct LimitRef<'a> {
     pub(crate) limiter: &'a str,
     pub(crate) opts: &'a [Opt],
+    /// The options as the key holds them, when written ahead (see `Limit::OPTS_KEY`).
+    pub(crate) opts_key: Option<&'a str>,
     pub(crate) cost: u32,
     pub(crate) scope: Option<&'a str>,
     pub(crate) key: Option<&'a dyn KeyExtractor>,
@@ -232,6 +245,7 @@ impl LimitRef<'static> {
         Self {
             limiter: L::LIMITER,
             opts: L::OPTS,
+            opts_key: L::OPTS_KEY,
             cost: L::COST,
             scope: L::SCOPE,
             key: L::KEY,

@@ -34,6 +34,81 @@ impl Opt {
     }
 }
 
+/// The most bytes of options a key holds as they are; longer ones it holds as their digest.
+pub(crate) const KEY_TEXT_MAX: usize = 64;
+
+/// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`):
+/// their text comma-separated, written here once per limit instead of on every request. `None`
+/// when the key holds their digest instead (a text with `,` or `:`, empty or `#`-led, or more
+/// than [`KEY_TEXT_MAX`] bytes in all) or the options are made at run time (`Opt::Text`): the
+/// key then writes them itself, by the same rules (`decide/keys.rs`; a test holds the two
+/// together).
+pub(crate) const fn key_text(opts: &[Opt]) -> Option<([u8; KEY_TEXT_MAX], usize)> {
+    let mut text = [0_u8; KEY_TEXT_MAX];
+    let mut len = 0;
+    let mut i = 0;
+    while i < opts.len() {
+        if i > 0 {
+            if len == KEY_TEXT_MAX {
+                return None;
+            }
+            text[len] = b',';
+            len += 1;
+        }
+        match &opts[i] {
+            Opt::Int(n) => {
+                let mut digits = [0_u8; 20];
+                let mut count = 0;
+                let mut rest = n.unsigned_abs();
+                loop {
+                    // A digit: `rest % 10` is below 10.
+                    #[allow(clippy::cast_possible_truncation)]
+                    let digit = (rest % 10) as u8;
+                    digits[count] = b'0' + digit;
+                    count += 1;
+                    rest /= 10;
+                    if rest == 0 {
+                        break;
+                    }
+                }
+                if *n < 0 {
+                    if len == KEY_TEXT_MAX {
+                        return None;
+                    }
+                    text[len] = b'-';
+                    len += 1;
+                }
+                while count > 0 {
+                    count -= 1;
+                    if len == KEY_TEXT_MAX {
+                        return None;
+                    }
+                    text[len] = digits[count];
+                    len += 1;
+                }
+            }
+            Opt::Str(option) => {
+                let bytes = option.as_bytes();
+                if bytes.is_empty() || bytes[0] == b'#' {
+                    return None;
+                }
+                let mut j = 0;
+                while j < bytes.len() {
+                    if bytes[j] == b',' || bytes[j] == b':' || len == KEY_TEXT_MAX {
+                        return None;
+                    }
+                    text[len] = bytes[j];
+                    len += 1;
+                    j += 1;
+                }
+            }
+            Opt::Text(_) => return None,
+        }
+        i += 1;
+    }
+    Some((text, len))
+}
+
 impl PartialEq for Opt {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use plug_limit_options::{Arg, Builtin};
 
-use super::{Limit, LimitRef, Opt};
+use super::{Limit, LimitRef, Opt, key_text};
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -63,6 +63,8 @@ enum Repr {
 struct Inner {
     limiter: Box<str>,
     opts: Box<[Opt]>,
+    /// The options as the key holds them, written once (see `key_text`).
+    opts_key: Option<Box<str>>,
     cost: u32,
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
@@ -77,6 +79,8 @@ impl Inner {
         Self {
             limiter: limit.limiter.into(),
             opts: limit.opts.into(),
+            opts_key: key_text(limit.opts)
+                .and_then(|(text, len)| std::str::from_utf8(&text[..len]).ok().map(Into::into)),
             cost: limit.cost,
             scope: limit.scope.map(Into::into),
             key,
@@ -130,6 +134,7 @@ impl RuntimeLimit {
         let limit = LimitRef {
             limiter,
             opts,
+            opts_key: None,
             cost: 1,
             scope: None,
             key: None,
@@ -235,6 +240,7 @@ impl RuntimeLimit {
         LimitRef {
             limiter: &inner.limiter,
             opts: &inner.opts,
+            opts_key: inner.opts_key.as_deref(),
             cost: inner.cost,
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
