@@ -6,7 +6,7 @@
 //! ```
 //!
 //! The library is measured through its public API, `PlugLimit::check` on
-//! `PlugLimit::memory_builder()` with the default settings, which is the whole of a
+//! `PlugLimit::builder(Store::memory())` with the default settings, which is the whole of a
 //! programmatic check: the limiter's lookup, its span, the namespaced key (its hash tag and the
 //! composed string), the memory backend's shard, the native twin of the Lua script, and the
 //! `Outcome` with its header values. With `--features metrics`, its metrics too (no recorder
@@ -46,7 +46,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use plug_limit::{Opt, PlugLimit, RuntimeLimit};
+use plug_limit::{Opt, PlugLimit, RuntimeLimit, Store};
 
 /// Never reached: every check is an allow.
 const LIMIT: u32 = 1_000_000_000;
@@ -106,7 +106,7 @@ impl Side {
                     .allow_burst(NonZeroU32::new(LIMIT).expect("a non-zero burst")),
             )),
             Self::Memory(name, opts) => Limiter::Memory(
-                PlugLimit::memory_builder()
+                PlugLimit::builder(Store::memory())
                     .memory_capacity(memory_capacity)
                     .build()
                     .expect("a memory limiter"),

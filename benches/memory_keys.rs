@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit, Store};
 
 const LIMITERS: [(&str, &[Opt]); 7] = [
     ("fixed_window", &[Opt::Int(10), Opt::Int(3600)]),
@@ -74,7 +74,7 @@ fn measure(limiter: &str, capacity: usize) {
         .build()
         .expect("runtime");
     // One clock far from any expiry: every key stays live, and only the bound evicts.
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(ManualClock::starting_now())
         .memory_capacity(capacity)
         .build()

@@ -42,7 +42,7 @@ use axum::body::Body;
 use axum::routing::get;
 use criterion::{BatchSize, Criterion};
 use http::{Request, StatusCode};
-use plug_limit::{FailurePolicy, FixedWindow, PlugLimit, RateLimited};
+use plug_limit::{FailurePolicy, FixedWindow, PlugLimit, RateLimited, Store};
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_service::Service;
@@ -82,7 +82,7 @@ fn router(function: &str) -> Router {
                 .layer(GovernorLayer::new(config))
         }
         "memory_no_headers" => {
-            let limits = PlugLimit::memory_builder()
+            let limits = PlugLimit::builder(Store::memory())
                 .key(plug_limit::key::header(CLIENT_HEADER))
                 .on_failure(FailurePolicy::Closed)
                 .build()

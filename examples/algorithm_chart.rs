@@ -14,7 +14,7 @@ use std::path::Path;
 
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
-use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit, Store};
 
 const SECONDS: u64 = 180;
 /// The offered traffic: (from s, to s, requests spread evenly between).
@@ -43,7 +43,9 @@ async fn decide(limiter: &str, opts: &[Opt], times: &[u64]) -> Result<Vec<bool>,
     // Not on a minute: sliding_window's windows follow the epoch, a client's traffic does not.
     let start_ms = 1_700_000_000_000;
     let clock = ManualClock::new(start_ms);
-    let limits = PlugLimit::memory_builder().clock(clock.clone()).build()?;
+    let limits = PlugLimit::builder(Store::memory())
+        .clock(clock.clone())
+        .build()?;
     let mut allowed = Vec::with_capacity(times.len());
     for &ms in times {
         clock.set(start_ms + i64::try_from(ms)?);

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 
 use axum::{Router, routing::get};
 use deadpool_redis::{Pool, Runtime};
-use plug_limit::{BuildError, Config, PlugLimit, RateLimitLayer, RuntimeLimit};
+use plug_limit::{BuildError, Config, PlugLimit, RateLimitLayer, RuntimeLimit, Store};
 use serde::Deserialize;
 
 /// The file: `[plug_limit]` is [`plug_limit::Config`], `[routes."/path"]` a [`RuntimeLimit`].
@@ -65,7 +65,7 @@ fn load(
     })?;
     let builder = match pool {
         Some(pool) => PlugLimit::builder(pool),
-        None => PlugLimit::memory_builder(),
+        None => PlugLimit::builder(Store::memory()),
     };
     let limits =
         builder

@@ -11,7 +11,7 @@
 use std::net::SocketAddr;
 
 use axum::{Router, extract::FromRef, routing::get};
-use plug_limit::{FixedWindow, HeaderStyle, Limit, Opt, PlugLimit, RateLimited};
+use plug_limit::{FixedWindow, HeaderStyle, Limit, Opt, PlugLimit, RateLimited, Store};
 
 #[derive(Clone, FromRef)]
 struct AppState {
@@ -38,7 +38,7 @@ async fn multi(limited: RateLimited<TwoWindows>) -> (RateLimited<TwoWindows>, &'
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut builder = PlugLimit::memory_builder().header_style(HeaderStyle::Draft10);
+    let mut builder = PlugLimit::builder(Store::memory()).header_style(HeaderStyle::Draft10);
     if let Ok(secret) = std::env::var("PLUG_LIMIT_PK_SECRET") {
         builder = builder.partition_key_secret(secret);
     }

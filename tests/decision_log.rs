@@ -5,7 +5,7 @@
 
 use std::sync::{Mutex, PoisonError};
 
-use plug_limit::{Opt, PlugLimit};
+use plug_limit::{Opt, PlugLimit, Store};
 use plug_limit_tests::limit;
 
 /// Every record of target `plug_limit::decide`, as its text.
@@ -39,7 +39,7 @@ fn recorded() -> Vec<String> {
 async fn a_log_logger_at_debug_sees_each_decision_and_one_below_it_sees_none() {
     static CAPTURE: Capture = Capture;
     log::set_logger(&CAPTURE).expect("the only logger of this binary");
-    let limits = PlugLimit::memory_builder().build().unwrap();
+    let limits = PlugLimit::builder(Store::memory()).build().unwrap();
     let opts = [Opt::Int(1), Opt::Int(60)];
 
     log::set_max_level(log::LevelFilter::Info);

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use axum::{Router, routing::get};
-use plug_limit::{FixedWindow, PlugLimit, RateLimited, key};
+use plug_limit::{FixedWindow, PlugLimit, RateLimited, Store, key};
 use plug_limit_tests::{dead_url, get as send_get, pool};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -79,7 +79,7 @@ async fn every_decision_has_one_span_with_stable_fields() {
     let spans = Spans::default();
     tracing::subscriber::set_global_default(tracing_subscriber::registry().with(spans.clone()))
         .unwrap();
-    let memory = PlugLimit::memory_builder()
+    let memory = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .deny_cache(true)
         .build()

@@ -16,7 +16,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::routing::get;
 use axum::serve::ListenerExt;
-use plug_limit::{FailurePolicy, FixedWindow, PlugLimit, RateLimited};
+use plug_limit::{FailurePolicy, FixedWindow, PlugLimit, RateLimited, Store};
 use plug_limit_tests::RedisServer;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
@@ -305,7 +305,7 @@ impl Backend {
 
     fn limits(self, redis_url: &str) -> Result<PlugLimit, BoxError> {
         let builder = match self {
-            Self::Memory => PlugLimit::memory_builder(),
+            Self::Memory => PlugLimit::builder(Store::memory()),
             Self::Redis => PlugLimit::builder(plug_limit_tests::pool(redis_url)),
         };
         Ok(builder

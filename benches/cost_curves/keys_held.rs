@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit};
+use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit, Store};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -180,7 +180,7 @@ fn resident() -> Result<u64, BoxError> {
 #[allow(clippy::cast_precision_loss)]
 async fn memory_points(settings: &Settings) -> Result<Vec<Point>, BoxError> {
     // A clock far from any expiry: every key stays live, and nothing is swept.
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(ManualClock::starting_now())
         .memory_capacity(usize::MAX)
         .timeout(CHECK_TIMEOUT)

@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit};
+use plug_limit::{ManualClock, Opt, PlugLimit, RuntimeLimit, Store};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -138,7 +138,7 @@ async fn point(url: Option<&str>, entries: usize, checks: usize) -> Result<Point
             (limits, Some(conn))
         }
         None => (
-            PlugLimit::memory_builder()
+            PlugLimit::builder(Store::memory())
                 .clock(clock.clone())
                 .timeout(CHECK_TIMEOUT)
                 .build()?,

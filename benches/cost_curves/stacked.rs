@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use plug_limit::{Opt, PlugLimit, RuntimeLimit};
+use plug_limit::{Opt, PlugLimit, RuntimeLimit, Store};
 use plug_limit_tests::RedisServer;
 use tokio::runtime::Runtime;
 
@@ -200,7 +200,9 @@ async fn point(
             )
         }
         None => (
-            PlugLimit::memory_builder().timeout(CHECK_TIMEOUT).build()?,
+            PlugLimit::builder(Store::memory())
+                .timeout(CHECK_TIMEOUT)
+                .build()?,
             None,
         ),
     };

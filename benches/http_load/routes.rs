@@ -10,7 +10,7 @@ use axum::routing::get;
 use http::HeaderValue;
 use plug_limit::{
     FailurePolicy, FixedWindow, Gcra, KeyExtractor, Limit, Limiter, LocalBatches, Opt, PlugLimit,
-    RateLimited, TokenBucket,
+    RateLimited, Store, TokenBucket,
 };
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;
@@ -141,7 +141,7 @@ fn governor(headers: bool) -> Result<Router, BoxError> {
 
 /// The memory backend keyed by `x-client`; a failed check answers 503, which is not counted.
 fn memory() -> Result<PlugLimit, BoxError> {
-    Ok(PlugLimit::memory_builder()
+    Ok(PlugLimit::builder(Store::memory())
         .key(plug_limit::key::header(CLIENT_HEADER))
         .on_failure(FailurePolicy::Closed)
         .build()?)

@@ -3,18 +3,15 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
-use http::request::Parts;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::config::Skip;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
@@ -47,7 +44,6 @@ use crate::settle;
 /// ```
 pub struct RateLimitLayer<L> {
     pub(crate) limits: PlugLimit,
-    pub(crate) skip: Option<Skip>,
     /// What chooses a request's limit, for a layer of [`RuntimeLimit`]s.
     pub(crate) resolver: Option<Resolver>,
     _limit: PhantomData<fn() -> L>,
@@ -73,39 +69,9 @@ impl<L> RateLimitLayer<L> {
     pub(crate) fn with(limits: PlugLimit, resolver: Option<Resolver>) -> Self {
         Self {
             limits,
-            skip: None,
             resolver,
             _limit: PhantomData,
         }
-    }
-
-    /// Lets the requests for which `predicate` is `true` through uncounted, without headers:
-    /// a route group can exempt its health check without a limiter of its own. The limiter's
-    /// deny-list still refuses them (see [`Rules`](crate::Rules)).
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use axum::{routing::get, Router};
-    /// use plug_limit::{FixedWindow, PlugLimit, RateLimitLayer};
-    ///
-    /// # fn app(limits: PlugLimit) -> Router {
-    /// Router::new()
-    ///     .route("/api/items", get(|| async { "items" }))
-    ///     .route("/api/health", get(|| async { "ok" }))
-    ///     .route_layer(
-    ///         RateLimitLayer::<FixedWindow<100, 60>>::new(limits)
-    ///             .skip(|parts| parts.uri.path() == "/api/health"),
-    ///     )
-    /// # }
-    /// ```
-    #[must_use]
-    pub fn skip<F>(mut self, predicate: F) -> Self
-    where
-        F: Fn(&http::request::Parts) -> bool + Send + Sync + 'static,
-    {
-        self.skip = Some(Arc::new(predicate));
-        self
     }
 }
 
@@ -113,7 +79,6 @@ impl<L> Clone for RateLimitLayer<L> {
     fn clone(&self) -> Self {
         Self {
             limits: self.limits.clone(),
-            skip: self.skip.clone(),
             resolver: self.resolver.clone(),
             _limit: PhantomData,
         }
@@ -125,7 +90,6 @@ impl<L> fmt::Debug for RateLimitLayer<L> {
         f.debug_struct("RateLimitLayer")
             .field("limit", &std::any::type_name::<L>())
             .field("limits", &self.limits)
-            .field("skip", &self.skip.is_some())
             .finish()
     }
 }
@@ -202,8 +166,7 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.layer.limits.clone();
-        let skip = self.layer.skip.clone();
-        Box::pin(async move { limited(&limits, L::STACK, skip.as_deref(), request, inner).await })
+        Box::pin(async move { limited(&limits, L::STACK, request, inner).await })
     }
 }
 
@@ -212,7 +175,6 @@ where
 pub(crate) async fn limited<S>(
     limits: &PlugLimit,
     limits_of: &[LimitRef<'_>],
-    skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
     request: Request<Body>,
     mut inner: S,
 ) -> Result<Response, S::Error>
@@ -221,7 +183,7 @@ where
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
-    let decided = decider.decide_all(limits_of, &parts, skip).await;
+    let decided = decider.decide_all(limits_of, &parts).await;
     let mut outcome = match decided {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),

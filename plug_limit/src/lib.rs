@@ -75,9 +75,9 @@
 //! [`Limiter`]s with their own Lua script, header names, pool, key and hook, and the
 //! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
 //! `RateLimit-Policy` and `RateLimit`). Scripts can be registered once and shared by limiters
-//! ([`Script`]); Redis can be a deadpool pool or a connection the application holds
-//! ([`PlugLimit::connection_builder`]). The serializable part is a [`Config`]. Invalid settings are refused by [`Builder::build`], with
-//! the field and the rule.
+//! ([`Script`]); the [`Store`] can be a deadpool pool, a Redis Cluster pool, a connection the
+//! application holds, or memory. The serializable part is a [`Config`]. Invalid settings are
+//! refused by [`Builder::build`], with the field and the rule.
 //!
 //! # Failures
 //!
@@ -116,7 +116,7 @@
 //! | name | description | default? |
 //! |---|---|---|
 //! | `macros` | the `#[rate_limit]` handler attribute | yes |
-//! | `cluster` | Redis Cluster: [`PlugLimit::redis_cluster`] and [`PlugLimit::cluster_builder`] | no |
+//! | `cluster` | Redis Cluster: a cluster pool as the [`Store`] of [`PlugLimit::builder`] | no |
 //! | `metrics` | decisions, failures, fallbacks, breaker state, script reloads and latency through the `metrics` crate (module `metrics`) | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -189,7 +189,7 @@ pub mod guide {
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
-pub use self::build::{Builder, Config, Limiter, Script};
+pub use self::build::{Builder, Config, Limiter, Script, Store};
 pub use self::clock::ManualClock;
 pub use self::config::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,

@@ -1,6 +1,6 @@
 //! Testing an application's limits: the rate-limit headers of a response as numbers
 //! ([`RateLimitHeaders`]), and how to send a request without a socket. A memory backend whose time
-//! moves only when the test says so is `PlugLimit::memory_builder().clock(manual_clock)`, a
+//! moves only when the test says so is `PlugLimit::builder(Store::memory()).clock(manual_clock)`, a
 //! [`ManualClock`](crate::ManualClock). Between tests sharing one Redis,
 //! [`PlugLimit::reset_all`](crate::PlugLimit::reset_all) forgets every key of a handle's prefix.
 //!
@@ -17,7 +17,7 @@
 //!
 //! use axum::{body::Body, extract::ConnectInfo, http::Request, routing::get, Router};
 //! use plug_limit::test::RateLimitHeaders;
-//! use plug_limit::{FixedWindow, ManualClock, PlugLimit, RateLimited};
+//! use plug_limit::{FixedWindow, ManualClock, PlugLimit, RateLimited, Store};
 //! use tower::ServiceExt;
 //!
 //! type Limited = RateLimited<FixedWindow<2, 60>>;
@@ -29,7 +29,7 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let clock = ManualClock::new(1_700_000_000_000);
-//! let limits = PlugLimit::memory_builder().clock(clock.clone()).build()?;
+//! let limits = PlugLimit::builder(Store::memory()).clock(clock.clone()).build()?;
 //! let app = Router::new().route("/", get(hello)).with_state(limits);
 //! let send = |app: Router| async move {
 //!     let peer = ConnectInfo(SocketAddr::from(([192, 0, 2, 1], 4000)));

@@ -154,13 +154,6 @@ fn limit(
                 ::core::option::Option::Some(&#expr);
         }
     });
-    let skip = config.skip.as_ref().map(|path| {
-        // Spanned on the path: a function of another signature is reported there.
-        quote_spanned! {path.span()=>
-            const SKIP: ::core::option::Option<fn(&::plug_limit::__private::Parts) -> bool> =
-                ::core::option::Option::Some(#path);
-        }
-    });
     let count_if = config.count_if.as_ref().map(|path| {
         // Spanned on the path: a function of another signature is reported there.
         quote_spanned! {path.span()=>
@@ -186,7 +179,6 @@ fn limit(
             const SCOPE: ::core::option::Option<&'static str> =
                 ::core::option::Option::Some(#scope);
             #key
-            #skip
             #count_if
             #settle
         }

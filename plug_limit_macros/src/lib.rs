@@ -65,7 +65,6 @@ use quote::quote;
 /// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only |
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
 /// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
-/// | `skip = <path>` | none | a `fn(&Parts) -> bool`: the requests it accepts pass uncounted, without headers (the deny-list of the limiter's `Rules` still applies) |
 /// | `settle` | off | the `cost` is an estimate, reserved at admission; once the response ends, the request is charged what the handler reported through `Usage` instead; built-in limiters but `concurrency` only |
 /// | `count_if = <path>` | every response counts | a `fn(StatusCode) -> bool`: a response for which it is `false` gets its request's cost back once it is sent (count failed logins only, or no 5xx); built-in limiters but `concurrency` only |
 ///
@@ -219,28 +218,9 @@ use quote::quote;
 /// }
 /// ```
 ///
-/// The Redis key is `{prefix}:{limiter}:{scope}:{client}`, so renaming or moving a handler
-/// without a `scope` starts its budget afresh.
-///
-/// ## `skip`
-///
-/// The path of a `fn(&Parts) -> bool`; the requests it accepts reach the handler uncounted
-/// and without rate-limit headers. The rest of the limiter's `Rules` (its allow- and
-/// deny-lists) apply as to any other use of it.
-///
-/// ```
-/// use axum::http::request::Parts;
-/// use plug_limit::rate_limit;
-///
-/// fn from_monitoring(parts: &Parts) -> bool {
-///     parts.headers.get("user-agent").is_some_and(|agent| agent == "uptime-probe")
-/// }
-///
-/// #[rate_limit(opts = [10, 60], skip = from_monitoring)]
-/// async fn status() -> &'static str {
-///     "up"
-/// }
-/// ```
+/// The scope is part of every key of the limit, so renaming or moving a handler without a
+/// `scope` starts its budget afresh. To let some requests through uncounted (health checks,
+/// monitoring), give the handle or the limiter `Rules` with a `skip` predicate.
 ///
 /// # Handlers
 ///

@@ -16,7 +16,6 @@ pub(crate) struct Args {
     pub(crate) cost: Arg<Cost>,
     pub(crate) key: Arg<Expr>,
     pub(crate) scope: Arg<LitStr>,
-    pub(crate) skip: Arg<Path>,
     pub(crate) count_if: Arg<Path>,
     /// `settle`, a bare flag: the path, for errors about it.
     pub(crate) settle: Arg<Path>,
@@ -41,7 +40,7 @@ pub(crate) enum Arg<T> {
     Given(T),
 }
 
-/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..", skip = ..,
+/// Parses `limiter = "..", opts = [..], cost = .., key = .., scope = "..",
 /// count_if = .., settle`, reporting every unknown,
 /// duplicate or malformed argument at once, along with what could be read.
 pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
@@ -54,7 +53,6 @@ pub(crate) fn args(tokens: TokenStream) -> (Args, Errors) {
             cost: Arg::Malformed,
             key: Arg::Malformed,
             scope: Arg::Malformed,
-            skip: Arg::Malformed,
             count_if: Arg::Malformed,
             settle: Arg::Malformed,
         };
@@ -97,13 +95,6 @@ impl Args {
             }
             "key" => set(&mut self.key, meta, Ok),
             "scope" => set(&mut self.scope, meta, string("scope", "search")),
-            "skip" => set(&mut self.skip, meta, |value| match value {
-                Expr::Path(path) if path.qself.is_none() => Ok(path.path),
-                other => Err(syn::Error::new_spanned(
-                    other,
-                    "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`",
-                )),
-            }),
             "count_if" => set(&mut self.count_if, meta, |value| match value {
                 Expr::Path(path) if path.qself.is_none() => Ok(path.path),
                 other => Err(syn::Error::new_spanned(
@@ -133,7 +124,7 @@ impl Args {
                 meta.path(),
                 format!(
                     "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
-                     `scope`, `skip`, `count_if` or `settle`"
+                     `scope`, `count_if` or `settle`"
                 ),
             )),
         }
@@ -238,7 +229,6 @@ mod tests {
             cost = 3,
             key = plug_limit::key::header("x-api-key"),
             scope = "search",
-            skip = health::is_probe,
         ));
         assert!(errors.finish(()).is_ok());
         assert!(matches!(parsed.limiter, Arg::Given(l) if l.value() == "token_bucket"));
@@ -246,7 +236,6 @@ mod tests {
         assert!(matches!(parsed.cost, Arg::Given(c) if c.digits == "3"));
         assert!(matches!(parsed.key, Arg::Given(_)));
         assert!(matches!(parsed.scope, Arg::Given(s) if s.value() == "search"));
-        assert!(matches!(parsed.skip, Arg::Given(p) if name(&p) == "health::is_probe"));
     }
 
     #[test]
@@ -258,7 +247,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if` or `settle`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `count_if` or `settle`"
         );
     }
 
@@ -296,16 +285,6 @@ mod tests {
             error(quote!(scope = 1)),
             "expected a string literal, as in `scope = \"search\"`"
         );
-        for skip in [
-            quote!(skip = |_| true),
-            quote!(skip = "health"),
-            quote!(skip = f()),
-        ] {
-            assert_eq!(
-                error(skip),
-                "expected the path of a `fn(&Parts) -> bool`, as in `skip = is_health_check`"
-            );
-        }
         for cost in [quote!(cost = "3"), quote!(cost = 1.5), quote!(cost = COST)] {
             assert_eq!(error(cost), "expected an integer literal, as in `cost = 3`");
         }
@@ -333,7 +312,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `skip`, `count_if` or `settle`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `count_if` or `settle`\n\
              `opts` specified more than once"
         );
     }

@@ -20,7 +20,6 @@ pub(crate) struct Config {
     pub(crate) cost: Option<u32>,
     pub(crate) key: Option<Expr>,
     pub(crate) scope: Option<String>,
-    pub(crate) skip: Option<syn::Path>,
     pub(crate) count_if: Option<syn::Path>,
     /// `settle`: the cost is an estimate, settled to what the handler reports.
     pub(crate) settle: bool,
@@ -76,10 +75,6 @@ pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::
         Arg::Given(key) => Some(key),
         Arg::Absent | Arg::Malformed => None,
     };
-    let skip = match args.skip {
-        Arg::Given(skip) => Some(skip),
-        Arg::Absent | Arg::Malformed => None,
-    };
     let count_if = match args.count_if {
         Arg::Given(count_if) => errors.push(settles_after("count_if", count_if, &args.limiter)),
         Arg::Absent | Arg::Malformed => None,
@@ -96,7 +91,6 @@ pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::
         cost,
         key,
         scope,
-        skip,
         count_if,
         settle,
     }))

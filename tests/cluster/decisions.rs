@@ -114,7 +114,7 @@ fn all_ports(cluster: &RedisCluster) -> BTreeSet<u16> {
 async fn every_builtin_decides_on_the_node_owning_its_key() {
     let cluster = RedisCluster::start();
     let prefix = unique_prefix("builtins");
-    let limits = PlugLimit::cluster_builder(cluster.pool())
+    let limits = PlugLimit::builder(cluster.pool())
         .prefix(&prefix)
         .build()
         .unwrap();
@@ -153,7 +153,7 @@ fn app(limits: PlugLimit) -> Router {
 }
 
 fn cluster_limits(cluster: &RedisCluster) -> PlugLimit {
-    PlugLimit::cluster_builder(cluster.pool())
+    PlugLimit::builder(cluster.pool())
         .key(key::header("x-client"))
         .build()
         .unwrap()
@@ -248,7 +248,7 @@ async fn script_loaded(cluster: &RedisCluster) -> Vec<bool> {
 async fn scripts_survive_script_flush_on_every_node() {
     let cluster = RedisCluster::start();
     // The default settings: `plug_limit` is the key prefix.
-    let limits = PlugLimit::redis_cluster(cluster.pool());
+    let limits = PlugLimit::builder(cluster.pool()).build().unwrap();
     let opts = [Opt::Int(3), Opt::Int(60)];
     let mut slots = Slots::read(&cluster).await;
     let mut owners = BTreeSet::new();
@@ -309,7 +309,7 @@ async fn scripts_survive_script_flush_on_every_node() {
 async fn reset_and_peek_reach_the_node_owning_the_key() {
     let cluster = RedisCluster::start();
     let prefix = unique_prefix("reset");
-    let limits = PlugLimit::cluster_builder(cluster.pool())
+    let limits = PlugLimit::builder(cluster.pool())
         .prefix(&prefix)
         .build()
         .unwrap();
@@ -360,7 +360,7 @@ async fn reset_all_forgets_its_prefix_on_every_primary_and_nothing_else() {
     let cluster = RedisCluster::start();
     let (prefix, other) = (unique_prefix("reset_all"), unique_prefix("kept"));
     let handle = |prefix: &str| {
-        PlugLimit::cluster_builder(cluster.pool())
+        PlugLimit::builder(cluster.pool())
             .prefix(prefix)
             .build()
             .unwrap()
@@ -430,7 +430,7 @@ async fn keys_per_node(cluster: &RedisCluster) -> Vec<i64> {
 #[tokio::test]
 async fn clients_of_a_parameterised_route_spread_over_every_master() {
     let cluster = RedisCluster::start();
-    let limits = PlugLimit::cluster_builder(cluster.pool())
+    let limits = PlugLimit::builder(cluster.pool())
         .key(key::header("x-client"))
         .build()
         .unwrap();
@@ -469,7 +469,7 @@ async fn fixed_window_left(limits: &PlugLimit, client: &str, opts: &[Opt]) -> St
 async fn stacked_limits_of_one_slot_are_atomic_and_across_slots_keep_what_they_counted() {
     let cluster = RedisCluster::start();
     let prefix = unique_prefix("stack");
-    let limits = PlugLimit::cluster_builder(cluster.pool())
+    let limits = PlugLimit::builder(cluster.pool())
         .prefix(&prefix)
         .build()
         .unwrap();

@@ -304,7 +304,7 @@ const TIMEOUT: Duration = Duration::from_millis(300);
 /// A cluster's limits as these tests use them: [`TIMEOUT`], the default breaker, and `Closed`,
 /// so a failed check is a 503.
 fn closed_limits(cluster: &RedisCluster, prefix: &str) -> PlugLimit {
-    PlugLimit::cluster_builder(cluster.pool())
+    PlugLimit::builder(cluster.pool())
         .prefix(prefix)
         .timeout(TIMEOUT)
         .on_failure(FailurePolicy::Closed)

@@ -8,7 +8,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use plug_limit::{HeaderStyle, ManualClock, Opt, Outcome, PlugLimit};
+use plug_limit::{HeaderStyle, ManualClock, Opt, Outcome, PlugLimit, Store};
 use plug_limit_tests::{RedisServer, unique_prefix};
 use plug_limit_tests::{limit, limit_cost};
 
@@ -45,7 +45,7 @@ fn backends(redis: &RedisServer) -> Vec<(String, PlugLimit, ManualClock, i64)> {
         let builder = if name == "redis" {
             PlugLimit::builder(redis.pool())
         } else {
-            PlugLimit::memory_builder()
+            PlugLimit::builder(Store::memory())
         };
         let limits = builder
             .prefix(unique_prefix("calendar"))
@@ -266,7 +266,7 @@ async fn without_a_clock_redis_times_the_day_itself() {
 #[tokio::test]
 async fn draft10_policies_name_the_period_and_count_to_its_end() {
     let clock = ManualClock::new(local_ms((2028, 2, 29), (12, 0, 0), 0));
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(clock.clone())
         .header_style(HeaderStyle::Draft10)
         .build()

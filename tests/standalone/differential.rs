@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit};
+use plug_limit::{ManualClock, Opt, Outcome, PlugLimit, RuntimeLimit, Store};
 use plug_limit_tests::{RedisServer, stored_key, unique_prefix};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -170,7 +170,7 @@ fn both(redis: &RedisServer, clock: &ManualClock, test: &str) -> (String, PlugLi
             .unwrap()
     };
     let on_redis = build(PlugLimit::builder(redis.pool()));
-    let in_memory = build(PlugLimit::memory_builder());
+    let in_memory = build(PlugLimit::builder(Store::memory()));
     (prefix, on_redis, in_memory)
 }
 

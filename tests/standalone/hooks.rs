@@ -8,8 +8,8 @@ use axum::{Router, routing::get};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use plug_limit::redis::Value;
 use plug_limit::{
-    Action, Check, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimitLayer, RateLimited, key,
-    rate_limit,
+    Action, Check, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimitLayer, RateLimited, Store,
+    key, rate_limit,
 };
 use plug_limit_tests::{RedisServer, Reply, dead_url, get as send_get, pool};
 
@@ -200,7 +200,7 @@ async fn the_macro_uses_the_hook_and_a_limiters_own_hook_wins() {
         }
         _ => Action::Default,
     };
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .hook(global)
         .limiter("quiet", Limiter::fixed_window().hook(own).shadow(true))
@@ -253,7 +253,7 @@ async fn the_macro_uses_the_hook_and_a_limiters_own_hook_wins() {
 #[tokio::test]
 async fn a_hook_cannot_refuse_under_shadow_mode() {
     let (seen, teapot) = recorder();
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .shadow(true)
         .hook(teapot)

@@ -11,7 +11,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use plug_limit::test::RateLimitHeaders;
 use plug_limit::{
     Builder, Config, FixedWindow, Gcra, HeaderStyle, LeakyBucket, Limit, Limiter, ManualClock, Opt,
-    PlugLimit, RateLimited, SlidingLog, SlidingWindow, TokenBucket, key,
+    PlugLimit, RateLimited, SlidingLog, SlidingWindow, Store, TokenBucket, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, Reply, backends, get as send_get, stored_key};
@@ -399,7 +399,7 @@ async fn instances_with_one_secret_agree_on_pk_and_another_secret_differs() {
 
     // Without a secret, the instances of one process share the process's own.
     let process = || {
-        app(PlugLimit::memory_builder()
+        app(PlugLimit::builder(Store::memory())
             .key(key::header("x-client"))
             .header_style(HeaderStyle::Draft10)
             .build()
@@ -455,7 +455,7 @@ async fn a_limiters_style_beats_the_global_one() {
     let builders = || {
         [
             ("redis", PlugLimit::builder(redis.pool())),
-            ("memory", PlugLimit::memory_builder()),
+            ("memory", PlugLimit::builder(Store::memory())),
         ]
     };
     for (backend, builder) in builders() {
@@ -679,7 +679,7 @@ async fn a_cached_denial_counts_t_and_retry_after_down() {
 
 #[test]
 fn a_short_secret_and_a_name_no_policy_can_carry_are_refused() {
-    let short = PlugLimit::memory_builder()
+    let short = PlugLimit::builder(Store::memory())
         .partition_key_secret(b"fifteen bytes..")
         .build()
         .unwrap_err();
@@ -687,7 +687,7 @@ fn a_short_secret_and_a_name_no_policy_can_carry_are_refused() {
         short.to_string(),
         "invalid `partition_key_secret`: must be at least 16 bytes"
     );
-    let unicode = PlugLimit::memory_builder()
+    let unicode = PlugLimit::builder(Store::memory())
         .header_style(HeaderStyle::Draft10)
         .limiter("límite", Limiter::token_bucket())
         .build()
@@ -698,7 +698,7 @@ fn a_short_secret_and_a_name_no_policy_can_carry_are_refused() {
     );
     // In the legacy style the name is fine.
     assert!(
-        PlugLimit::memory_builder()
+        PlugLimit::builder(Store::memory())
             .limiter("límite", Limiter::token_bucket())
             .build()
             .is_ok()

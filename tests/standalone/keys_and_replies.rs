@@ -10,7 +10,7 @@ use axum::{Router, routing::get};
 use futures_util::future::join_all;
 use plug_limit::{
     FailurePolicy, FixedWindow, Limit, Limiter, ManualClock, Opt, PlugLimit, RateLimitLayer,
-    RateLimited, RuntimeLimit, key,
+    RateLimited, RuntimeLimit, Store, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as send_get};
@@ -198,7 +198,7 @@ async fn a_cached_denial_holds_only_for_the_limit_that_denied() {
 #[tokio::test]
 async fn the_deny_cache_keeps_the_limiters_clock() {
     let clock = ManualClock::new(1_800_000_000_000);
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .clock(clock.clone())
         .deny_cache(true)

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::{Router, routing::get};
 use deadpool_redis::redis::AsyncCommands;
 use plug_limit::{
-    Config, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, RuntimeLimit, key,
+    Config, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited, RuntimeLimit, Store, key,
 };
 use plug_limit_tests::{RedisServer, get as send_get, opts_text, stored_key, unique_prefix};
 use serde_json::json;
@@ -228,7 +228,7 @@ fn a_config_file_names_the_field_it_refuses() {
     }))
     .unwrap();
     assert_eq!(
-        PlugLimit::memory_builder()
+        PlugLimit::builder(Store::memory())
             .config(own_redis)
             .build()
             .unwrap_err()
@@ -313,7 +313,7 @@ fn only_fixed_window_and_token_bucket_on_redis_take_local_batches() {
         build(Limiter::token_bucket().local_batches(batches.every(Duration::ZERO))),
         "invalid `limiters.hot.local_batches.every`: must be more than 0 and at most 1 second"
     );
-    let in_memory = PlugLimit::memory_builder()
+    let in_memory = PlugLimit::builder(Store::memory())
         .limiter("hot", Limiter::fixed_window().local_batches(batches))
         .build()
         .unwrap_err();

@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use axum::{Router, routing::get};
 use plug_limit::{
-    FailurePolicy, FixedWindow, Limiter, LogLevel, ManualClock, Opt, PlugLimit, RateLimited, key,
+    FailurePolicy, FixedWindow, Limiter, LogLevel, ManualClock, Opt, PlugLimit, RateLimited, Store,
+    key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{Logs, dead_url, get as send_get, pool};
 
 #[test]
 fn custom_lua_and_own_pools_are_refused_by_build() {
-    let lua = PlugLimit::memory_builder()
+    let lua = PlugLimit::builder(Store::memory())
         .limiter("quota", Limiter::script("return {'allow', {}}"))
         .build()
         .unwrap_err();
@@ -19,7 +20,7 @@ fn custom_lua_and_own_pools_are_refused_by_build() {
         lua.to_string(),
         "invalid `limiters.quota`: custom Lua scripts need Redis: the memory backend runs built-in limiters"
     );
-    let own_pool = PlugLimit::memory_builder()
+    let own_pool = PlugLimit::builder(Store::memory())
         .limiter("strict", Limiter::fixed_window().pool(pool(&dead_url())))
         .build()
         .unwrap_err();
@@ -28,7 +29,7 @@ fn custom_lua_and_own_pools_are_refused_by_build() {
         "invalid `limiters.strict.pool`: a limiter's own Redis pool or connection needs the Redis backend"
     );
     // A built-in script under another name runs in memory.
-    let renamed = PlugLimit::memory_builder()
+    let renamed = PlugLimit::builder(Store::memory())
         .limiter("strict", Limiter::token_bucket())
         .build();
     assert!(renamed.is_ok());
@@ -52,7 +53,7 @@ fn memory_fallback_needs_a_built_in() {
 #[tokio::test]
 async fn expired_state_is_evicted_without_a_background_task() {
     let clock = ManualClock::starting_now();
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(clock.clone())
         .build()
         .unwrap();
@@ -131,7 +132,7 @@ async fn memory_policy_decides_in_process_while_redis_is_down() {
 /// left out.
 #[tokio::test]
 async fn a_built_in_answers_under_the_header_names_it_was_given() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .limiter(
             "named",
             Limiter::fixed_window().headers(["x-quota", "x-reset", "x-left"]),

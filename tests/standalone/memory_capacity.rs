@@ -7,14 +7,14 @@
 
 use std::time::Duration;
 
-use plug_limit::{Config, ManualClock, Opt, Outcome, PlugLimit};
+use plug_limit::{Config, ManualClock, Opt, Outcome, PlugLimit, Store};
 use plug_limit_tests::limit;
 use plug_limit_tests::{dead_url, pool};
 
 /// A memory backend bounded to `capacity` keys, on a clock that moves only when told.
 fn bounded(capacity: usize) -> (PlugLimit, ManualClock) {
     let clock = ManualClock::starting_now();
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(clock.clone())
         .memory_capacity(capacity)
         .build()
@@ -133,7 +133,7 @@ async fn a_spray_that_outlasts_the_victim_evicts_it_once_it_fills_the_capacity()
 async fn the_capacity_can_come_from_a_config() {
     let config: Config =
         serde_json::from_value(serde_json::json!({ "memory_capacity": 64 })).unwrap();
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .clock(ManualClock::starting_now())
         .config(config)
         .build()
@@ -146,7 +146,7 @@ async fn the_capacity_can_come_from_a_config() {
 #[test]
 fn build_refuses_a_zero_capacity() {
     let expected = "invalid `memory_capacity`: must be at least 1";
-    let memory = PlugLimit::memory_builder()
+    let memory = PlugLimit::builder(Store::memory())
         .memory_capacity(0)
         .build()
         .unwrap_err();
@@ -159,7 +159,7 @@ fn build_refuses_a_zero_capacity() {
     assert_eq!(redis.to_string(), expected);
     let config: Config =
         serde_json::from_value(serde_json::json!({ "memory_capacity": 0 })).unwrap();
-    let from_config = PlugLimit::memory_builder()
+    let from_config = PlugLimit::builder(Store::memory())
         .config(config)
         .build()
         .unwrap_err();

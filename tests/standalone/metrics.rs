@@ -8,7 +8,8 @@ use crate::metric_values::metric_values;
 use axum::{Router, routing::get};
 use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{
-    CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited, key,
+    CircuitBreaker, FailurePolicy, FixedWindow, KeyFailure, Limit, Opt, PlugLimit, RateLimited,
+    Store, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{
@@ -56,7 +57,7 @@ async fn decisions_are_counted_by_limiter_scope_and_decision_never_by_client() {
         let _recording = metrics::set_default_local_recorder(&recorder);
         let builder = match backend {
             "redis" => PlugLimit::builder(redis.pool()),
-            _ => PlugLimit::memory_builder(),
+            _ => PlugLimit::builder(Store::memory()),
         };
         let limits = builder
             .key(key::header("x-client"))
@@ -116,7 +117,7 @@ async fn shadow_denials_and_programmatic_checks_are_counted_apart() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .shadow(true)
         .build()
@@ -176,7 +177,7 @@ async fn each_limit_of_a_programmatic_stack_is_counted_as_a_check_of_its_own() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let limits = PlugLimit::memory_builder().build().unwrap();
+    let limits = PlugLimit::builder(Store::memory()).build().unwrap();
     let window = [Opt::Int(5), Opt::Int(60)];
     let bucket = [Opt::Int(2), Opt::Int(60), Opt::Int(2)];
     let stack = [
@@ -413,7 +414,7 @@ async fn a_missing_key_and_an_unknown_limiter_are_failures_too() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .on_key_failure(KeyFailure::Reject)
         .build()
@@ -459,7 +460,7 @@ async fn rule_verdicts_are_counted_as_decisions() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
     let _recording = metrics::set_default_local_recorder(&recorder);
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .rules(
             plug_limit::Rules::new()

@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::{self, AsyncCommands, aio::MultiplexedConnection};
-use plug_limit::{Error, Limiter, Opt, PlugLimit};
+use plug_limit::{Error, Limiter, Opt, PlugLimit, Store};
 use plug_limit_tests::limit;
 use plug_limit_tests::{Fault, FaultProxy, RedisServer};
 
@@ -29,7 +29,7 @@ async fn remaining(limits: &PlugLimit, limiter: &str, client: &str) -> (bool, St
 #[tokio::test]
 async fn an_own_connection_decides_and_survives_a_script_flush() {
     let redis = RedisServer::start();
-    let limits = PlugLimit::connection_builder(connect(&redis.url()).await)
+    let limits = PlugLimit::builder(Store::connection(connect(&redis.url()).await))
         .prefix("own")
         .build()
         .unwrap();
@@ -96,7 +96,7 @@ async fn a_limiters_own_connection_keeps_its_keys_on_its_server() {
 async fn a_silent_own_connection_is_bounded_by_the_timeout() {
     let redis = RedisServer::start();
     let proxy = FaultProxy::start(redis.addr());
-    let limits = PlugLimit::connection_builder(connect(&proxy.url()).await)
+    let limits = PlugLimit::builder(Store::connection(connect(&proxy.url()).await))
         .timeout(Duration::from_millis(200))
         .circuit_breaker(plug_limit::CircuitBreaker::new(2, Duration::from_secs(30)))
         .build()

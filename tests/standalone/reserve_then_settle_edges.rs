@@ -8,7 +8,7 @@ use axum::extract::{Extension, FromRef};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Usage, rate_limit};
+use plug_limit::{Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, Store, Usage, rate_limit};
 use plug_limit_tests::{RedisServer, backends};
 
 use crate::streaming_bodies::{Gates, configured, finish, start};
@@ -180,7 +180,7 @@ async fn an_estimate_settled_in_the_next_window_gives_no_free_units() {
 async fn usage_is_there_on_a_shadow_denial() {
     let clock = ManualClock::new(START);
     let configure = configured(&clock, "usage_shadow");
-    let limits = configure(PlugLimit::memory_builder())
+    let limits = configure(PlugLimit::builder(Store::memory()))
         .shadow(true)
         .build()
         .unwrap();

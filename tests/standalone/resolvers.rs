@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::{Router, routing::get};
-use plug_limit::{FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RuntimeLimit, key};
+use plug_limit::{FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RuntimeLimit, Store, key};
 use plug_limit_tests::{RedisServer, Reply, backends, send};
 
 /// `GET uri` from `ip`, with `x-api-key` and `authorization` when given.
@@ -257,7 +257,7 @@ async fn unknown_limiters_and_slow_resolvers_follow_the_failure_policy() {
 /// A resolver within the timeout is waited for, not cut short.
 #[tokio::test]
 async fn a_resolver_within_the_timeout_decides() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .timeout(Duration::from_millis(500))
         .on_failure(FailurePolicy::Closed)
         .build()

@@ -10,7 +10,7 @@ use axum::{Router, routing::get};
 use plug_limit::key::{self, ClientIpSource, IpNet};
 use plug_limit::{
     Config, FailurePolicy, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimitLayer,
-    RateLimited, Rules, rate_limit,
+    RateLimited, Rules, Store, rate_limit,
 };
 use plug_limit_tests::{RedisServer, Reply, dead_url, pool, send, with_peer};
 
@@ -27,7 +27,7 @@ fn is_probe(parts: &Parts) -> bool {
     parts.headers.contains_key("x-probe")
 }
 
-#[rate_limit(opts = [2, 60], skip = is_probe)]
+#[rate_limit(opts = [2, 60])]
 async fn by_macro() -> &'static str {
     "macro"
 }
@@ -69,7 +69,7 @@ async fn the_extractor_allows_denies_and_counts_by_the_lists() {
     let redis = RedisServer::start();
     let builders = [
         ("redis", PlugLimit::builder(redis.pool())),
-        ("memory", PlugLimit::memory_builder()),
+        ("memory", PlugLimit::builder(Store::memory())),
     ];
     for (backend, builder) in builders {
         let limits = builder.rules(office_rules()).build().unwrap();
@@ -123,18 +123,15 @@ async fn the_extractor_allows_denies_and_counts_by_the_lists() {
 }
 
 #[tokio::test]
-async fn the_layer_and_its_own_skip() {
-    let limits = PlugLimit::memory_builder()
-        .rules(office_rules())
+async fn the_layer_and_a_skip_of_the_rules() {
+    let limits = PlugLimit::builder(Store::memory())
+        .rules(office_rules().skip(|parts| parts.uri.path() == "/api/health"))
         .build()
         .unwrap();
     let app = Router::new()
         .route("/api/items", get(|| async { "items" }))
         .route("/api/health", get(|| async { "healthy" }))
-        .route_layer(
-            RateLimitLayer::<FixedWindow<1, 60>>::new(limits)
-                .skip(|parts| parts.uri.path() == "/api/health"),
-        );
+        .route_layer(RateLimitLayer::<FixedWindow<1, 60>>::new(limits));
     for _ in 0..3 {
         assert_eq!(
             seen(&from(&app, "/api/health", "192.0.2.1").await),
@@ -153,7 +150,7 @@ async fn the_layer_and_its_own_skip() {
         seen(&from(&app, "/api/items", "192.0.2.1").await),
         (429, Some("0"), "Too Many Requests")
     );
-    // The layer's skip does not lift the deny-list.
+    // A skip does not lift the deny-list.
     assert_eq!(
         seen(&from(&app, "/api/health", "203.0.113.9").await),
         (403, None, "Forbidden")
@@ -166,9 +163,9 @@ async fn the_layer_and_its_own_skip() {
 }
 
 #[tokio::test]
-async fn the_macro_and_its_skip() {
-    let limits = PlugLimit::memory_builder()
-        .rules(office_rules())
+async fn the_macro_and_a_skip_of_the_rules() {
+    let limits = PlugLimit::builder(Store::memory())
+        .rules(office_rules().skip(is_probe))
         .build()
         .unwrap();
     let app = Router::new().route("/m", get(by_macro)).with_state(limits);
@@ -203,7 +200,7 @@ async fn the_macro_and_its_skip() {
 
 #[tokio::test]
 async fn a_skip_predicate_exempts_health_checks_everywhere() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .rules(Rules::new().skip(|parts| parts.uri.path() == "/health"))
         .build()
         .unwrap();
@@ -227,7 +224,7 @@ async fn a_skip_predicate_exempts_health_checks_everywhere() {
 async fn a_forged_forwarded_for_neither_allows_nor_escapes_the_deny_list() {
     let proxies = vec!["10.200.0.0/16".parse::<IpNet>().unwrap()].leak();
     let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies);
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(behind_lb)
         .rules(
             Rules::new()
@@ -275,7 +272,7 @@ async fn a_forged_forwarded_for_neither_allows_nor_escapes_the_deny_list() {
 
 #[tokio::test]
 async fn by_default_the_lists_see_the_peer_and_ignore_headers() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .rules(
             Rules::new()
                 .allow_cidrs(["10.0.0.0/8"])
@@ -294,7 +291,7 @@ async fn by_default_the_lists_see_the_peer_and_ignore_headers() {
 #[tokio::test]
 async fn without_an_address_no_allow_list_matches_and_a_deny_list_refuses() {
     let build = |rules: Rules| {
-        let limits = PlugLimit::memory_builder()
+        let limits = PlugLimit::builder(Store::memory())
             .key(key::header("x-client"))
             .rules(rules)
             .build()
@@ -327,7 +324,7 @@ async fn strict(limited: RateLimited<Strict>) -> (RateLimited<Strict>, &'static 
 
 #[tokio::test]
 async fn a_limiter_overrides_the_global_rules_part_by_part() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .rules(office_rules())
         .limiter(
             "strict",
@@ -407,7 +404,7 @@ async fn a_config_file_carries_the_lists() {
     )
     .unwrap();
     // The config's lists replace the builder's; the address source set in code stays.
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .rules(
             Rules::new()
                 .allow_cidrs(["192.0.2.0/24"])
@@ -426,7 +423,7 @@ async fn a_config_file_carries_the_lists() {
     assert_eq!(seen(&real_ip("192.0.2.1").await), (200, Some("1"), "ok"));
 
     // The other way round: rules setting only the address source keep the config's lists.
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .config(config)
         .rules(Rules::new().ip_from(key::client_ip(ClientIpSource::XRealIp, LOCALHOST)))
         .build()
@@ -445,13 +442,13 @@ fn invalid_lists_are_refused_by_build() {
     let error = |builder: plug_limit::Builder| builder.build().unwrap_err().to_string();
     assert_eq!(
         error(
-            PlugLimit::memory_builder()
+            PlugLimit::builder(Store::memory())
                 .rules(Rules::new().allow_cidrs(["10.0.0.0/8", "10.0.0.0/33"]))
         ),
         "invalid `allow_cidrs[1]`: `10.0.0.0/33` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)"
     );
     assert_eq!(
-        error(PlugLimit::memory_builder().limiter(
+        error(PlugLimit::builder(Store::memory()).limiter(
             "login",
             Limiter::token_bucket().rules(Rules::new().deny_cidrs(["192.168.1.1/16"]))
         )),

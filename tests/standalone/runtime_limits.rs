@@ -24,31 +24,6 @@ async fn an_unknown_limiter_is_refused_when_the_layer_is_built() {
     assert!(RateLimitLayer::runtime(limits, known).is_ok());
 }
 
-/// `skip` exempts requests from a layer of run-time limits as from a typed one.
-#[tokio::test]
-async fn a_runtime_layer_skips_what_its_predicate_names() {
-    let limits = plug_limit::PlugLimit::memory_builder()
-        .key(key::header("x-client"))
-        .build()
-        .unwrap();
-    let limit = RuntimeLimit::new("fixed_window", [1, 60]).unwrap();
-    let app = Router::new()
-        .route("/api", get(|| async { "api" }))
-        .route("/health", get(|| async { "ok" }))
-        .route_layer(
-            RateLimitLayer::runtime(limits, limit)
-                .unwrap()
-                .skip(|parts| parts.uri.path() == "/health"),
-        );
-    for _ in 0..3 {
-        let health = send_get(&app, "/health", "z").await;
-        assert_eq!(health.status, 200);
-        assert_eq!(health.rate_headers(), [None; 4]);
-    }
-    assert_eq!(send_get(&app, "/api", "z").await.status, 200);
-    assert_eq!(send_get(&app, "/api", "z").await.status, 429);
-}
-
 #[tokio::test]
 async fn a_fixed_runtime_limit_counts_per_route_like_a_typed_one() {
     let redis = RedisServer::start();

@@ -2,7 +2,7 @@
 //! does not return its `RateLimited`.
 
 use axum::{Router, routing::get};
-use plug_limit::{FixedWindow, PlugLimit, RateLimited, SendHeadersLayer, key};
+use plug_limit::{FixedWindow, PlugLimit, RateLimited, SendHeadersLayer, Store, key};
 use plug_limit_tests::{Reply, get as send_get};
 
 type Two = RateLimited<FixedWindow<2, 60>>;
@@ -17,7 +17,7 @@ async fn returns_it(limited: Two) -> (Two, &'static str) {
 }
 
 fn app(with_layer: bool) -> Router {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .build()
         .unwrap();

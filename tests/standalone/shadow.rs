@@ -1,7 +1,9 @@
 //! Shadow (dry-run) mode: decided and counted as usual, never refused, would-be denials logged.
 
 use axum::{Router, routing::get};
-use plug_limit::{FailurePolicy, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimited, key};
+use plug_limit::{
+    FailurePolicy, FixedWindow, Limit, Limiter, Opt, PlugLimit, RateLimited, Store, key,
+};
 use plug_limit_tests::{Logs, RedisServer, dead_url, get as send_get, pool};
 
 type Two = RateLimited<FixedWindow<2, 60>>;
@@ -15,7 +17,7 @@ async fn a_shadow_limit_counts_but_never_refuses() {
     let redis = RedisServer::start();
     let builders = [
         ("redis", PlugLimit::builder(redis.pool())),
-        ("memory", PlugLimit::memory_builder()),
+        ("memory", PlugLimit::builder(Store::memory())),
     ];
     for (backend, builder) in builders {
         let limits = builder
@@ -76,7 +78,7 @@ async fn one(limited: One) -> (One, &'static str) {
 
 #[tokio::test]
 async fn one_limiter_can_be_in_shadow_while_the_others_enforce() {
-    let limits = PlugLimit::memory_builder()
+    let limits = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .limiter("trial", Limiter::fixed_window().shadow(true))
         .build()

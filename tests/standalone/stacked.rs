@@ -9,7 +9,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use plug_limit::{
     FixedWindow, HeaderStyle, KeyExtractor, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer,
-    RateLimited, key,
+    RateLimited, Rules, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as request, unique_prefix};
@@ -253,17 +253,18 @@ async fn a_stack_is_one_redis_command_a_request() {
 }
 
 #[tokio::test]
-async fn a_layer_stacks_too_and_its_skip_exempts_the_whole_stack() {
+async fn a_layer_stacks_too_and_a_skip_of_the_rules_exempts_the_whole_stack() {
     let redis = RedisServer::start();
     let clock = ManualClock::new(START);
-    for (backend, limits) in backends(&redis, configured(&clock, HeaderStyle::Legacy)) {
+    let configure = |builder| {
+        configured(&clock, HeaderStyle::Legacy)(builder)
+            .rules(Rules::new().skip(|parts| parts.uri.path() == "/api/health"))
+    };
+    for (backend, limits) in backends(&redis, configure) {
         let app = Router::new()
             .route("/api", get(|| async { "api" }))
             .route("/api/health", get(|| async { "ok" }))
-            .route_layer(
-                RateLimitLayer::<(PerClient, Global)>::new(limits)
-                    .skip(|parts| parts.uri.path() == "/api/health"),
-            );
+            .route_layer(RateLimitLayer::<(PerClient, Global)>::new(limits));
         assert_eq!(
             per_client_then_global(&app, "/api").await,
             PER_CLIENT_THEN_GLOBAL,

@@ -18,7 +18,10 @@ pub fn backends(
     };
     [
         ("redis", build(plug_limit::PlugLimit::builder(redis.pool()))),
-        ("memory", build(plug_limit::PlugLimit::memory_builder())),
+        (
+            "memory",
+            build(plug_limit::PlugLimit::builder(plug_limit::Store::memory())),
+        ),
     ]
 }
 

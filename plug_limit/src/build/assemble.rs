@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use super::builder::Store;
 use super::handler_uses::{check_limiters, check_stacked};
 use super::limiter::Source;
 use super::script::{Compiled, compile, lua_file, lua_source};
+use super::store::Kind;
 use super::{Builder, Limiter};
 use crate::algorithm::{Builtin, Runtime};
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
@@ -192,7 +192,7 @@ impl Builder {
                 rule.clone(),
             ));
         }
-        let memory = matches!(self.store, Store::Memory);
+        let memory = matches!(self.store.0, Kind::Memory);
         if memory && limiter.redis_from_url {
             return Err(BuildError::invalid(
                 format!("{field}.redis_url"),
@@ -310,9 +310,9 @@ impl Builder {
         let settings = self.redis_settings();
         // `build` refuses 0 and `build_default` keeps the default: the fallback is never taken.
         let memory_capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
-        let backend = match self.store {
-            Store::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
-            Store::Memory => {
+        let backend = match self.store.0 {
+            Kind::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
+            Kind::Memory => {
                 let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
                 Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))
             }

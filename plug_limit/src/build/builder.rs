@@ -4,11 +4,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deadpool_redis::Pool;
-
 use super::Config;
-use super::{Limiter, RedisConnection, Script};
-use crate::backend::Pools;
+use super::{Limiter, Script, Store};
 use crate::clock::{Clock, ManualClock};
 use crate::config::{CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LogLevel, Rules};
 use crate::error::BuildError;
@@ -71,31 +68,8 @@ pub struct Builder {
     pub(super) check_handlers: bool,
 }
 
-/// Where the limiters will run.
-pub(super) enum Store {
-    Redis(Pools),
-    Memory,
-}
-
 impl Builder {
-    pub(crate) fn new(pool: Pool) -> Self {
-        Self::with_store(Store::Redis(Pools::Single(pool)))
-    }
-
-    #[cfg(feature = "cluster")]
-    pub(crate) fn cluster(pool: deadpool_redis::cluster::Pool) -> Self {
-        Self::with_store(Store::Redis(Pools::Cluster(pool)))
-    }
-
-    pub(crate) fn connection(conn: impl RedisConnection) -> Self {
-        Self::with_store(Store::Redis(Pools::Own(Box::new(conn))))
-    }
-
-    pub(crate) fn memory() -> Self {
-        Self::with_store(Store::Memory)
-    }
-
-    fn with_store(store: Store) -> Self {
+    pub(crate) fn new(store: Store) -> Self {
         Self {
             store,
             clock: None,
@@ -194,11 +168,11 @@ impl Builder {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{Opt, PlugLimit};
+    /// use plug_limit::{Opt, PlugLimit, Store};
     ///
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let limits = PlugLimit::memory_builder().shadow(true).build()?;
+    /// let limits = PlugLimit::builder(Store::memory()).shadow(true).build()?;
     /// # let _ = limits;
     /// # Ok(())
     /// # }
@@ -219,7 +193,7 @@ impl Builder {
     /// The most keys the memory backend holds state for (default 1,000,000), so that a
     /// client sending a new key with every request cannot grow memory without bound.
     ///
-    /// It bounds the backend of [`PlugLimit::memory_builder`](crate::PlugLimit::memory_builder) and the one
+    /// It bounds the backend of [`Store::memory`](crate::Store::memory) and the one
     /// [`FailurePolicy::Memory`] falls back on while Redis fails. The default is far above the
     /// distinct clients one instance sees within their windows (more is a case for Redis), and
     /// holds a spray to 0.2 to 0.3 GB rather than to the process's memory: a full backend
@@ -260,12 +234,12 @@ impl Builder {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::PlugLimit;
+    /// use plug_limit::{PlugLimit, Store};
     ///
     /// # fn main() -> Result<(), plug_limit::BuildError> {
-    /// let limits = PlugLimit::memory_builder().memory_capacity(100_000).build()?;
+    /// let limits = PlugLimit::builder(Store::memory()).memory_capacity(100_000).build()?;
     /// # let _ = limits;
-    /// let refused = PlugLimit::memory_builder().memory_capacity(0).build().unwrap_err();
+    /// let refused = PlugLimit::builder(Store::memory()).memory_capacity(0).build().unwrap_err();
     /// assert_eq!(refused.to_string(), "invalid `memory_capacity`: must be at least 1");
     /// # Ok(())
     /// # }
@@ -366,10 +340,10 @@ impl Builder {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{HeaderStyle, PlugLimit};
+    /// use plug_limit::{HeaderStyle, PlugLimit, Store};
     ///
     /// # fn main() -> Result<(), plug_limit::BuildError> {
-    /// let limits = PlugLimit::memory_builder()
+    /// let limits = PlugLimit::builder(Store::memory())
     ///     .header_style(HeaderStyle::Draft10)
     ///     .partition_key_secret(b"the same 32 bytes on every instance")
     ///     .build()?;

@@ -149,7 +149,7 @@ impl Limiter {
 
     /// Runs this limiter on a connection the application already holds (the seed's
     /// per-limiter `cmd`), e.g. a `ConnectionManager`, under the rules of
-    /// [`PlugLimit::connection_builder`](crate::PlugLimit::connection_builder).
+    /// [`Store::connection`](crate::Store::connection).
     pub fn connection(mut self, conn: impl ConnectionLike + Clone + Send + Sync + 'static) -> Self {
         self.redis = Some(Pools::Own(Box::new(conn)));
         self

@@ -3,17 +3,17 @@
 //! the decider from them.
 
 pub use self::builder::Builder;
-pub(crate) use self::connection::RedisConnection;
 pub use self::file::Config;
 pub use self::handler_uses::LimiterUse;
 pub use self::limiter::Limiter;
 pub use self::script::Script;
+pub use self::store::Store;
 
 mod assemble;
 mod builder;
-mod connection;
 mod constructors;
 mod file;
 mod handler_uses;
 mod limiter;
 mod script;
+mod store;

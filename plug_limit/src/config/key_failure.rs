@@ -13,10 +13,10 @@ use serde::Deserialize;
 /// # Example
 ///
 /// ```
-/// use plug_limit::{key, KeyFailure, PlugLimit};
+/// use plug_limit::{key, KeyFailure, PlugLimit, Store};
 ///
 /// // Limit by API key; requests without one share their IP address's budget.
-/// let limits = PlugLimit::memory_builder()
+/// let limits = PlugLimit::builder(Store::memory())
 ///     .key(key::header("x-api-key"))
 ///     .on_key_failure(KeyFailure::PeerIp)
 ///     .build()?;

@@ -22,9 +22,8 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// 1. a client inside a [`deny_cidrs`](Self::deny_cidrs) block is refused with
 ///    `403 Forbidden` ([`RateLimitRejection::Forbidden`](crate::RateLimitRejection::Forbidden));
 ///    the deny-list wins over everything below;
-/// 2. a request the [`skip`](Self::skip) predicate (or a per-use skip:
-///    [`RateLimitLayer::skip`](crate::RateLimitLayer::skip), [`Limit::SKIP`](crate::Limit::SKIP),
-///    `#[rate_limit(skip = ...)]`) accepts passes;
+/// 2. a request the [`skip`](Self::skip) predicate accepts passes (a route's own exemption is
+///    a predicate on its path);
 /// 3. a client inside an [`allow_cidrs`](Self::allow_cidrs) block passes;
 /// 4. any other request is checked against its limit as usual.
 ///
@@ -69,12 +68,12 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 ///
 /// ```
 /// use plug_limit::key::{self, ClientIpSource, IpNet};
-/// use plug_limit::{PlugLimit, Rules};
+/// use plug_limit::{PlugLimit, Rules, Store};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let proxies = vec!["10.1.0.0/16".parse::<IpNet>()?];
 /// let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies.leak());
-/// let limits = PlugLimit::memory_builder()
+/// let limits = PlugLimit::builder(Store::memory())
 ///     .key(behind_lb)
 ///     .rules(
 ///         Rules::new()

@@ -83,16 +83,11 @@ pub(crate) struct Decider {
 
 impl Decider {
     /// Runs a request's check as far as it goes without waiting.
-    fn start<'a>(
-        &'a self,
-        limit: LimitRef<'a>,
-        parts: &Parts,
-        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
-    ) -> Step<'a> {
+    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        match self.prepare(limit, parts, skip) {
+        match self.prepare(limit, parts) {
             Ok(request) => self.run(request),
             Err(decided) => Step::Done(decided),
         }
@@ -100,12 +95,7 @@ impl Decider {
 
     /// A request's check up to its dispatch: the limiter, the rules, the key. `Err` when that
     /// settles it: refused, or let through uncounted.
-    fn prepare<'a>(
-        &'a self,
-        limit: LimitRef<'a>,
-        parts: &Parts,
-        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
-    ) -> Result<Request<'a>, Decided> {
+    fn prepare<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Result<Request<'a>, Decided> {
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).
         let route_scope = limit
@@ -134,11 +124,8 @@ impl Decider {
         let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
         let _entered = watch.entered();
         // Before the key and any backend call: what the rules settle costs nothing else.
-        if entry.rules.is_some() || limit.skip.is_some() || skip.is_some() {
-            let skip_here = || {
-                limit.skip.is_some_and(|skip| skip(parts)) || skip.is_some_and(|skip| skip(parts))
-            };
-            match ruling::judge(entry.rules.as_deref(), parts, skip_here) {
+        if let Some(rules) = entry.rules.as_deref() {
+            match rules.judge(parts) {
                 ruling::Ruling::Check => {}
                 ruling::Ruling::Pass => {
                     watch.decided(DecisionLabel::Skipped);

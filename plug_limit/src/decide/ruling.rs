@@ -59,8 +59,8 @@ impl RuleSet {
         (!inert).then(|| Arc::new(set))
     }
 
-    /// The ruling on a request; `skip_here` is the skip of the use (a layer's, a handler's).
-    pub(crate) fn judge(&self, parts: &Parts, skip_here: bool) -> Ruling {
+    /// The ruling on a request.
+    pub(crate) fn judge(&self, parts: &Parts) -> Ruling {
         // Resolved once, and only when a list needs it.
         let ip = (!self.deny.is_empty() || !self.allow.is_empty())
             .then(|| self.ip.client_address(parts));
@@ -71,7 +71,7 @@ impl RuleSet {
             return Ruling::Forbid;
         }
         // A skip (a proxy's own health check, say) passes even without a client address.
-        if skip_here || self.skip.as_ref().is_some_and(|skip| skip(parts)) {
+        if self.skip.as_ref().is_some_and(|skip| skip(parts)) {
             return Ruling::Pass;
         }
         if !self.deny.is_empty()
@@ -86,19 +86,6 @@ impl RuleSet {
             return Ruling::Pass;
         }
         Ruling::Check
-    }
-}
-
-/// The ruling of a limiter's rules, if any, and of the use's skip, if any.
-pub(crate) fn judge(
-    rules: Option<&RuleSet>,
-    parts: &Parts,
-    skip_here: impl FnOnce() -> bool,
-) -> Ruling {
-    match rules {
-        Some(rules) => rules.judge(parts, skip_here()),
-        None if skip_here() => Ruling::Pass,
-        None => Ruling::Check,
     }
 }
 
@@ -146,7 +133,7 @@ mod tests {
 
     fn ruling(rules: &Rules, peer: Option<&str>) -> Ruling {
         let set = RuleSet::resolve(None, rules).expect("rules");
-        set.judge(&parts(peer, None), false)
+        set.judge(&parts(peer, None))
     }
 
     #[test]
@@ -165,26 +152,16 @@ mod tests {
             .deny_cidrs(["10.6.6.0/24"])
             .skip(|parts| parts.uri.path() == "/health");
         let set = RuleSet::resolve(None, &rules).unwrap();
-        assert_eq!(
-            set.judge(&parts(Some("10.6.6.6"), None), false),
-            Ruling::Forbid
-        );
-        assert_eq!(
-            set.judge(&parts(Some("10.6.6.6"), None), true),
-            Ruling::Forbid
-        );
-        assert_eq!(
-            set.judge(&parts(Some("10.1.1.1"), None), false),
-            Ruling::Pass
-        );
-        assert_eq!(
-            set.judge(&parts(Some("192.0.2.1"), None), false),
-            Ruling::Check
-        );
-        assert_eq!(
-            set.judge(&parts(Some("192.0.2.1"), None), true),
-            Ruling::Pass
-        );
+        assert_eq!(set.judge(&parts(Some("10.6.6.6"), None)), Ruling::Forbid);
+        let health = |peer| {
+            let mut parts = parts(Some(peer), None);
+            parts.uri = "/health".parse().unwrap();
+            parts
+        };
+        assert_eq!(set.judge(&health("10.6.6.6")), Ruling::Forbid);
+        assert_eq!(set.judge(&parts(Some("10.1.1.1"), None)), Ruling::Pass);
+        assert_eq!(set.judge(&parts(Some("192.0.2.1"), None)), Ruling::Check);
+        assert_eq!(set.judge(&health("192.0.2.1")), Ruling::Pass);
     }
 
     #[test]
@@ -236,9 +213,9 @@ mod tests {
         let set = RuleSet::resolve(None, &rules).unwrap();
         let mut health = parts(Some("10.1.0.5"), None);
         health.uri = "/health".parse().unwrap();
-        assert_eq!(set.judge(&health, false), Ruling::Pass);
+        assert_eq!(set.judge(&health), Ruling::Pass);
         health.uri = "/items".parse().unwrap();
-        assert_eq!(set.judge(&health, false), Ruling::Forbid);
+        assert_eq!(set.judge(&health), Ruling::Forbid);
     }
 
     #[test]
@@ -257,7 +234,7 @@ mod tests {
             .allow_cidrs(["10.0.0.0/8"])
             .deny_cidrs(["198.51.100.0/24"]);
         let set = RuleSet::resolve(None, &rules).unwrap();
-        let judge = |peer, xff| set.judge(&parts(Some(peer), Some(xff)), false);
+        let judge = |peer, xff| set.judge(&parts(Some(peer), Some(xff)));
         // Straight in, claiming an internal address: its own address decides.
         assert_eq!(judge("203.0.113.5", "10.0.0.1"), Ruling::Check);
         // Straight in from a denied address, claiming another: still denied.

@@ -23,18 +23,11 @@ use crate::settle::Pending;
 use crate::telemetry::{self, DecisionLabel, Watch};
 
 impl Decider {
-    /// Decides one request under every limit of `limits` at once; `skip`, a use's own skip
-    /// predicate (a layer's), lets the requests it accepts through uncounted, unless a
-    /// deny-list refuses them.
-    pub(crate) async fn decide_all(
-        &self,
-        limits: &[LimitRef<'_>],
-        parts: &Parts,
-        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
-    ) -> Decided {
+    /// Decides one request under every limit of `limits` at once.
+    pub(crate) async fn decide_all(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Decided {
         let step = match limits {
-            [limit] => self.start(*limit, parts, skip),
-            limits => self.start_stack(limits, parts, skip),
+            [limit] => self.start(*limit, parts),
+            limits => self.start_stack(limits, parts),
         };
         match step {
             Step::Done(decided) => decided,
@@ -43,18 +36,13 @@ impl Decider {
     }
 
     /// Runs a stack's check as far as it goes without waiting.
-    fn start_stack<'a>(
-        &'a self,
-        limits: &[LimitRef<'a>],
-        parts: &Parts,
-        skip: Option<&(dyn Fn(&Parts) -> bool + Send + Sync)>,
-    ) -> Step<'a> {
+    fn start_stack<'a>(&'a self, limits: &[LimitRef<'a>], parts: &Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
         let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
         for limit in limits {
-            match self.prepare(*limit, parts, skip) {
+            match self.prepare(*limit, parts) {
                 Ok(request) => requests.push(request),
                 // Skipped by its rules, or without a key it may pass without.
                 Err(Ok(_)) => {}

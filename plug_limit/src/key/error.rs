@@ -60,7 +60,7 @@ pub enum KeyError {
     /// (`for=_hidden`, RFC 7239 section 6.3).
     #[error("the last element of `forwarded` has an obfuscated `for=` identifier")]
     ForwardedObfuscated,
-    /// Every extractor of a [`first_of`](crate::key::first_of) chain failed.
+    /// Every extractor of a [`Or`](crate::key::Or) chain failed.
     #[error("{first}; then {then}")]
     Neither {
         /// Why the first extractor failed.

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use http::request::Parts;
 
-use super::{KeyError, Or, first_of};
+use super::{KeyError, Or};
 
 /// Names the client a request is counted against.
 ///
@@ -40,7 +40,7 @@ pub trait KeyExtractor: Send + Sync + 'static {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError>;
 
     /// This key, else `then`'s when this one cannot be extracted; the two never share a
-    /// budget. The same as [`first_of(self, then)`](first_of), which also works in constants.
+    /// budget. In a constant, write [`Or::new(self, then)`](Or::new).
     ///
     /// # Example
     ///
@@ -56,7 +56,7 @@ pub trait KeyExtractor: Send + Sync + 'static {
     where
         Self: Sized,
     {
-        first_of(self, then)
+        Or::new(self, then)
     }
 }
 

@@ -43,7 +43,7 @@ pub struct Header(&'static str);
 ///
 /// A request without the header, with the header on more than one line, or with a value that
 /// is not visible ASCII, is a [`KeyError`]. The client writes the value: use it for keys that something checks, such as
-/// an API key your app or gateway verifies, and see [`first_of`](super::first_of) to fall back
+/// an API key your app or gateway verifies, and see [`Or`](super::Or) to fall back
 /// to the client IP.
 ///
 /// # Example

@@ -12,7 +12,7 @@
 //! | [`client_ip(source, proxies)`](client_ip()) | the address your proxy reports | the same |
 //! | [`header(name)`](header()) | a header's value, such as an API key | `k-123` |
 //! | [`global()`] | one budget for everyone | `global` |
-//! | [`a.or(b)`](KeyExtractor::or), [`first_of(a, b)`](first_of) | `a`'s key, else `b`'s | `1:k-123`, `2:192.0.2.1` |
+//! | [`a.or(b)`](KeyExtractor::or), in a constant [`Or::new(a, b)`](Or::new) | `a`'s key, else `b`'s | `1:k-123`, `2:192.0.2.1` |
 //! | any `Fn(&Parts) -> Result<K, KeyError>` | your own | yours |
 //!
 //! # Behind a proxy
@@ -68,7 +68,7 @@
 //! # Falling back
 //!
 //! `key::header("x-api-key").or(key::peer_ip())` counts requests with an API key against the
-//! key, and the others against their address, in separate key spaces (see [`first_of`]).
+//! key, and the others against their address, in separate key spaces (see [`Or`]).
 //!
 //! # Your own
 //!
@@ -107,7 +107,7 @@ pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
 pub(crate) use self::header::shared;
 pub use self::header::{Global, Header, global, header};
-pub use self::or::{Or, first_of};
+pub use self::or::Or;
 pub use self::peer_ip::{PeerIp, peer_ip};
 /// The CIDR block type of [`client_ip`]'s trusted proxies, from the `ipnet` crate.
 #[doc(no_inline)]

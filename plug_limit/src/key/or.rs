@@ -4,16 +4,9 @@ use http::request::Parts;
 
 use super::{Key, KeyError, KeyExtractor};
 
-/// One key, else another. See [`first_of`].
-#[derive(Debug, Clone, Copy)]
-pub struct Or<First, Then> {
-    first: First,
-    then: Then,
-}
-
-/// Keys by `first`, or by `then` when `first` cannot be extracted: "the API key, else the
-/// client IP". [`KeyExtractor::or`] is the same as a method; `first_of` also works in
-/// constants, such as `#[rate_limit(key = ...)]`.
+/// One key, else another: by `first`, or by `then` when `first` cannot be extracted ("the API
+/// key, else the client IP"). Made by [`KeyExtractor::or`], or in a constant (such as
+/// `#[rate_limit(key = ...)]`), where a trait method cannot run, by [`Or::new`].
 ///
 /// The two never share a budget: `first`'s keys are tagged `1:` and `then`'s `2:`, so a client
 /// that sends `x-api-key: 10.0.0.1` is counted as `1:10.0.0.1`, never as the client whose
@@ -33,7 +26,7 @@ pub struct Or<First, Then> {
 /// use plug_limit::{KeyExtractor, key};
 ///
 /// const KEY: key::Or<key::Header, key::PeerIp> =
-///     key::first_of(key::header("x-api-key"), key::peer_ip());
+///     key::Or::new(key::header("x-api-key"), key::peer_ip());
 ///
 /// let peer = ConnectInfo(SocketAddr::from(([192, 0, 2, 1], 40000)));
 /// let with_key = http::Request::builder()
@@ -49,13 +42,22 @@ pub struct Or<First, Then> {
 /// assert_eq!(key_of(without)?, ["2:192.0.2.1"]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[must_use]
-pub const fn first_of<First, Then>(first: First, then: Then) -> Or<First, Then>
+#[derive(Debug, Clone, Copy)]
+pub struct Or<First, Then> {
+    first: First,
+    then: Then,
+}
+
+impl<First, Then> Or<First, Then>
 where
     First: KeyExtractor,
     Then: KeyExtractor,
 {
-    Or { first, then }
+    /// `first`, else `then`: `first.or(then)`, in a constant.
+    #[must_use]
+    pub const fn new(first: First, then: Then) -> Self {
+        Self { first, then }
+    }
 }
 
 impl<First, Then> KeyExtractor for Or<First, Then>

@@ -1,7 +1,6 @@
 //! Limits: what a handler is subject to, as a type ([`Limit`]) and as values ([`LimitRef`]).
 
 use http::StatusCode;
-use http::request::Parts;
 
 use crate::key::KeyExtractor;
 
@@ -66,11 +65,6 @@ pub trait Limit: Send + Sync + 'static {
     /// The key extractor for this limit. `None` (the default) uses the limiter's key, or else
     /// the [`PlugLimit`](crate::PlugLimit)'s default key.
     const KEY: Option<&'static dyn KeyExtractor> = None;
-
-    /// Requests of this limit for which this predicate is `true` pass uncounted, without
-    /// headers (default: none), as those the [`Rules`](crate::Rules) skip: the deny-list
-    /// still refuses them. `#[rate_limit(skip = path)]` sets it.
-    const SKIP: Option<fn(&Parts) -> bool> = None;
 
     /// Which responses count (default: all). A request is charged its [`COST`](Self::COST)
     /// when it is admitted, as always, so a burst is limited while it runs; once its response
@@ -224,7 +218,6 @@ pub struct LimitRef<'a> {
     pub(crate) cost: u32,
     pub(crate) scope: Option<&'a str>,
     pub(crate) key: Option<&'a dyn KeyExtractor>,
-    pub(crate) skip: Option<fn(&Parts) -> bool>,
     pub(crate) count_if: Option<fn(StatusCode) -> bool>,
     pub(crate) settle: bool,
 }
@@ -249,7 +242,6 @@ impl LimitRef<'static> {
             cost: L::COST,
             scope: L::SCOPE,
             key: L::KEY,
-            skip: L::SKIP,
             count_if: L::COUNT_IF,
             settle: L::SETTLE,
         }

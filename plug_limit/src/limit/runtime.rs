@@ -4,7 +4,6 @@ use std::fmt;
 use std::sync::Arc;
 
 use http::StatusCode;
-use http::request::Parts;
 use serde::Deserialize;
 
 use plug_limit_options::{Arg, Builtin};
@@ -68,7 +67,6 @@ struct Inner {
     cost: u32,
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
-    skip: Option<fn(&Parts) -> bool>,
     count_if: Option<fn(StatusCode) -> bool>,
     settle: bool,
 }
@@ -84,7 +82,6 @@ impl Inner {
             cost: limit.cost,
             scope: limit.scope.map(Into::into),
             key,
-            skip: limit.skip,
             count_if: limit.count_if,
             settle: limit.settle,
         }
@@ -138,7 +135,6 @@ impl RuntimeLimit {
             cost: 1,
             scope: None,
             key: None,
-            skip: None,
             count_if: None,
             settle: false,
         };
@@ -244,7 +240,6 @@ impl RuntimeLimit {
             cost: inner.cost,
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
-            skip: inner.skip,
             count_if: inner.count_if,
             settle: inner.settle,
         }
@@ -287,7 +282,6 @@ impl fmt::Debug for RuntimeLimit {
             .field("cost", &limit.cost)
             .field("scope", &limit.scope)
             .field("key", &limit.key.map(|_| "custom"))
-            .field("skip", &limit.skip.is_some())
             .field("count_if", &limit.count_if.is_some())
             .field("settle", &limit.settle)
             .finish()

@@ -1,8 +1,8 @@
 //! Unit tests of the key extractors, through their public face: request parts in, key text or
 //! error message out.
 
-mod first_of;
 mod forwarded;
+mod or;
 mod single_value;
 mod trusted_proxies;
 mod x_forwarded_for;

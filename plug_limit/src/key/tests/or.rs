@@ -2,7 +2,7 @@
 
 use super::*;
 
-const API_KEY_ELSE_IP: Or<Header, PeerIp> = first_of(header("x-api-key"), peer_ip());
+const API_KEY_ELSE_IP: Or<Header, PeerIp> = Or::new(header("x-api-key"), peer_ip());
 
 #[test]
 fn the_first_key_wins_and_a_failure_falls_back() {
