@@ -13,19 +13,18 @@
 //!   tag whatever the hash.
 //! - The options are the limit's, comma-separated (`10,60`), so two limits of one limiter and
 //!   one scope with different options never share a counter. Options with a `,` or `:` in
-//!   their text, an empty one, one starting with `#`, or more than [`MAX_VERBATIM`] bytes of
-//!   them in all are stored as `#` and the hex SHA-1 of each option's length and text: the
-//!   part never holds a `:` and tells every list of options apart.
+//!   their text, an empty one, one starting with `#`, or more than 64 bytes of them in all are
+//!   stored as `#` and the hex SHA-1 of each option's length and text: the part never holds a
+//!   `:` and tells every list of options apart (`limit::write_key_text`). A limit writes it
+//!   once: a typed one at compile time (`Limit::OPTS_KEY`), a `RuntimeLimit` when made.
 //! - The scope is length-prefixed, so `scope = "/v1/items"` with client `batch:x` can never
 //!   meet `scope = "/v1/items:batch"` with client `x`: the composition is injective.
 //! - A client part longer than [`MAX_VERBATIM`] bytes, or one starting with `#`, is stored as
 //!   `#` and the hex SHA-1 of its text: a 300 kB header costs 41 bytes of key, and a verbatim
 //!   part never looks like a digest.
 
-use std::fmt::Write;
-
 use crate::key::Key;
-use crate::limit::{KEY_TEXT_MAX, Opt};
+use crate::limit::{Opt, push_digest, write_key_text};
 
 /// The longest client key part stored as it is.
 const MAX_VERBATIM: usize = 64;
@@ -87,9 +86,7 @@ pub(crate) struct Named<'a> {
     pub(crate) opts_key: Option<&'a str>,
 }
 
-type Digest = [u8; 20];
-
-fn sha1(text: &str) -> Digest {
+fn sha1(text: &str) -> [u8; 20] {
     use sha1::Digest as _;
     sha1::Sha1::digest(text.as_bytes()).into()
 }
@@ -119,7 +116,7 @@ fn tag_hash(bytes: &[u8]) -> u16 {
 fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str) -> String {
     let verbatim = part.len() <= MAX_VERBATIM && !part.starts_with('#');
     let client_len = if verbatim { part.len() } else { 41 };
-    let opts_len = 12 * limit.opts.len();
+    let opts_len = limit.opts_key.map_or(12 * limit.opts.len(), str::len);
     let mut key = String::with_capacity(
         prefix.len() + limit.limiter.len() + opts_len + scope.len() + client_len + 16 + 8,
     );
@@ -132,7 +129,7 @@ fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str
     key.push(':');
     match limit.opts_key {
         Some(text) => key.push_str(text),
-        None => push_opts(&mut key, limit.opts),
+        None => write_key_text(&mut key, limit.opts),
     }
     key.push(':');
     key.push_str(itoa::Buffer::new().format(scope.len()));
@@ -145,61 +142,6 @@ fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str
         push_digest(&mut key, sha1(part));
     }
     key
-}
-
-/// The options' part of a key: `10,60`, or `#` and a digest when their text could be mistaken
-/// for another list's or a key's separators.
-fn push_opts(key: &mut String, opts: &[Opt]) {
-    // Written as it goes, in one pass (most options are a few integers); taken back for the
-    // digest should a text turn out not to be plain, or the whole too long.
-    let start = key.len();
-    let is_plain =
-        |text: &str| !text.is_empty() && !text.starts_with('#') && !text.contains([',', ':']);
-    for (n, opt) in opts.iter().enumerate() {
-        if n > 0 {
-            key.push(',');
-        }
-        let text = match opt {
-            Opt::Int(n) => {
-                key.push_str(itoa::Buffer::new().format(*n));
-                continue;
-            }
-            Opt::Str(text) => text,
-            Opt::Text(text) => &**text,
-        };
-        if !is_plain(text) {
-            key.truncate(start);
-            return push_opts_digest(key, opts);
-        }
-        key.push_str(text);
-    }
-    if key.len() - start > KEY_TEXT_MAX {
-        key.truncate(start);
-        push_opts_digest(key, opts);
-    }
-}
-
-/// The options' part of a key as a digest of each option's length and text: no two lists of
-/// options share one.
-fn push_opts_digest(key: &mut String, opts: &[Opt]) {
-    use sha1::Digest as _;
-    let mut hasher = sha1::Sha1::new();
-    for opt in opts {
-        let text = opt.to_string();
-        hasher.update(itoa::Buffer::new().format(text.len()).as_bytes());
-        hasher.update(b":");
-        hasher.update(text.as_bytes());
-    }
-    push_digest(key, hasher.finalize().into());
-}
-
-/// `#` and `digest` in hex.
-fn push_digest(key: &mut String, digest: Digest) {
-    key.push('#');
-    for byte in digest {
-        // Writing to a String cannot fail.
-        let _ = write!(key, "{byte:02x}");
-    }
 }
 
 #[cfg(test)]
@@ -361,36 +303,12 @@ mod tests {
         );
     }
 
-    /// The options' part a limit writes ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made) is
-    /// the one a key writes on its own, or a key writes a digest where a limit writes none.
+    /// The options' part a limit writes ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made)
+    /// makes the key a key makes without it.
     #[test]
-    fn options_written_ahead_are_the_ones_a_key_writes() {
-        use crate::limit::{FixedWindow, Limit, key_text};
+    fn options_written_ahead_make_the_same_key() {
+        use crate::limit::{FixedWindow, Limit};
 
-        let lists: [&'static [Opt]; 10] = [
-            &[],
-            &[Opt::Int(10), Opt::Int(60)],
-            &[Opt::Int(-300), Opt::Int(i64::MIN), Opt::Int(i64::MAX)],
-            &[Opt::Str("3/60"), Opt::Str("10/3600")],
-            &[Opt::Int(3), Opt::Str("month"), Opt::Int(-300)],
-            &[Opt::Str("")],
-            &[Opt::Str("#x")],
-            &[Opt::Str("a,b")],
-            &[Opt::Str("a:b")],
-            &[Opt::Str(
-                "long-long-long-long-long-long-long-long-long-long-long-long-long-long",
-            )],
-        ];
-        for opts in lists {
-            let mut written = String::new();
-            push_opts(&mut written, opts);
-            match key_text(opts) {
-                Some((text, len)) => {
-                    assert_eq!(std::str::from_utf8(&text[..len]), Ok(written.as_str()));
-                }
-                None => assert_eq!((written.len(), &written[..1]), (41, "#"), "{opts:?}"),
-            }
-        }
         assert_eq!(<FixedWindow<10, 60>>::OPTS_KEY, Some("10,60"));
         // Written ahead or not, one key.
         let ahead = Named {

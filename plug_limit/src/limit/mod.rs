@@ -10,7 +10,8 @@ pub use self::builtin::{
 };
 pub(crate) use self::charge::Charge;
 pub use self::opt::Opt;
-pub(crate) use self::opt::{KEY_TEXT_MAX, key_text};
+use self::opt::key_text;
+pub(crate) use self::opt::{push_digest, write_key_text};
 pub use self::runtime::RuntimeLimit;
 
 mod builtin;

@@ -37,11 +37,11 @@ impl Opt {
 /// The most bytes of options a key holds as they are; longer ones it holds as their digest.
 pub(crate) const KEY_TEXT_MAX: usize = 64;
 
-/// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`):
-/// their text comma-separated, written here once per limit instead of on every request. `None`
-/// when the key holds their digest instead (a text with `,` or `:`, empty or `#`-led, or more
-/// than [`KEY_TEXT_MAX`] bytes in all) or the options are made at run time (`Opt::Text`): the
-/// key then writes them itself, by the same rules (`decide/keys.rs`; a test holds the two
+/// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`),
+/// for `Limit::OPTS_KEY`: what [`write_key_text`] writes, where it writes their text. `None`
+/// when a key holds their digest instead (a text with `,` or `:`, empty or `#`-led, or more
+/// than [`KEY_TEXT_MAX`] bytes in all) or the options are made at run time (`Opt::Text`),
+/// which a `const fn` cannot read: [`write_key_text`] then writes them (a test holds the two
 /// together).
 pub(crate) const fn key_text(opts: &[Opt]) -> Option<([u8; KEY_TEXT_MAX], usize)> {
     let mut text = [0_u8; KEY_TEXT_MAX];
@@ -107,6 +107,64 @@ pub(crate) const fn key_text(opts: &[Opt]) -> Option<([u8; KEY_TEXT_MAX], usize)
         i += 1;
     }
     Some((text, len))
+}
+
+/// `opts` as a key holds them, appended to `key`: their text comma-separated (`10,60`), or `#`
+/// and the hex SHA-1 of each option's length and text when that text could be mistaken for
+/// another list's or a key's separators (see [`key_text`]), so the part never holds a `:` and
+/// tells every list of options apart.
+pub(crate) fn write_key_text(key: &mut String, opts: &[Opt]) {
+    // Written as it goes, in one pass (most options are a few integers); taken back for the
+    // digest should a text turn out not to be plain, or the whole too long.
+    let start = key.len();
+    let is_plain =
+        |text: &str| !text.is_empty() && !text.starts_with('#') && !text.contains([',', ':']);
+    for (n, opt) in opts.iter().enumerate() {
+        if n > 0 {
+            key.push(',');
+        }
+        let text = match opt {
+            Opt::Int(n) => {
+                key.push_str(itoa::Buffer::new().format(*n));
+                continue;
+            }
+            Opt::Str(text) => text,
+            Opt::Text(text) => &**text,
+        };
+        if !is_plain(text) {
+            key.truncate(start);
+            return write_key_digest(key, opts);
+        }
+        key.push_str(text);
+    }
+    if key.len() - start > KEY_TEXT_MAX {
+        key.truncate(start);
+        write_key_digest(key, opts);
+    }
+}
+
+/// The options' part of a key as a digest of each option's length and text: no two lists of
+/// options share one.
+fn write_key_digest(key: &mut String, opts: &[Opt]) {
+    use sha1::Digest as _;
+    let mut hasher = sha1::Sha1::new();
+    for opt in opts {
+        let text = opt.to_string();
+        hasher.update(itoa::Buffer::new().format(text.len()).as_bytes());
+        hasher.update(b":");
+        hasher.update(text.as_bytes());
+    }
+    push_digest(key, hasher.finalize().into());
+}
+
+/// `#` and `digest` in hex: how a key holds a part too long or too odd to hold as it is.
+pub(crate) fn push_digest(key: &mut String, digest: [u8; 20]) {
+    use std::fmt::Write as _;
+    key.push('#');
+    for byte in digest {
+        // Writing to a String cannot fail.
+        let _ = write!(key, "{byte:02x}");
+    }
 }
 
 impl PartialEq for Opt {
@@ -235,5 +293,35 @@ mod tests {
             Opt::from("10/60".to_owned()).to_redis_args(),
             vec![b"10/60".to_vec()]
         );
+    }
+
+    /// What a limit writes at compile time is what a key writes by itself, or a key writes a
+    /// digest where a limit writes nothing.
+    #[test]
+    fn key_text_at_compile_time_is_the_text_a_key_writes() {
+        let lists: [&'static [Opt]; 10] = [
+            &[],
+            &[Opt::Int(10), Opt::Int(60)],
+            &[Opt::Int(-300), Opt::Int(i64::MIN), Opt::Int(i64::MAX)],
+            &[Opt::Str("3/60"), Opt::Str("10/3600")],
+            &[Opt::Int(3), Opt::Str("month"), Opt::Int(-300)],
+            &[Opt::Str("")],
+            &[Opt::Str("#x")],
+            &[Opt::Str("a,b")],
+            &[Opt::Str("a:b")],
+            &[Opt::Str(
+                "long-long-long-long-long-long-long-long-long-long-long-long-long-long",
+            )],
+        ];
+        for opts in lists {
+            let mut written = String::new();
+            write_key_text(&mut written, opts);
+            match key_text(opts) {
+                Some((text, len)) => {
+                    assert_eq!(std::str::from_utf8(&text[..len]), Ok(written.as_str()));
+                }
+                None => assert_eq!((written.len(), &written[..1]), (41, "#"), "{opts:?}"),
+            }
+        }
     }
 }

@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use plug_limit_options::{Arg, Builtin};
 
-use super::{Limit, LimitRef, Opt, key_text};
+use super::{Limit, LimitRef, Opt, write_key_text};
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -62,8 +62,8 @@ enum Repr {
 struct Inner {
     limiter: Box<str>,
     opts: Box<[Opt]>,
-    /// The options as the key holds them, written once (see `key_text`).
-    opts_key: Option<Box<str>>,
+    /// The options as the key holds them, written once, when the limit is made.
+    opts_key: Box<str>,
     cost: u32,
     scope: Option<Box<str>>,
     key: Option<Arc<dyn KeyExtractor>>,
@@ -77,8 +77,16 @@ impl Inner {
         Self {
             limiter: limit.limiter.into(),
             opts: limit.opts.into(),
-            opts_key: key_text(limit.opts)
-                .and_then(|(text, len)| std::str::from_utf8(&text[..len]).ok().map(Into::into)),
+            // A typed limit's, written at compile time, or else written here: never on a
+            // request.
+            opts_key: limit.opts_key.map_or_else(
+                || {
+                    let mut text = String::new();
+                    write_key_text(&mut text, limit.opts);
+                    text.into()
+                },
+                Into::into,
+            ),
             cost: limit.cost,
             scope: limit.scope.map(Into::into),
             key,
@@ -236,7 +244,7 @@ impl RuntimeLimit {
         LimitRef {
             limiter: &inner.limiter,
             opts: &inner.opts,
-            opts_key: inner.opts_key.as_deref(),
+            opts_key: Some(&inner.opts_key),
             cost: inner.cost,
             scope: inner.scope.as_deref(),
             key: inner.key.as_deref(),
@@ -383,5 +391,21 @@ mod tests {
             scoped.as_ref().opts,
             [Opt::Int(5), Opt::Int(1), Opt::Int(2)]
         );
+    }
+
+    /// A limit made at run time holds its options' part of the key, written when made, whatever
+    /// its options: the key of a request writes none.
+    #[test]
+    fn the_options_part_of_the_key_is_written_when_the_limit_is_made() {
+        let written = |limit: &RuntimeLimit| limit.as_ref().opts_key.map(str::to_owned);
+        let windows =
+            RuntimeLimit::new("multi_window", ["10/1".to_owned(), "100/60".to_owned()]).unwrap();
+        assert_eq!(written(&windows), Some("10/1,100/60".to_owned()));
+        let odd = RuntimeLimit::unchecked("quota", &[Opt::from("a,b")]);
+        let digest = written(&odd).unwrap();
+        assert_eq!((digest.len(), &digest[..1]), (41, "#"));
+        let typed = RuntimeLimit::from(crate::limit::FixedWindow::<10, 60>);
+        assert_eq!(written(&typed), Some("10,60".to_owned()));
+        assert_eq!(written(&typed.scope("/search")), Some("10,60".to_owned()));
     }
 }
