@@ -24,7 +24,7 @@ use crate::rejection::RateLimitRejection;
 #[derive(Clone)]
 pub(crate) enum Resolver {
     Sync(Arc<dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync>),
-    /// Awaited within the check's timeout (see `resolve::bounded`).
+    /// Awaited within the check's timeout (see `bounded`, below).
     Async(Arc<dyn Fn(&Parts) -> BoxFuture<'static, Option<RuntimeLimit>> + Send + Sync>),
 }
 
