@@ -40,6 +40,10 @@ const REREAD: Duration = Duration::from_secs(30);
 /// The least time between two reads after failed calls.
 const AFTER_FAILURE: Duration = Duration::from_secs(1);
 
+/// How many nodes one read asks before it gives up: `CLUSTER SLOTS` goes to a random node,
+/// which in an outage may be the dead one.
+const READ_TRIES: u32 = 3;
+
 /// The Redis Cluster slot of `key`: CRC16 (XMODEM) of its hash tag (the text between its
 /// first `{` and the next `}`, when not empty) or else of the whole key, modulo 16384.
 pub(super) fn slot(key: &str) -> u16 {
@@ -61,6 +65,10 @@ pub(super) struct Masters {
     map: RwLock<Arc<SlotMap>>,
     /// A read of the map is under way.
     reading: AtomicBool,
+    /// A read was asked for since the one under way began: that one may have been answered
+    /// before a failover was known (it was, when a breaker closes on a promoted replica's
+    /// answer while a read waits on the dead master), so another follows it.
+    again: AtomicBool,
     /// The generation of the connection the map was last read on, or tried; `u64::MAX` before
     /// the first read.
     read_on: AtomicU64,
@@ -105,6 +113,7 @@ impl Masters {
                 any,
             })),
             reading: AtomicBool::new(false),
+            again: AtomicBool::new(false),
             read_on: AtomicU64::new(u64::MAX),
             read_at_ms: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -145,30 +154,47 @@ impl Masters {
         self.epoch.elapsed().saturating_sub(read_at)
     }
 
-    /// Reads the map again in a task of its own, within `timeout`, unless a read is under way.
-    /// Nothing waits for it: the checks go on with the map they have.
-    pub(super) fn read(self: &Arc<Self>, mut current: Current, timeout: Duration) {
+    /// Reads the map again in a task of its own, within `timeout` for each node asked. When a
+    /// read is under way, another follows it instead: nothing asked for is lost. Nothing waits
+    /// for it: the checks go on with the map they have.
+    pub(super) fn read(self: &Arc<Self>, current: Current, timeout: Duration) {
+        self.again.store(true, Ordering::Release);
         if self.reading.swap(true, Ordering::Acquire) {
             return;
         }
-        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.read_at_ms.store(now_ms, Ordering::Relaxed);
         self.read_on.store(current.generation, Ordering::Relaxed);
         // Lets the next read in however this task ends, dropped with its runtime included.
-        let reading = Reading(Arc::clone(self));
+        let mut reading = Reading {
+            masters: Arc::clone(self),
+            held: true,
+        };
         tokio::spawn(async move {
-            let masters = &reading.0;
-            let read = tokio::time::timeout(timeout, masters.query(&mut current.conn)).await;
-            match read {
-                Ok(Ok(ranges)) => masters.install(&ranges),
-                Ok(Err(error)) => masters.log_level.log_event(&format!(
+            let mut current = current;
+            loop {
+                reading.masters.again.store(false, Ordering::Release);
+                reading.masters.read_once(&mut current, timeout).await;
+                if !reading.more() {
+                    break;
+                }
+            }
+        });
+    }
+
+    /// One read: up to [`READ_TRIES`] nodes asked, each within `timeout`, until one answers.
+    async fn read_once(&self, current: &mut Current, timeout: Duration) {
+        let now_ms = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.read_at_ms.store(now_ms, Ordering::Relaxed);
+        for _ in 0..READ_TRIES {
+            match tokio::time::timeout(timeout, self.query(&mut current.conn)).await {
+                Ok(Ok(ranges)) => return self.install(&ranges),
+                Ok(Err(error)) => self.log_level.log_event(&format!(
                     "cannot read the cluster's slots, the breakers keep their map: {error}"
                 )),
-                Err(_) => masters.log_level.log_event(&format!(
+                Err(_) => self.log_level.log_event(&format!(
                     "cannot read the cluster's slots within {timeout:?}, the breakers keep their map"
                 )),
             }
-        });
+        }
     }
 
     /// `CLUSTER SLOTS`, asked of any master.
@@ -257,11 +283,30 @@ impl Masters {
 }
 
 /// Marks the end of a read of the map, however its task ends.
-struct Reading(Arc<Masters>);
+struct Reading {
+    masters: Arc<Masters>,
+    /// This task holds `reading`.
+    held: bool,
+}
+
+impl Reading {
+    /// Lets the next read in, unless one was asked for meanwhile and this task may run it.
+    /// Checking `again` after letting go closes the gap where a read asked for just before
+    /// would see `reading` still held and leave it to this task, which had already looked.
+    fn more(&mut self) -> bool {
+        let masters = &self.masters;
+        masters.reading.store(false, Ordering::Release);
+        self.held =
+            masters.again.load(Ordering::Acquire) && !masters.reading.swap(true, Ordering::Acquire);
+        self.held
+    }
+}
 
 impl Drop for Reading {
     fn drop(&mut self) {
-        self.0.reading.store(false, Ordering::Release);
+        if self.held {
+            self.masters.reading.store(false, Ordering::Release);
+        }
     }
 }
 
