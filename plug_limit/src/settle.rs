@@ -118,7 +118,7 @@ impl Pending {
             admission: Arc::new(Admission {
                 backend: backend.clone(),
                 program: call.program.clone(),
-                keys: [call.keys.first().cloned().unwrap_or_default()],
+                keys: [call.keys.all().first().cloned().unwrap_or_default()],
                 opts: call.opts.into(),
                 lease: call.lease.map(str::to_owned),
             }),

@@ -43,15 +43,16 @@ impl MemoryBackend {
     /// built-in reads).
     pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
         let algorithm = call.program.builtin_only()?;
-        let key = call.keys.first().map_or("", String::as_str);
-        let verdict = self.evaluate(algorithm, key, call).map_err(Error::Input)?;
-        outcome(verdict, &call.program.headers)
+        let mut verdict = Err(String::new());
+        call.keys
+            .first_bytes(&mut |key| verdict = self.evaluate(algorithm, key, call));
+        outcome(verdict.map_err(Error::Input)?, &call.program.headers)
     }
 
-    fn evaluate(&self, algorithm: Builtin, key: &str, call: Call<'_>) -> Result<Verdict, String> {
+    fn evaluate(&self, algorithm: Builtin, key: &[u8], call: Call<'_>) -> Result<Verdict, String> {
         let (opts, cost, lease) = (call.opts, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
-        let mut shard = self.states.lock(key);
+        let mut shard = self.states.lock_bytes(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         // An existing key is evaluated in place: one lookup, no allocation.
         if let Some(slot) = shard.get_mut() {

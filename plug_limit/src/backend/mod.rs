@@ -63,7 +63,7 @@ impl Program {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call<'a> {
     pub(crate) program: &'a Program,
-    pub(crate) keys: &'a [String],
+    pub(crate) keys: &'a dyn KeyText,
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: Charge,
     pub(crate) lease: Option<&'a str>,
@@ -71,6 +71,31 @@ pub(crate) struct Call<'a> {
 
 /// One limit of stacked limits: its program (a built-in), its key, options and cost, and
 /// whether its denial denies the stack (`soft`: shadow mode, it does not).
+/// The keys of a call, as the backend reads them: every key's text (Redis), or only the first
+/// key's bytes (the memory backend hashes them, and a request's keys need not be composed on
+/// the heap for it).
+pub(crate) trait KeyText: Sync + std::fmt::Debug {
+    /// Every key's text.
+    fn all(&self) -> &[String];
+
+    /// Calls `f` with the first key's bytes (empty without keys).
+    fn first_bytes(&self, f: &mut dyn FnMut(&[u8])) {
+        f(self.all().first().map_or(&[], |key| key.as_bytes()));
+    }
+}
+
+impl KeyText for [String; 1] {
+    fn all(&self) -> &[String] {
+        self
+    }
+}
+
+impl KeyText for Vec<String> {
+    fn all(&self) -> &[String] {
+        self
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StackPart<'a> {
     pub(crate) program: &'a Program,

@@ -112,13 +112,18 @@ impl<V> Sharded<V> {
         }
     }
 
-    fn digest(&self, key: &str) -> Digest {
-        let hash = self.hasher.hash(key.as_bytes());
+    fn digest(&self, key: &[u8]) -> Digest {
+        let hash = self.hasher.hash(key);
         (hash.h1, hash.h2)
     }
 
     /// The locked shard that holds `key`, ready for operations on `key`.
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
+        self.lock_bytes(key.as_bytes())
+    }
+
+    /// [`lock`](Self::lock), for a key given as its bytes.
+    pub(crate) fn lock_bytes(&self, key: &[u8]) -> Locked<'_, V> {
         let digest = self.digest(key);
         Locked {
             shard: self.lock_shard(shard_index(digest, self.shards.len())),
@@ -130,7 +135,7 @@ impl<V> Sharded<V> {
     /// The shards that hold `keys`, each locked once, in ascending order; the `i`-th key is
     /// then reached with [`LockedAll::key`]`(i, ..)`.
     pub(crate) fn lock_all(&self, keys: &[&str]) -> LockedAll<'_, V> {
-        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key)).collect();
+        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key.as_bytes())).collect();
         let mut indices: Vec<usize> = digests
             .iter()
             .map(|&digest| shard_index(digest, self.shards.len()))

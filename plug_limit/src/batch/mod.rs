@@ -169,7 +169,7 @@ impl Batches {
         let owner = give_back::Owner {
             inner: Arc::clone(&self.inner),
             redis: Arc::clone(redis),
-            key: call.keys.to_vec(),
+            key: call.keys.all().to_vec(),
             opts: call.opts.to_vec(),
         };
         if leftover > 0 {

@@ -22,58 +22,220 @@
 //! - A client part longer than [`MAX_VERBATIM`] bytes, or one starting with `#`, is stored as
 //!   `#` and the hex SHA-1 of its text: a 300 kB header costs 41 bytes of key, and a verbatim
 //!   part never looks like a digest.
+//!
+//! A request's keys are composed when first read: the memory backend only hashes the first
+//! one, so for it the text is written to the stack and hashed there ([`Keys::first_bytes`]),
+//! with no allocation and nothing to free; Redis, the deny cache, local batches and what a
+//! request owes after its response read the composed text.
 
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use crate::backend::KeyText;
 use crate::key::Key;
 use crate::limit::{Opt, push_digest, write_key_text};
 
 /// The longest client key part stored as it is.
 const MAX_VERBATIM: usize = 64;
 
-/// A request's namespaced keys: built-in limiters and most custom ones take one, kept without
-/// a `Vec` around it.
+/// The longest key the memory backend hashes from the stack; a longer one (a long prefix or
+/// scope) is composed on the heap, as for Redis.
+const ON_STACK: usize = 256;
+
+/// A request's namespaced keys, one per part of its client key, composed when first read.
+#[derive(Debug)]
+pub(crate) struct Keys<'a> {
+    /// What the keys are made of, while they may not be composed yet.
+    plan: Option<Plan<'a>>,
+    composed: OnceLock<Composed>,
+}
+
+/// What a request's keys are composed of.
+#[derive(Debug)]
+struct Plan<'a> {
+    prefix: &'a str,
+    limit: Named<'a>,
+    scope: Cow<'a, str>,
+    key: Key,
+}
+
+/// Composed keys: built-in limiters and most custom ones take one, kept without a `Vec`
+/// around it.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Keys {
+enum Composed {
     One(String),
     Many(Vec<String>),
 }
 
-impl Keys {
-    /// The key of a client of one part, `client`: what [`namespaced`](Self::namespaced) makes
-    /// of `Key::from(client)`, without copying `client` into a `Key` first.
+impl Keys<'static> {
+    /// The key of a client of one part, `client`, composed: what
+    /// [`namespaced`](Keys::namespaced) makes of `Key::from(client)`, without copying `client`
+    /// into a `Key` first.
     pub(crate) fn of_client(client: &str, prefix: &str, limit: Named<'_>, scope: &str) -> Self {
-        Self::One(compose(prefix, tag(client), limit, scope, client))
+        Self {
+            plan: None,
+            composed: OnceLock::from(Composed::One(compose(prefix, limit, scope, client))),
+        }
+    }
+}
+
+impl<'a> Keys<'a> {
+    /// The keys of `key`'s parts, under `limit` and `scope`, composed when first read.
+    pub(crate) fn namespaced(
+        key: Key,
+        prefix: &'a str,
+        limit: Named<'a>,
+        scope: Cow<'a, str>,
+    ) -> Self {
+        Self {
+            plan: Some(Plan {
+                prefix,
+                limit,
+                scope,
+                key,
+            }),
+            composed: OnceLock::new(),
+        }
     }
 
-    /// The keys of `key`'s parts, under `limit` and `scope`.
-    pub(crate) fn namespaced(key: &Key, prefix: &str, limit: Named<'_>, scope: &str) -> Self {
-        let mut parts = key.iter();
-        let first = parts.next().unwrap_or_default();
-        let tag = tag(first);
-        let first_key = compose(prefix, tag, limit, scope, first);
-        match parts.next() {
-            None => Self::One(first_key),
-            Some(second) => {
-                let one = |part: &str| compose(prefix, tag, limit, scope, part);
-                let mut all = vec![first_key, one(second)];
-                all.extend(parts.map(one));
-                Self::Many(all)
-            }
-        }
+    fn composed(&self) -> &Composed {
+        self.composed.get_or_init(|| match &self.plan {
+            Some(plan) => plan.compose(),
+            None => Composed::Many(Vec::new()),
+        })
     }
 
     /// The first key: the client's, for every built-in.
     pub(crate) fn first(&self) -> &str {
-        match self {
-            Self::One(key) => key,
-            Self::Many(keys) => keys.first().map_or("", String::as_str),
+        match self.composed() {
+            Composed::One(key) => key,
+            Composed::Many(keys) => keys.first().map_or("", String::as_str),
         }
     }
 
     pub(crate) fn as_slice(&self) -> &[String] {
-        match self {
-            Self::One(key) => std::slice::from_ref(key),
-            Self::Many(keys) => keys,
+        match self.composed() {
+            Composed::One(key) => std::slice::from_ref(key),
+            Composed::Many(keys) => keys,
         }
+    }
+}
+
+impl KeyText for Keys<'_> {
+    fn all(&self) -> &[String] {
+        self.as_slice()
+    }
+
+    /// The first key's bytes: composed on the stack when the text was not composed yet and
+    /// fits, so that hashing it allocates nothing.
+    fn first_bytes(&self, f: &mut dyn FnMut(&[u8])) {
+        if self.composed.get().is_none()
+            && let Some(plan) = &self.plan
+        {
+            let mut text = StackText::default();
+            let first = plan.key.iter().next().unwrap_or_default();
+            if write_key(&mut text, plan.prefix, plan.limit, &plan.scope, first).is_ok() {
+                return f(text.as_bytes());
+            }
+        }
+        f(self.first().as_bytes());
+    }
+}
+
+impl Plan<'_> {
+    fn compose(&self) -> Composed {
+        let mut parts = self.key.iter();
+        let first = parts.next().unwrap_or_default();
+        let tag = tag(first);
+        let one = |part: &str| {
+            let mut key = String::with_capacity(self.len_of(part));
+            // Writing to a `String` cannot fail.
+            let _ = write_tagged(&mut key, self.prefix, tag, self.limit, &self.scope, part);
+            key
+        };
+        let first_key = one(first);
+        match parts.next() {
+            None => Composed::One(first_key),
+            Some(second) => {
+                let mut all = vec![first_key, one(second)];
+                all.extend(parts.map(one));
+                Composed::Many(all)
+            }
+        }
+    }
+
+    /// About the length of the key of `part`, to allocate it once.
+    fn len_of(&self, part: &str) -> usize {
+        key_len(self.prefix, self.limit, &self.scope, part)
+    }
+}
+
+/// Where a key's text is written: a `String`, or [`StackText`]. Writing to a `String` never
+/// fails; writing to the stack fails past its room.
+trait KeyOut {
+    fn put(&mut self, text: &str) -> Result<(), Full>;
+    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full>;
+}
+
+/// A key too long for [`StackText`].
+#[derive(Debug)]
+struct Full;
+
+impl KeyOut for String {
+    #[inline]
+    fn put(&mut self, text: &str) -> Result<(), Full> {
+        self.push_str(text);
+        Ok(())
+    }
+
+    #[inline]
+    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
+        self.extend(bytes.map(char::from));
+        Ok(())
+    }
+}
+
+/// A key's text on the stack: [`ON_STACK`] bytes at most, a longer one refused.
+struct StackText {
+    bytes: [u8; ON_STACK],
+    len: usize,
+}
+
+impl Default for StackText {
+    fn default() -> Self {
+        Self {
+            bytes: [0; ON_STACK],
+            len: 0,
+        }
+    }
+}
+
+impl StackText {
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    #[inline]
+    fn put_bytes(&mut self, bytes: &[u8]) -> Result<(), Full> {
+        let end = self.len + bytes.len();
+        self.bytes
+            .get_mut(self.len..end)
+            .ok_or(Full)?
+            .copy_from_slice(bytes);
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl KeyOut for StackText {
+    #[inline]
+    fn put(&mut self, text: &str) -> Result<(), Full> {
+        self.put_bytes(text.as_bytes())
+    }
+
+    #[inline]
+    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
+        self.put_bytes(&bytes)
     }
 }
 
@@ -111,37 +273,74 @@ fn tag_hash(bytes: &[u8]) -> u16 {
     top
 }
 
-/// One key. A long or `#`-led part is stored as its SHA-1: collision resistant, since two
-/// clients whose parts shared a digest would share a budget.
-fn compose(prefix: &str, tag: [u8; 4], limit: Named<'_>, scope: &str, part: &str) -> String {
-    let verbatim = part.len() <= MAX_VERBATIM && !part.starts_with('#');
-    let client_len = if verbatim { part.len() } else { 41 };
+/// Whether a client part is stored as it is, rather than as its digest.
+fn is_verbatim(part: &str) -> bool {
+    part.len() <= MAX_VERBATIM && !part.starts_with('#')
+}
+
+/// About the length of one key (exact but for options written at run time), to allocate it
+/// once.
+fn key_len(prefix: &str, limit: Named<'_>, scope: &str, part: &str) -> usize {
+    let client_len = if is_verbatim(part) { part.len() } else { 41 };
     let opts_len = limit.opts_key.map_or(12 * limit.opts.len(), str::len);
-    let mut key = String::with_capacity(
-        prefix.len() + limit.limiter.len() + opts_len + scope.len() + client_len + 16 + 8,
-    );
-    key.push_str(prefix);
-    key.push_str(":{");
-    // The tag is ASCII hex digits.
-    key.extend(tag.iter().map(|&b| char::from(b)));
-    key.push_str("}:");
-    key.push_str(limit.limiter);
-    key.push(':');
-    match limit.opts_key {
-        Some(text) => key.push_str(text),
-        None => write_key_text(&mut key, limit.opts),
-    }
-    key.push(':');
-    key.push_str(itoa::Buffer::new().format(scope.len()));
-    key.push(':');
-    key.push_str(scope);
-    key.push(':');
-    if verbatim {
-        key.push_str(part);
-    } else {
-        push_digest(&mut key, sha1(part));
-    }
+    prefix.len() + limit.limiter.len() + opts_len + scope.len() + client_len + 16 + 8
+}
+
+/// One key, of a client of one part.
+fn compose(prefix: &str, limit: Named<'_>, scope: &str, part: &str) -> String {
+    let mut key = String::with_capacity(key_len(prefix, limit, scope, part));
+    // Writing to a `String` cannot fail.
+    let _ = write_key(&mut key, prefix, limit, scope, part);
     key
+}
+
+/// Writes the key of a client of one part, `part`, to `out`.
+fn write_key(
+    out: &mut impl KeyOut,
+    prefix: &str,
+    limit: Named<'_>,
+    scope: &str,
+    part: &str,
+) -> Result<(), Full> {
+    write_tagged(out, prefix, tag(part), limit, scope, part)
+}
+
+/// Writes one key under `tag` to `out`. A long or `#`-led part is stored as its SHA-1:
+/// collision resistant, since two clients whose parts shared a digest would share a budget.
+fn write_tagged(
+    out: &mut impl KeyOut,
+    prefix: &str,
+    tag: [u8; 4],
+    limit: Named<'_>,
+    scope: &str,
+    part: &str,
+) -> Result<(), Full> {
+    out.put(prefix)?;
+    out.put(":{")?;
+    // The tag is ASCII hex digits.
+    out.put_ascii(tag)?;
+    out.put("}:")?;
+    out.put(limit.limiter)?;
+    out.put(":")?;
+    if let Some(text) = limit.opts_key {
+        out.put(text)?;
+    } else {
+        let mut text = String::new();
+        write_key_text(&mut text, limit.opts);
+        out.put(&text)?;
+    }
+    out.put(":")?;
+    out.put(itoa::Buffer::new().format(scope.len()))?;
+    out.put(":")?;
+    out.put(scope)?;
+    out.put(":")?;
+    if is_verbatim(part) {
+        out.put(part)
+    } else {
+        let mut digest = String::with_capacity(41);
+        push_digest(&mut digest, sha1(part));
+        out.put(&digest)
+    }
 }
 
 #[cfg(test)]
@@ -163,10 +362,15 @@ mod tests {
     }
 
     fn one_of(limit: Named<'_>, scope: &str, client: &str) -> String {
-        match Keys::namespaced(&Key::from(client), "p", limit, scope) {
-            Keys::One(key) => key,
-            Keys::Many(keys) => panic!("one key expected, got {keys:?}"),
-        }
+        let keys = Keys::namespaced(Key::from(client), "p", limit, Cow::Borrowed(scope));
+        let [key] = keys.as_slice() else {
+            panic!("one key expected, got {keys:?}");
+        };
+        // What the memory backend hashes is the same text, written on the stack.
+        let mut bytes = Vec::new();
+        keys.first_bytes(&mut |first| bytes = first.to_vec());
+        assert_eq!(bytes, key.as_bytes());
+        key.clone()
     }
 
     /// The slot Redis Cluster computes: CRC16 of the first non-empty `{...}`, else the key.
@@ -193,9 +397,10 @@ mod tests {
     #[test]
     fn a_client_of_one_part_keys_as_its_key_does() {
         for client in ["alice", "", "#x", &"y".repeat(100)] {
+            let named = || limit("gcra", TEN_A_MINUTE);
             assert_eq!(
-                Keys::of_client(client, "p", limit("gcra", TEN_A_MINUTE), "/v1"),
-                Keys::namespaced(&Key::from(client), "p", limit("gcra", TEN_A_MINUTE), "/v1"),
+                Keys::of_client(client, "p", named(), "/v1").as_slice(),
+                Keys::namespaced(Key::from(client), "p", named(), Cow::Borrowed("/v1")).as_slice(),
             );
         }
     }
@@ -236,9 +441,9 @@ mod tests {
     #[test]
     fn all_parts_of_a_request_share_the_first_parts_tag() {
         let key = Key::many(["a".to_owned(), "b".to_owned(), "c".to_owned()]).unwrap();
-        let Keys::Many(keys) = Keys::namespaced(&key, "p", limit("custom", &[]), "s") else {
-            panic!("three keys expected");
-        };
+        let keys = Keys::namespaced(key, "p", limit("custom", &[]), Cow::Borrowed("s"));
+        let keys = keys.as_slice();
+        assert_eq!(keys.len(), 3);
         let tags: Vec<&str> = keys.iter().map(|k| hash_tag(k)).collect();
         assert_eq!(tags, [tags[0]; 3]);
         assert!(keys[2].ends_with(":custom::1:s:c"), "{}", keys[2]);

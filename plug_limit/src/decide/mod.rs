@@ -5,6 +5,7 @@
 //! in one place. [`Decider::check`] and [`Decider::reset`] share the dispatch and skip what
 //! belongs to requests (the enabled flag, the deny cache's answers, the failure policy).
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
@@ -83,7 +84,7 @@ pub(crate) struct Decider {
 
 impl Decider {
     /// Runs a request's check as far as it goes without waiting.
-    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Step<'a> {
+    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &'a Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
@@ -95,7 +96,11 @@ impl Decider {
 
     /// A request's check up to its dispatch: the limiter, the rules, the key. `Err` when that
     /// settles it: refused, or let through uncounted.
-    fn prepare<'a>(&'a self, limit: LimitRef<'a>, parts: &Parts) -> Result<Request<'a>, Decided> {
+    fn prepare<'a>(
+        &'a self,
+        limit: LimitRef<'a>,
+        parts: &'a Parts,
+    ) -> Result<Request<'a>, Decided> {
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).
         let route_scope = limit
@@ -138,9 +143,8 @@ impl Decider {
             }
         }
         let extractor = limit.key.unwrap_or(&*entry.key);
-        let fallback_scope;
         let (key, scope) = match extractor.extract(parts) {
-            Ok(key) => (key, route_scope),
+            Ok(key) => (key, Cow::Borrowed(route_scope)),
             Err(error) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
                 let by_peer = match entry.on_key_failure {
@@ -156,13 +160,12 @@ impl Decider {
                     return Err(Err(RateLimitRejection::KeyRejected(error)));
                 };
                 // A budget of its own: the extractor's keys and the peer's never meet.
-                fallback_scope = format!("{route_scope}\0peer");
-                (peer, fallback_scope.as_str())
+                (peer, Cow::Owned(format!("{route_scope}\0peer")))
             }
         };
         Ok(Request {
             entry,
-            keys: Keys::namespaced(&key, &self.prefix, named(entry, limit), scope),
+            keys: Keys::namespaced(key, &self.prefix, named(entry, limit), scope),
             opts: limit.opts,
             cost: limit.cost,
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
@@ -240,7 +243,7 @@ impl Decider {
         // Styled before the deny cache keeps a denial, so its answers read as this one does.
         let outcome = entry
             .style
-            .finish(request.keys.first(), request.opts, outcome);
+            .finish(|| request.keys.first(), request.opts, outcome);
         // The hook speaks first; the default path still counts, caches and logs the decision.
         let hooked = entry
             .hooked(&outcome)
@@ -410,7 +413,7 @@ impl Decider {
             let lease = lease_for(entry, cost);
             let call = Call {
                 program: &entry.program,
-                keys: keys.as_slice(),
+                keys: &keys,
                 opts,
                 cost,
                 lease: lease.as_deref(),
@@ -420,7 +423,7 @@ impl Decider {
             let result = backend.eval(call).await;
             let outcome =
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
-            Ok(entry.style.finish(keys.first(), opts, outcome))
+            Ok(entry.style.finish(|| keys.first(), opts, outcome))
         }
         .instrument(watch.span().clone())
         .await;
@@ -471,7 +474,7 @@ impl Decider {
 
     /// The keys a programmatic check of `limit` counts `client` under: those of a request
     /// from the same client to a route of the limit's scope (none: `""`).
-    fn client_keys(&self, entry: &Entry, limit: LimitRef<'_>, client: &str) -> Keys {
+    fn client_keys(&self, entry: &Entry, limit: LimitRef<'_>, client: &str) -> Keys<'static> {
         let scope = limit.scope.unwrap_or_default();
         Keys::of_client(client, &self.prefix, named(entry, limit), scope)
     }
@@ -507,7 +510,7 @@ impl Decider {
 /// cache.
 struct Request<'a> {
     entry: &'a Entry,
-    keys: Keys,
+    keys: Keys<'a>,
     opts: &'a [Opt],
     cost: u32,
     /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
@@ -525,7 +528,7 @@ impl Request<'_> {
     fn call(&self) -> Call<'_> {
         Call {
             program: &self.entry.program,
-            keys: self.keys.as_slice(),
+            keys: &self.keys,
             opts: self.opts,
             cost: Charge::Take(self.cost),
             lease: self.lease.as_deref(),

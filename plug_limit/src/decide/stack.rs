@@ -36,7 +36,7 @@ impl Decider {
     }
 
     /// Runs a stack's check as far as it goes without waiting.
-    fn start_stack<'a>(&'a self, limits: &[LimitRef<'a>], parts: &Parts) -> Step<'a> {
+    fn start_stack<'a>(&'a self, limits: &[LimitRef<'a>], parts: &'a Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
@@ -175,7 +175,7 @@ impl Decider {
         for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
             let Some(outcome) = outcome else { continue };
             let tightness = Tightness::of(&outcome);
-            let outcome = entry.style.finish(keys.first(), opts, outcome);
+            let outcome = entry.style.finish(|| keys.first(), opts, outcome);
             if !outcome.is_allowed() {
                 return Ok(outcome);
             }
@@ -254,10 +254,11 @@ impl Decider {
                 ));
             }
             let tightness = Tightness::of(&outcome);
-            let outcome = request
-                .entry
-                .style
-                .finish(request.keys.first(), request.opts, outcome);
+            let outcome =
+                request
+                    .entry
+                    .style
+                    .finish(|| request.keys.first(), request.opts, outcome);
             ran.push((at, request, tightness, outcome));
         }
         if let Some(denier) = denier {

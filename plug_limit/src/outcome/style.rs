@@ -116,7 +116,12 @@ impl Styler {
     /// In the legacy style only a fixed_window denial changes (its reset is sent as
     /// `retry-after` too): every other outcome passes through untouched, with nothing
     /// allocated.
-    pub(crate) fn finish(&self, key: &str, opts: &[Opt], mut outcome: Outcome) -> Outcome {
+    pub(crate) fn finish<'k>(
+        &self,
+        key: impl FnOnce() -> &'k str,
+        opts: &[Opt],
+        mut outcome: Outcome,
+    ) -> Outcome {
         let Some(algorithm) = self.algorithm else {
             return outcome;
         };
@@ -137,7 +142,7 @@ impl Styler {
             return outcome;
         };
         reported.draft10 = draft10
-            .items(algorithm, key, opts, &reported.report, denied)
+            .items(algorithm, key(), opts, &reported.report, denied)
             .map(Box::new);
         if reported.draft10.is_none() {
             tracing::debug!(target: "plug_limit", limiter = %draft10.name(), "options out of contract: the draft-10 fields are left out");

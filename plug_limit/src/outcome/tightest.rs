@@ -144,7 +144,7 @@ mod tests {
         let keys = || PartitionKeys::new(b"0123456789abcdef").unwrap();
         let draft = |name: &str, remaining: i64| {
             Styler::new(name, Some(Builtin::FixedWindow), HeaderStyle::Draft10, keys).finish(
-                "k",
+                || "k",
                 &[Opt::Int(10), Opt::Int(1)],
                 reported(remaining, 1),
             )
@@ -180,7 +180,7 @@ mod tests {
     fn a_legacy_tightest_among_draft10_limits_keeps_its_own_headers() {
         let keys = || PartitionKeys::new(b"0123456789abcdef").unwrap();
         let draft = Styler::new("b", Some(Builtin::FixedWindow), HeaderStyle::Draft10, keys)
-            .finish("k", &[Opt::Int(10), Opt::Int(1)], reported(5, 1));
+            .finish(|| "k", &[Opt::Int(10), Opt::Int(1)], reported(5, 1));
         let merged = merged(vec![reported(1, 60), draft]);
         let names: Vec<_> = merged
             .headers()

@@ -121,9 +121,9 @@ impl RedisBackend {
         let lua = &call.program.script;
         let command = Command::Script {
             limiter: &call.program.name,
-            evalsha: evalsha(lua, call.keys, call.opts, extra),
+            evalsha: evalsha(lua, call.keys.all(), call.opts, extra),
             lua,
-            keys: call.keys,
+            keys: call.keys.all(),
             args: [call.opts, extra],
         };
         let reply = self.send(&command).await?;
