@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deadpool_redis::redis::Value;
 
 use super::sharded::Sharded;
-use super::{Call, StackPart, Stacked};
+use super::{Call, StackPart, Stacked, past_head};
 use crate::algorithm::{Builtin, Field, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -24,18 +24,27 @@ const _: () = assert!(size_of::<Option<Stored>>() == size_of::<Stored>());
 /// scripts; expired state is swept as traffic flows, without a background task, and a full
 /// shard evicts the state that expires soonest (see
 /// [`Builder::memory_capacity`](crate::Builder::memory_capacity)).
+///
+/// A key is told apart by its text past its `{prefix}:{TAG}:` head: one handle's keys share
+/// its prefix, and the tag is a function of the client part that ends the key, so the head
+/// tells no two keys apart and hashing it would only cost. A memory backend serves one handle.
 pub(crate) struct MemoryBackend {
     /// `None` only while an evaluation runs: a key whose state it deletes is removed.
     states: Sharded<Option<Stored>>,
     clock: Arc<dyn Clock>,
+    /// The length of its keys' `{prefix}:{TAG}:` head.
+    head: usize,
 }
 
 impl MemoryBackend {
-    /// A backend holding state for at most `capacity` keys.
-    pub(crate) fn new(clock: Arc<dyn Clock>, capacity: NonZeroUsize) -> Self {
+    /// A backend holding state for at most `capacity` keys, of a handle whose keys start with
+    /// `prefix`.
+    pub(crate) fn new(clock: Arc<dyn Clock>, capacity: NonZeroUsize, prefix: &str) -> Self {
         Self {
             states: Sharded::bounded(SHARDS, capacity),
             clock,
+            // `:{`, the tag's four hex digits, `}:`.
+            head: prefix.len() + 8,
         }
     }
 
@@ -44,8 +53,9 @@ impl MemoryBackend {
     pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
         let algorithm = call.program.builtin_only()?;
         let mut verdict = Err(String::new());
-        call.keys
-            .first_bytes(&mut |key| verdict = self.evaluate(algorithm, key, call));
+        call.keys.first_bytes(self.head, &mut |key| {
+            verdict = self.evaluate(algorithm, key, call)
+        });
         outcome(verdict.map_err(Error::Input)?, &call.program.headers)
     }
 
@@ -90,14 +100,14 @@ impl MemoryBackend {
             })
             .collect::<Result<Vec<_>, Error>>()?;
         // Parts counting under one key share its state, as they share the Redis key.
-        let mut keys: Vec<&str> = Vec::with_capacity(parts.len());
+        let mut keys: Vec<&[u8]> = Vec::with_capacity(parts.len());
         let slot_of: Vec<usize> = parts
             .iter()
             .map(|part| {
                 keys.iter()
-                    .position(|key| *key == part.key)
+                    .position(|key| *key == past_head(part.key, self.head))
                     .unwrap_or_else(|| {
-                        keys.push(part.key);
+                        keys.push(past_head(part.key, self.head));
                         keys.len() - 1
                     })
             })
@@ -140,7 +150,7 @@ impl MemoryBackend {
 
     /// Deletes `key`'s state.
     pub(crate) fn reset(&self, key: &str) {
-        self.states.lock(key).remove();
+        self.states.lock_bytes(past_head(key, self.head)).remove();
     }
 
     /// Forgets every key; returns how many held state.

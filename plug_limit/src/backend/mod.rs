@@ -78,10 +78,20 @@ pub(crate) trait KeyText: Sync + std::fmt::Debug {
     /// Every key's text.
     fn all(&self) -> &[String];
 
-    /// Calls `f` with the first key's bytes (empty without keys).
-    fn first_bytes(&self, f: &mut dyn FnMut(&[u8])) {
-        f(self.all().first().map_or(&[], |key| key.as_bytes()));
+    /// Calls `f` with the first key's bytes past its first `head` (its `{prefix}:{TAG}:`, which
+    /// the memory backend leaves out); empty without keys.
+    fn first_bytes(&self, head: usize, f: &mut dyn FnMut(&[u8])) {
+        f(past_head(
+            self.all().first().map_or("", String::as_str),
+            head,
+        ));
     }
+}
+
+/// `key` past its first `head` bytes; all of it when it is shorter.
+pub(crate) fn past_head(key: &str, head: usize) -> &[u8] {
+    let bytes = key.as_bytes();
+    bytes.get(head..).unwrap_or(bytes)
 }
 
 impl KeyText for [String; 1] {

@@ -134,8 +134,8 @@ impl<V> Sharded<V> {
 
     /// The shards that hold `keys`, each locked once, in ascending order; the `i`-th key is
     /// then reached with [`LockedAll::key`]`(i, ..)`.
-    pub(crate) fn lock_all(&self, keys: &[&str]) -> LockedAll<'_, V> {
-        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key.as_bytes())).collect();
+    pub(crate) fn lock_all(&self, keys: &[&[u8]]) -> LockedAll<'_, V> {
+        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key)).collect();
         let mut indices: Vec<usize> = digests
             .iter()
             .map(|&digest| shard_index(digest, self.shards.len()))

@@ -314,7 +314,11 @@ impl Builder {
             Kind::Redis(pool) => Backend::Redis(Arc::new(RedisBackend::new(pool, settings))),
             Kind::Memory => {
                 let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-                Backend::Memory(Arc::new(MemoryBackend::new(clock, memory_capacity)))
+                Backend::Memory(Arc::new(MemoryBackend::new(
+                    clock,
+                    memory_capacity,
+                    &self.prefix,
+                )))
             }
         };
         PlugLimit::from_decider(Decider {

@@ -24,14 +24,14 @@
 //!   part never looks like a digest.
 //!
 //! A request's keys are composed when first read: the memory backend only hashes the first
-//! one, so for it the text is written to the stack and hashed there ([`Keys::first_bytes`]),
-//! with no allocation and nothing to free; Redis, the deny cache, local batches and what a
+//! one past its `{prefix}:{TAG}:` head, so for it that text is written to the stack and
+//! hashed there (`first_bytes`), with no allocation and nothing to free; Redis, the deny cache, local batches and what a
 //! request owes after its response read the composed text.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::backend::KeyText;
+use crate::backend::{KeyText, past_head};
 use crate::key::Key;
 use crate::limit::{Opt, push_digest, write_key_text};
 
@@ -126,19 +126,21 @@ impl KeyText for Keys<'_> {
         self.as_slice()
     }
 
-    /// The first key's bytes: composed on the stack when the text was not composed yet and
-    /// fits, so that hashing it allocates nothing.
-    fn first_bytes(&self, f: &mut dyn FnMut(&[u8])) {
+    /// The first key's bytes past its head: written on the stack when the text was not
+    /// composed yet and fits, so that hashing them allocates nothing (the head, a prefix and a
+    /// tag, is never written).
+    fn first_bytes(&self, head: usize, f: &mut dyn FnMut(&[u8])) {
         if self.composed.get().is_none()
             && let Some(plan) = &self.plan
         {
+            debug_assert_eq!(head, plan.prefix.len() + 8, "a head of another prefix");
             let mut text = StackText::default();
             let first = plan.key.iter().next().unwrap_or_default();
-            if write_key(&mut text, plan.prefix, plan.limit, &plan.scope, first).is_ok() {
+            if write_counted(&mut text, plan.limit, &plan.scope, first).is_ok() {
                 return f(text.as_bytes());
             }
         }
-        f(self.first().as_bytes());
+        f(past_head(self.first(), head));
     }
 }
 
@@ -305,8 +307,7 @@ fn write_key(
     write_tagged(out, prefix, tag(part), limit, scope, part)
 }
 
-/// Writes one key under `tag` to `out`. A long or `#`-led part is stored as its SHA-1:
-/// collision resistant, since two clients whose parts shared a digest would share a budget.
+/// Writes one key under `tag` to `out`: its head (`prefix`, `tag`), then the rest.
 fn write_tagged(
     out: &mut impl KeyOut,
     prefix: &str,
@@ -320,6 +321,18 @@ fn write_tagged(
     // The tag is ASCII hex digits.
     out.put_ascii(tag)?;
     out.put("}:")?;
+    write_counted(out, limit, scope, part)
+}
+
+/// Writes the part of a key after its head: limiter, options, scope and client, what tells
+/// keys of one prefix apart. A long or `#`-led client part is stored as its SHA-1: collision
+/// resistant, since two clients whose parts shared a digest would share a budget.
+fn write_counted(
+    out: &mut impl KeyOut,
+    limit: Named<'_>,
+    scope: &str,
+    part: &str,
+) -> Result<(), Full> {
     out.put(limit.limiter)?;
     out.put(":")?;
     if let Some(text) = limit.opts_key {
@@ -366,10 +379,18 @@ mod tests {
         let [key] = keys.as_slice() else {
             panic!("one key expected, got {keys:?}");
         };
-        // What the memory backend hashes is the same text, written on the stack.
+        // What the memory backend hashes is the same text past its head, written on the stack.
+        let head = "p".len() + 8;
         let mut bytes = Vec::new();
-        keys.first_bytes(&mut |first| bytes = first.to_vec());
-        assert_eq!(bytes, key.as_bytes());
+        keys.first_bytes(head, &mut |first| bytes = first.to_vec());
+        assert_eq!(bytes, &key.as_bytes()[head..]);
+        assert!(
+            key[..head].starts_with("p:{") && key[..head].ends_with("}:"),
+            "{key}"
+        );
+        let composed = Keys::namespaced(Key::from(client), "p", limit, Cow::Borrowed(scope));
+        composed.first();
+        composed.first_bytes(head, &mut |first| assert_eq!(first, bytes));
         key.clone()
     }
 

@@ -501,7 +501,11 @@ impl Decider {
     fn fallback(&self) -> &Backend {
         self.fallback.get_or_init(|| {
             let clock = self.clock.clone().unwrap_or_else(|| Arc::new(SystemClock));
-            Backend::Memory(Arc::new(MemoryBackend::new(clock, self.memory_capacity)))
+            Backend::Memory(Arc::new(MemoryBackend::new(
+                clock,
+                self.memory_capacity,
+                &self.prefix,
+            )))
         })
     }
 }
