@@ -11,29 +11,55 @@ use http::HeaderValue;
 const MAX_FIELDS: usize = 4;
 
 /// One header value a twin answered, as its script would send it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum Field {
     /// `string.format('%d', n)`.
     Int(i64),
-    /// Any other text, e.g. token_bucket's policy or an option echoed as given.
+    /// Any other text, e.g. a policy read from a script's reply.
     Text(Box<str>),
+    /// token_bucket's policy, `{limit} {limit};w={window};burst={burst};policy=token_bucket`
+    /// as its script writes it, kept as its numbers and written only when read: formatting it
+    /// on every check was most of a token-bucket hit. Equal to the same text.
+    TokenBucketPolicy { limit: u32, window: u32, burst: u32 },
 }
 
 impl Field {
     /// Whether the value can be sent as a header value, as the Redis path checks a reply's.
     pub(crate) fn is_valid(&self) -> bool {
         match self {
-            Self::Int(_) => true,
+            Self::Int(_) | Self::TokenBucketPolicy { .. } => true,
             Self::Text(text) => HeaderValue::from_str(text).is_ok(),
         }
     }
 }
+
+impl PartialEq for Field {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Int(a), Self::Int(b)) => a == b,
+            (Self::Int(_), _) | (_, Self::Int(_)) => false,
+            (Self::Text(a), Self::Text(b)) => a == b,
+            // A policy is the text it writes, whichever way it was held.
+            (a, b) => a.to_string() == b.to_string(),
+        }
+    }
+}
+
+impl Eq for Field {}
 
 impl fmt::Display for Field {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Int(n) => write!(f, "{n}"),
             Self::Text(text) => f.write_str(text),
+            Self::TokenBucketPolicy {
+                limit,
+                window,
+                burst,
+            } => write!(
+                f,
+                "{limit} {limit};w={window};burst={burst};policy=token_bucket"
+            ),
         }
     }
 }
@@ -134,10 +160,9 @@ impl<const N: usize> From<[Field; N]> for Fields {
                 "a built-in answers at most 4 header values"
             )
         };
-        let mut items = [const { Field::Int(0) }; MAX_FIELDS];
-        for (item, field) in items.iter_mut().zip(fields) {
-            *item = field;
-        }
+        // Each slot written once, so nothing is dropped on the way.
+        let mut fields = fields.into_iter();
+        let items = std::array::from_fn(|_| fields.next().unwrap_or(Field::Int(0)));
         #[allow(clippy::cast_possible_truncation)] // N <= MAX_FIELDS, checked above
         Self {
             items,

@@ -20,10 +20,12 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
     let refill = limit - burst;
     let (limit_s, window_s) = (int(limit), int(window));
-    let policy = Field::from(format!(
-        "{limit_s} {limit_s};w={window_s};burst={};policy=token_bucket",
-        int(burst)
-    ));
+    // The options are whole and within 1..=2^31-1: each fits.
+    let policy = Field::TokenBucketPolicy {
+        limit: limit as u32,
+        window: window as u32,
+        burst: burst as u32,
+    };
 
     let current = match slot {
         Some(Stored {

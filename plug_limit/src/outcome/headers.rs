@@ -33,6 +33,7 @@ fn value(field: &Field) -> Option<HeaderValue> {
     match field {
         Field::Int(n) => Some(number(*n)),
         Field::Text(text) => HeaderValue::from_str(text).ok(),
+        Field::TokenBucketPolicy { .. } => HeaderValue::try_from(field.to_string()).ok(),
     }
 }
 
