@@ -6,6 +6,9 @@
 //! cargo bench -p plug_limit_bench --bench http_load
 //! ```
 //!
+//! With `--count <variant> <requests>` it serves one variant's requests in process instead,
+//! for `route_instructions.sh` to count their instructions (see `count.rs`).
+//!
 //! Variants, each served alone on `GET /`, in the order a round runs them (see
 //! `benches/README.md` for how to read the output):
 //!
@@ -14,6 +17,7 @@
 //! | `bare` | `"ok"` | `2xx` |
 //! | `bare_headers` | `"ok"` with `x-ratelimit-limit`, `-reset` and `-remaining` from a per-server counter | `2xx` + headers |
 //! | `memory` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on the memory backend, keyed by `x-client` | `2xx` + headers |
+//! | `memory_stacked_3` | `stacked_3`'s three limits on the memory backend | `2xx` + headers |
 //! | `deny_flood` | `RateLimited<FixedWindow<1, 3600>>` on Redis with `deny_cache(true)`, one client already denied | `429` + headers |
 //! | `tower_governor` | `"ok"` behind the `tower_governor` layer (in-process GCRA), keyed by `x-client` | `2xx` + headers |
 //! | `tower_governor_no_headers` | `tower_governor` without its headers (no `use_headers`) | `2xx` |
@@ -77,6 +81,7 @@
 mod client;
 #[path = "../client_header.rs"]
 mod client_header;
+mod count;
 mod cpu;
 mod evalsha;
 mod load;
@@ -115,6 +120,12 @@ const WINDOW: u32 = 3600;
 const FLOOD_CLIENT: &str = "flood";
 
 fn main() -> Result<(), BoxError> {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, variant, requests] = args.as_slice()
+        && flag == "--count"
+    {
+        return count::count(variant, requests.parse()?);
+    }
     let settings = Settings::from_env()?;
     let load_at_start = load_average();
     // Read before any pinning narrows this thread's CPUs.

@@ -191,6 +191,9 @@ pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, Box
         Variant::Memory => Router::new()
             .route("/", get(fixed_window))
             .with_state(memory()?),
+        Variant::MemoryStacked3 => Router::new()
+            .route("/", get(stacked_3))
+            .with_state(memory()?),
         Variant::MemoryNoHeaders => Router::new()
             .route("/", get(fixed_window_no_headers))
             .with_state(memory()?),

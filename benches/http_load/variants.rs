@@ -16,6 +16,7 @@ pub(crate) enum Variant {
     EvalshaPoolGet,
     TowerGovernor,
     Memory,
+    MemoryStacked3,
     DenyFlood,
     TowerGovernorNoHeaders,
     MemoryNoHeaders,
@@ -26,10 +27,11 @@ impl Variant {
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
     /// variants follow `bare` and `bare_headers`, the pair without headers last of them; each
     /// Redis limiter follows the hand-written check of its own script.
-    pub(crate) const ALL: [Self; 17] = [
+    pub(crate) const ALL: [Self; 18] = [
         Self::Bare,
         Self::BareHeaders,
         Self::Memory,
+        Self::MemoryStacked3,
         Self::DenyFlood,
         Self::TowerGovernor,
         Self::TowerGovernorNoHeaders,
@@ -62,6 +64,7 @@ impl Variant {
             Self::EvalshaPoolGet => "evalsha_pool_get",
             Self::TowerGovernor => "tower_governor",
             Self::Memory => "memory",
+            Self::MemoryStacked3 => "memory_stacked_3",
             Self::DenyFlood => "deny_flood",
             Self::TowerGovernorNoHeaders => "tower_governor_no_headers",
             Self::MemoryNoHeaders => "memory_no_headers",
