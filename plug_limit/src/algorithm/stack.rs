@@ -6,6 +6,8 @@
 use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
+use smallvec::SmallVec;
+
 use super::{Builtin, CATALOGUE, Runtime, Stored, Verdict};
 use crate::limit::Charge;
 use crate::limit::Opt;
@@ -52,6 +54,9 @@ pub(crate) fn script() -> &'static Arc<Lua> {
     &SCRIPT
 }
 
+/// The verdicts of a stack's limits, in order: a stack's few held inline.
+pub(crate) type Verdicts = SmallVec<[Verdict; 4]>;
+
 /// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
 /// distinct key and `slot_of[i]` says which is part `i`'s.
 ///
@@ -64,9 +69,9 @@ pub(crate) fn evaluate(
     now_ms: i64,
     slots: &mut [Option<Stored>],
     slot_of: &[usize],
-) -> Result<Vec<Verdict>, String> {
-    let mut verdicts = Vec::with_capacity(parts.len());
-    let mut saved = Vec::with_capacity(parts.len());
+) -> Result<Verdicts, String> {
+    let mut verdicts = Verdicts::new();
+    let mut saved: SmallVec<[GiveBack; 4]> = SmallVec::new();
     for (i, part) in parts.iter().enumerate() {
         let slot = &mut slots[slot_of[i]];
         // A state past its expiry is a key Redis no longer has.
@@ -124,7 +129,7 @@ enum GiveBack {
 fn give_back(
     parts: &[Part<'_>],
     verdicts: &[Verdict],
-    saved: Vec<GiveBack>,
+    saved: SmallVec<[GiveBack; 4]>,
     now_ms: i64,
     slots: &mut [Option<Stored>],
     slot_of: &[usize],

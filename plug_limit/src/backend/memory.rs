@@ -7,13 +7,14 @@ use std::sync::Arc;
 
 use deadpool_redis::redis::Value;
 
-use super::sharded::Sharded;
+use super::sharded::{Digest, FEW, Sharded};
 use super::{Call, StackPart, Stacked, past_head};
 use crate::algorithm::{Builtin, Field, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::error::ReplyError;
 use crate::outcome::{Decision, Names, Outcome, declared_name};
+use smallvec::SmallVec;
 
 const SHARDS: usize = 64;
 
@@ -88,7 +89,7 @@ impl MemoryBackend {
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
     /// key locked (in one order, so two stacks never wait on each other in a cycle).
     pub(crate) fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
-        let algorithms = parts
+        let algorithms: SmallVec<[stack::Part<'_>; FEW]> = parts
             .iter()
             .map(|part| {
                 Ok(stack::Part {
@@ -98,29 +99,34 @@ impl MemoryBackend {
                     soft: part.soft,
                 })
             })
-            .collect::<Result<Vec<_>, Error>>()?;
-        // Parts counting under one key share its state, as they share the Redis key.
-        let mut keys: Vec<&[u8]> = Vec::with_capacity(parts.len());
-        let slot_of: Vec<usize> = parts
+            .collect::<Result<_, Error>>()?;
+        // Parts counting under one key share its state, as they share the Redis key: one
+        // digest, which no two keys share.
+        let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
+        let slot_of: SmallVec<[usize; FEW]> = parts
             .iter()
             .map(|part| {
+                let mut digest = (0, 0);
+                part.keys
+                    .first_bytes(self.head, &mut |key| digest = self.states.digest(key));
                 keys.iter()
-                    .position(|key| *key == past_head(part.key, self.head))
+                    .position(|key| *key == digest)
                     .unwrap_or_else(|| {
-                        keys.push(past_head(part.key, self.head));
+                        keys.push(digest);
                         keys.len() - 1
                     })
             })
             .collect();
+        let count = keys.len();
         let now_ms = self.clock.now_ms();
         let mut locked = self.states.lock_all(&keys);
         // Every sweep before any state is taken out: a sweep drops a slot being evaluated.
-        for (i, _) in keys.iter().enumerate() {
+        for i in 0..count {
             locked
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut slots: Vec<Option<Stored>> = (0..keys.len())
+        let mut slots: SmallVec<[Option<Stored>; FEW]> = (0..count)
             .map(|i| {
                 let stored = locked.key(i).get_mut()?.take()?;
                 (stored.expires_at_ms > now_ms).then_some(stored)
@@ -140,7 +146,7 @@ impl MemoryBackend {
             }
         }
         let verdicts = verdicts.map_err(Error::Input)?;
-        let mut outcomes = Vec::with_capacity(parts.len());
+        let mut outcomes = SmallVec::new();
         for (verdict, part) in verdicts.into_iter().zip(parts) {
             outcomes.push(Some(outcome(verdict, &part.program.headers)?));
         }

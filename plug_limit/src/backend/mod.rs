@@ -7,6 +7,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::algorithm::{Builtin, Runtime};
 use crate::error::Error;
 use crate::limit::{Charge, Opt};
@@ -109,15 +111,25 @@ impl KeyText for Vec<String> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StackPart<'a> {
     pub(crate) program: &'a Program,
-    pub(crate) key: &'a str,
+    pub(crate) keys: &'a dyn KeyText,
     pub(crate) opts: &'a [Opt],
     pub(crate) cost: u32,
     pub(crate) soft: bool,
 }
 
+impl StackPart<'_> {
+    /// The part's key, composed: what Redis reads.
+    pub(crate) fn key(&self) -> &str {
+        self.keys.all().first().map_or("", String::as_str)
+    }
+}
+
 /// What stacked limits answered: each part's outcome, in order, `None` for those not run
 /// (after a denial).
-pub(crate) type Stacked = Result<Vec<Option<Outcome>>, Error>;
+pub(crate) type Stacked = Result<Outcomes, Error>;
+
+/// Each stacked part's outcome, a stack's few held inline.
+pub(crate) type Outcomes = SmallVec<[Option<Outcome>; 4]>;
 
 /// How far a backend gets without waiting: decided (memory), or to be sent to Redis.
 pub(crate) enum Started<'a> {
@@ -126,6 +138,9 @@ pub(crate) enum Started<'a> {
 }
 
 /// How far stacked limits get without waiting: decided (memory), or to be sent to Redis.
+// Returned once and matched at once, never stored: boxing the outcomes would add back the
+// allocation that holding them inline saves.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum StartedStack<'a> {
     Done(Stacked),
     Redis(&'a RedisBackend),

@@ -10,6 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
 use siphasher::sip128::SipHasher24;
+use smallvec::SmallVec;
 
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
@@ -40,7 +41,7 @@ pub(crate) struct Sharded<V> {
 }
 
 /// What a key is stored as: its two 64-bit halves of SipHash-2-4-128.
-type Digest = (u64, u64);
+pub(crate) type Digest = (u64, u64);
 
 /// One shard: its entries, when it sweeps next, and how many entries it may hold.
 ///
@@ -71,11 +72,14 @@ pub(crate) struct Locked<'a, V, G = MutexGuard<'a, Shard<V>>> {
 pub(crate) struct LockedAll<'a, V> {
     /// By shard index, ascending: the order every caller locks in, so two never wait on each
     /// other in a cycle.
-    guards: Vec<(usize, MutexGuard<'a, Shard<V>>)>,
+    guards: SmallVec<[(usize, MutexGuard<'a, Shard<V>>); FEW]>,
     /// Each key's digest and the position of its shard's guard, in the order given: each key
     /// is hashed once.
-    keys: Vec<(Digest, usize)>,
+    keys: SmallVec<[(Digest, usize); FEW]>,
 }
+
+/// How many keys a [`LockedAll`] holds without an allocation: a stack's limits, most often.
+pub(crate) const FEW: usize = 4;
 
 impl<V> Sharded<V> {
     /// A map without a bound on its entries: only expiry removes them.
@@ -112,7 +116,8 @@ impl<V> Sharded<V> {
         }
     }
 
-    fn digest(&self, key: &[u8]) -> Digest {
+    /// What `key` is stored as in this map.
+    pub(crate) fn digest(&self, key: &[u8]) -> Digest {
         let hash = self.hasher.hash(key);
         (hash.h1, hash.h2)
     }
@@ -132,19 +137,18 @@ impl<V> Sharded<V> {
         }
     }
 
-    /// The shards that hold `keys`, each locked once, in ascending order; the `i`-th key is
-    /// then reached with [`LockedAll::key`]`(i, ..)`.
-    pub(crate) fn lock_all(&self, keys: &[&[u8]]) -> LockedAll<'_, V> {
-        let digests: Vec<Digest> = keys.iter().map(|key| self.digest(key)).collect();
-        let mut indices: Vec<usize> = digests
+    /// The shards that hold the keys of `digests` (each [`digest`](Self::digest)), each locked
+    /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
+    pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
+        let mut indices: SmallVec<[usize; FEW]> = digests
             .iter()
             .map(|&digest| shard_index(digest, self.shards.len()))
             .collect();
         indices.sort_unstable();
         indices.dedup();
         let keys = digests
-            .into_iter()
-            .map(|digest| {
+            .iter()
+            .map(|&digest| {
                 let index = shard_index(digest, self.shards.len());
                 // Every key's shard is among `indices`.
                 (digest, indices.binary_search(&index).unwrap_or_default())

@@ -8,6 +8,7 @@
 //! refusal by any ends the request.
 
 use http::request::Parts;
+use smallvec::SmallVec;
 use tracing::{Instrument, Span};
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass};
@@ -40,7 +41,7 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        let mut requests: Vec<Request<'a>> = Vec::with_capacity(limits.len());
+        let mut requests: Few<Request<'a>> = Few::new();
         for limit in limits {
             match self.prepare(*limit, parts) {
                 Ok(request) => requests.push(request),
@@ -151,7 +152,7 @@ impl Decider {
             .iter()
             .map(|(entry, keys, opts, cost)| StackPart {
                 program: &entry.program,
-                key: keys.first(),
+                keys,
                 opts,
                 cost: *cost,
                 soft: false,
@@ -222,7 +223,7 @@ impl Decider {
         &self,
         backend: &Backend,
         requests: &[Request<'_>],
-        outcomes: Vec<Option<Outcome>>,
+        outcomes: Few<Option<Outcome>>,
     ) -> Decided {
         let denier = requests
             .iter()
@@ -233,7 +234,7 @@ impl Decider {
                         .as_ref()
                         .is_some_and(|outcome| !outcome.is_allowed())
             });
-        let mut ran: Vec<Ran<'_, '_>> = Vec::with_capacity(requests.len());
+        let mut ran: Few<Ran<'_, '_>> = Few::new();
         let mut owed = Vec::new();
         for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
             let Some(outcome) = outcome else {
@@ -281,11 +282,10 @@ impl Decider {
         if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
             ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
         }
-        let entries: Vec<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
+        let entries: Few<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
         let merged = merge(
             ran.into_iter()
-                .map(|(_, _, tightness, outcome)| (tightness, outcome))
-                .collect(),
+                .map(|(_, _, tightness, outcome)| (tightness, outcome)),
         );
         let merged = match Pending::stacked(owed) {
             Some(pending) => merged.owing(pending),
@@ -303,7 +303,7 @@ impl Decider {
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
     /// default answer (or its hook's), its deny cache remembers; the limits before it got back what they
     /// took, and decided nothing.
-    fn stack_denied(&self, ran: Vec<Ran<'_, '_>>, denier: usize) -> Decided {
+    fn stack_denied(&self, ran: Few<Ran<'_, '_>>, denier: usize) -> Decided {
         let mut denial = None;
         for (at, request, _, outcome) in ran {
             if at == denier {
@@ -371,17 +371,21 @@ impl Decider {
     }
 }
 
+/// A stack's few limits, or what each one comes to, held inline: a request through three
+/// stacked limits made about twenty allocations.
+type Few<T> = SmallVec<[T; 4]>;
+
 /// A limit of a stack that ran: its position, its request, how tight it is, its styled
 /// outcome.
 type Ran<'r, 'a> = (usize, &'r Request<'a>, Tightness, Outcome);
 
 /// The stack's parts, as the backend takes them.
-fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Vec<StackPart<'r>> {
+fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Few<StackPart<'r>> {
     requests
         .iter()
         .map(|request| StackPart {
             program: &request.entry.program,
-            key: request.keys.first(),
+            keys: &request.keys,
             opts: request.opts,
             cost: request.cost,
             soft: request.entry.shadow,

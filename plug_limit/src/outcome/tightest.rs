@@ -5,6 +5,8 @@
 //! windows. In the draft-10 style every limit's policy is listed: `RateLimit-Policy` and
 //! `RateLimit` carry one item per limit, the draft's way of reporting several quotas.
 
+use smallvec::SmallVec;
+
 use super::headers::Headers;
 use super::{Decision, Outcome};
 
@@ -50,14 +52,11 @@ fn tightest(limits: &[Tightness]) -> usize {
 /// The outcome of an allowed stack, from each limit's tightness and outcome: the tightest
 /// outcome's report, with the draft-10 items of every outcome, in order.
 /// Allowed, whatever the tightest said (a shadow limit's would-be denial).
-pub(crate) fn merge(limits: Vec<(Tightness, Outcome)>) -> Outcome {
-    let tightest = tightest(
-        &limits
-            .iter()
-            .map(|(tightness, _)| *tightness)
-            .collect::<Vec<_>>(),
-    );
-    let mut outcomes: Vec<Outcome> = limits.into_iter().map(|(_, outcome)| outcome).collect();
+pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> Outcome {
+    // A stack's few limits, held inline.
+    let (tightness, mut outcomes): (SmallVec<[Tightness; 4]>, SmallVec<[Outcome; 4]>) =
+        limits.into_iter().unzip();
+    let tightest = tightest(&tightness);
     let mut items = None;
     for outcome in &outcomes {
         let Some(theirs) = outcome
@@ -113,8 +112,7 @@ mod tests {
         merge(
             limits
                 .into_iter()
-                .map(|outcome| (Tightness::of(&outcome), outcome))
-                .collect(),
+                .map(|outcome| (Tightness::of(&outcome), outcome)),
         )
     }
 

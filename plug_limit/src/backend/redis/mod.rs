@@ -142,19 +142,19 @@ impl RedisBackend {
     pub(crate) async fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
         let started = Instant::now();
         let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
-        let mut outcomes = vec![None; parts.len()];
+        let mut outcomes: super::Outcomes = std::iter::repeat_n(None, parts.len()).collect();
         let groups = slot_groups(parts, self.connections.is_cluster());
         // A group on a master whose breaker is open would fail the stack: it fails before any
         // group counts, rather than after the groups before it counted for nothing.
         #[cfg(feature = "cluster")]
         if let Some(open_for) = groups
             .iter()
-            .find_map(|group| self.breakers.refusing(parts[group[0]].key))
+            .find_map(|group| self.breakers.refusing(parts[group[0]].key()))
         {
             return Err(Error::CircuitOpen(open_for));
         }
         for group in groups {
-            let keys: Vec<String> = group.iter().map(|&i| parts[i].key.to_owned()).collect();
+            let keys: Vec<String> = group.iter().map(|&i| parts[i].key().to_owned()).collect();
             let mut args = Vec::with_capacity(1 + group.len() * 6);
             args.push(now_ms.map_or(Opt::Str(""), Opt::Int));
             for &i in &group {
@@ -442,7 +442,7 @@ fn slot_groups(parts: &[StackPart<'_>], cluster: bool) -> Vec<Vec<usize>> {
     if cluster {
         let mut groups: Vec<(u16, Vec<usize>)> = Vec::new();
         for (i, part) in parts.iter().enumerate() {
-            let slot = masters::slot(part.key);
+            let slot = masters::slot(part.key());
             match groups.iter_mut().find(|(of, _)| *of == slot) {
                 Some((_, group)) => group.push(i),
                 None => groups.push((slot, vec![i])),
