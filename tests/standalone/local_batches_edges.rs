@@ -215,10 +215,11 @@ async fn a_request_behind_a_reservation_takes_at_most_the_timeout() {
     let took = started.elapsed();
     assert_eq!(first.await.unwrap(), 200);
     // About 200 ms of its turn, then a call that takes 250 ms: the timeout runs out, and the
-    // limiter fails closed.
+    // limiter fails closed. Without the bound it would take about 450 ms; the 100 ms over the
+    // timeout is scheduling slack on a loaded two-core machine (CI saw 361 ms once).
     assert_eq!(second.status, 503);
     assert!(
-        took <= timeout + Duration::from_millis(50),
+        took <= timeout + Duration::from_millis(100),
         "a check took {took:?} with a timeout of {timeout:?}"
     );
 }
