@@ -53,7 +53,7 @@ impl Program {
     /// The built-in algorithm, or [`Error::NotBuiltIn`] for what only built-ins do.
     pub(crate) fn builtin_only(&self) -> Result<Builtin, Error> {
         self.algorithm
-            .ok_or_else(|| Error::NotBuiltIn(self.name.to_string()))
+            .ok_or_else(|| Error::NotBuiltIn(plug_limit_options::excerpt(&self.name).into_owned()))
     }
 }
 
