@@ -14,6 +14,7 @@ use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
 pub(crate) use self::memory::MemoryBackend;
+pub use self::redis::EvictionPolicy;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
 
 mod breaker;
@@ -215,6 +216,14 @@ impl Backend {
         match self {
             Self::Memory(memory) => Ok(u64::try_from(memory.clear()).unwrap_or(u64::MAX)),
             Self::Redis(redis) => redis.delete_prefix(prefix).await,
+        }
+    }
+
+    /// What is known of the Redis server's `maxmemory-policy`; `None` in memory.
+    pub(crate) fn redis_eviction(&self) -> Option<EvictionPolicy> {
+        match self {
+            Self::Redis(redis) => Some(redis.eviction()),
+            Self::Memory(_) => None,
         }
     }
 
