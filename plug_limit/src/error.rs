@@ -36,12 +36,14 @@ pub enum Error {
     #[error("invalid limiter input: {0}")]
     Input(String),
     /// A custom Lua limiter was asked for what only built-ins do: a cost other than 1, a
-    /// peek, an explicit clock, or the memory backend.
+    /// peek, an explicit clock, or the memory backend (its name, or a long one's first 64
+    /// characters and length).
     #[error(
         "limiter `{0}` is a custom script: costs, peeks, clocks and the memory backend need a built-in"
     )]
     NotBuiltIn(String),
-    /// The limit names a limiter that is neither built in nor registered.
+    /// The limit names a limiter that is neither built in nor registered (its name, or a long
+    /// one's first 64 characters and length).
     #[error("unknown limiter `{0}`; register it with `Builder::limiter`")]
     UnknownLimiter(String),
 }
@@ -60,7 +62,7 @@ pub enum BuildError {
         rule: String,
     },
     /// A limiter's script file could not be read.
-    #[error("cannot read `{field}` from {}: {source}", path.display())]
+    #[error("cannot read `{field}` from {}: {source}", plug_limit_options::excerpt(&path.display().to_string()))]
     ScriptFile {
         /// The field at fault, e.g. `limiters.login.script_file`.
         field: String,

@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::backend::EvictionPolicy;
 use crate::decide::Decider;
 use crate::error::Error;
 use crate::limit::{Charge, RuntimeLimit};
@@ -68,6 +69,43 @@ impl PlugLimit {
     #[must_use]
     pub fn memory_keys(&self) -> Option<usize> {
         self.decider.backend.memory_keys()
+    }
+
+    /// Whether the Redis behind this handle may evict its counters, for a health check: its
+    /// `maxmemory-policy`, read once in the background when the backend first connects;
+    /// `None` on the memory backend.
+    ///
+    /// Under any policy but `noeviction`, a Redis short of memory deletes keys to make room, and
+    /// a request whose counter was deleted is admitted past its limit (`volatile-*` policies
+    /// too: every key the library writes has a TTL). When the read finds such a policy, one
+    /// warning is logged (target `plug_limit`) naming it, and the `metrics` feature's
+    /// `plug_limit_redis_evicts` gauge reads 1. The fix is `maxmemory-policy noeviction`, or a
+    /// Redis of its own for the limits, with enough memory.
+    ///
+    /// [`EvictionPolicy::Unknown`] until the backend has connected and the read has answered;
+    /// [`EvictionPolicy::Unreadable`] when the server refuses `CONFIG GET` (an ACL user without
+    /// `+config`, a managed Redis that renames `CONFIG`), also logged once, at `INFO`. On Redis
+    /// Cluster the policy of one node, the first to answer, stands for all. Limiters with a
+    /// pool of their own ([`Limiter::pool`](crate::Limiter::pool)) are read and logged as well,
+    /// but answered only by the gauge, under their own `pool` label.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{EvictionPolicy, PlugLimit};
+    ///
+    /// /// Whether the limits can be trusted to hold.
+    /// fn limits_hold(limits: &PlugLimit) -> bool {
+    ///     !matches!(limits.redis_eviction(), Some(EvictionPolicy::Evicts(_)))
+    /// }
+    ///
+    /// let limits = PlugLimit::memory();
+    /// assert_eq!(limits.redis_eviction(), None);
+    /// assert!(limits_hold(&limits));
+    /// ```
+    #[must_use]
+    pub fn redis_eviction(&self) -> Option<EvictionPolicy> {
+        self.decider.backend.redis_eviction()
     }
 
     /// Evaluates `limit` for the client key `key`, outside any request: for jobs, websockets

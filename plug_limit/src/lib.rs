@@ -189,6 +189,7 @@ pub mod guide {
 #[doc = include_str!("../docs/algorithms.svg")]
 pub mod algorithms {}
 
+pub use self::backend::EvictionPolicy;
 pub use self::build::{Builder, Config, Limiter, Script, Store};
 pub use self::clock::ManualClock;
 pub use self::config::{

@@ -15,6 +15,7 @@
 //! | `plug_limit_breaker_open` | gauge | `pool`, `node` | 1 while a circuit breaker of a Redis backend is open, 0 while closed |
 //! | `plug_limit_breaker_transitions_total` | counter | `pool`, `node`, `state` | the breaker's changes: `state` is `open` or `closed` |
 //! | `plug_limit_script_reloads_total` | counter | `limiter` | scripts sent again with their body (`EVAL`) after Redis answered `NOSCRIPT` |
+//! | `plug_limit_redis_evicts` | gauge | `pool` | 1 when the `maxmemory-policy` of a Redis backend's server may evict keys (anything but `noeviction`: an evicted counter admits requests past its limit), 0 for `noeviction`; read once, after the backend first connects (see [`PlugLimit::redis_eviction`](crate::PlugLimit::redis_eviction)), absent until then and when the server refuses to say |
 //!
 //! The labels:
 //! - `limiter`: the limiter's registered name (`fixed_window`, or a custom limiter's).
@@ -58,6 +59,8 @@ pub(crate) const BREAKER_OPEN: &str = "plug_limit_breaker_open";
 pub(crate) const BREAKER_TRANSITIONS: &str = "plug_limit_breaker_transitions_total";
 /// Scripts reloaded after `NOSCRIPT`, by `limiter`.
 pub(crate) const SCRIPT_RELOADS: &str = "plug_limit_script_reloads_total";
+/// Whether a Redis backend's server may evict keys (1) or not (0), by `pool`.
+pub(crate) const REDIS_EVICTS: &str = "plug_limit_redis_evicts";
 
 /// Gives the installed recorder the help text and unit of every metric of the table above.
 /// Call it once, after installing the recorder; the metrics are recorded whether it is called
@@ -99,5 +102,9 @@ pub fn describe() {
         SCRIPT_RELOADS,
         Unit::Count,
         "Limiter scripts reloaded after Redis answered NOSCRIPT"
+    );
+    describe_gauge!(
+        REDIS_EVICTS,
+        "Whether the maxmemory-policy of a Redis backend may evict rate-limit counters (1) or not (0)"
     );
 }

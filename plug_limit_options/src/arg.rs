@@ -67,10 +67,17 @@ impl Arg<'_> {
 pub struct Refusal(String);
 
 impl Refusal {
-    /// `limiter: field rule, got 'value'`, as every script words a refusal.
+    /// `limiter: field rule, got 'value'`, as every script words a refusal; a long value is
+    /// quoted by its [`excerpt`](crate::excerpt) (the scripts never see one: `RuntimeLimit`
+    /// refuses it when it is made).
     #[must_use]
     pub fn new(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> Self {
-        Self(format!("{limiter}: {field} {rule}, got '{}'", arg.text()))
+        let text = arg.text();
+        Self(format!(
+            "{}: {field} {rule}, got '{}'",
+            crate::excerpt(limiter),
+            crate::excerpt(&text)
+        ))
     }
 
     /// A refusal worded otherwise (a wrong number of options).
@@ -110,6 +117,20 @@ mod tests {
         assert_eq!(
             Refusal::new("gcra", "burst", "must be <= limit", Arg::Int(9)).to_string(),
             "gcra: burst must be <= limit, got '9'"
+        );
+        let huge = "9".repeat(1 << 20);
+        assert_eq!(
+            Refusal::new(
+                "fixed_window",
+                "limit",
+                "must be a positive integer",
+                Arg::Str(&huge)
+            )
+            .to_string(),
+            format!(
+                "fixed_window: limit must be a positive integer, got '{}… (1048576 bytes)'",
+                "9".repeat(64)
+            )
         );
     }
 }

@@ -17,13 +17,18 @@
 //! [`Builtin`] is the catalogue: each built-in's name, its options and their kinds, and what
 //! it can do. A new built-in is an entry there, and a [`Kind`] if one of its options is of a
 //! new kind.
+//!
+//! [`excerpt`] is how much of a refused input an error quotes, here and in plug_limit: its
+//! first 64 characters, then its length.
 
 mod arg;
 mod catalogue;
+mod excerpt;
 mod rules;
 
 pub use self::arg::{Arg, Refusal};
 pub use self::catalogue::{Builtin, Kind, Param, assert_calendar, check};
+pub use self::excerpt::excerpt;
 pub use self::rules::{
     MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, PERIODS, Rule, burst, count, leaky, period, rate,
     utc_offset,

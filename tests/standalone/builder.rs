@@ -170,3 +170,108 @@ fn config_deserializes_and_is_validated() {
             .starts_with("unknown field `prefx`")
     );
 }
+
+#[test]
+fn a_prefix_is_at_most_64_bytes_in_code_and_in_a_config_file() {
+    assert!(builder().prefix("p".repeat(64)).build().is_ok());
+    assert_eq!(
+        error(builder().prefix("p".repeat(65)).build()),
+        "invalid `prefix`: must be at most 64 bytes, got 65 bytes"
+    );
+    // Bytes, not characters: every key carries the prefix's bytes.
+    assert_eq!(
+        error(builder().prefix("é".repeat(33)).build()),
+        "invalid `prefix`: must be at most 64 bytes, got 66 bytes"
+    );
+    let config: Config =
+        serde_json::from_value(serde_json::json!({ "prefix": "p".repeat(1 << 20) })).unwrap();
+    assert_eq!(
+        error(builder().config(config).build()),
+        "invalid `prefix`: must be at most 64 bytes, got 1048576 bytes"
+    );
+}
+
+/// A megabyte of input in each place an error quotes one: the error quotes its first 64
+/// characters and its length, and still names the field and the rule.
+#[test]
+fn an_error_quotes_a_bounded_excerpt_of_the_input_it_refuses() {
+    const MB: usize = 1 << 20;
+    // What each error quotes: 64 characters, then the input's length.
+    let head = |chars: String| format!("{chars}… (1048576 bytes)");
+
+    let header: Config = serde_json::from_value(serde_json::json!({
+        "limiters": { "q": { "script": "return 1", "headers": ["h ".repeat(MB / 2)] } }
+    }))
+    .unwrap();
+    let limiter: Config = serde_json::from_value(serde_json::json!({
+        "limiters": { " ".repeat(MB): { "script": "return 1" } }
+    }))
+    .unwrap();
+    let builtin: Config = serde_json::from_value(serde_json::json!({
+        "limiters": { "q": { "builtin": "b".repeat(MB) } }
+    }))
+    .unwrap();
+    let cases = [
+        (
+            error(builder().config(header).build()),
+            format!(
+                "invalid `limiters.q.headers[0]`: `{}` is not a valid header name",
+                head("h ".repeat(32))
+            ),
+        ),
+        (
+            error(builder().config(limiter).build()),
+            format!(
+                "invalid `limiters.{}`: a limiter name must be non-empty, without whitespace or `:`",
+                head(" ".repeat(64))
+            ),
+        ),
+        (
+            error(builder().config(builtin).build()),
+            format!(
+                "invalid `limiters.q.builtin`: must be `fixed_window` or `token_bucket` (the \
+                 built-ins that run under another name), got `{}`",
+                head("b".repeat(64))
+            ),
+        ),
+        (
+            error(
+                builder()
+                    .rules(plug_limit::Rules::new().deny_cidrs(["c".repeat(MB)]))
+                    .build(),
+            ),
+            format!(
+                "invalid `deny_cidrs[0]`: `{}` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)",
+                head("c".repeat(64))
+            ),
+        ),
+        (
+            plug_limit::RuntimeLimit::new("fixed_window", ["9".repeat(MB), "60".to_owned()])
+                .unwrap_err()
+                .to_string(),
+            format!(
+                "invalid `opts`: fixed_window: limit must be <= 2147483647, got '{}'",
+                head("9".repeat(64))
+            ),
+        ),
+    ];
+    for (message, expected) in cases {
+        assert!(message.len() < 300, "{} bytes: {message}", message.len());
+        assert_eq!(message, expected);
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_limiters_long_name_is_quoted_by_its_excerpt() {
+    let limits = PlugLimit::memory();
+    let name = "u".repeat(1 << 20);
+    let unknown = plug_limit::RuntimeLimit::new(name, [1, 60]).unwrap();
+    let message = limits.check(&unknown, "k").await.unwrap_err().to_string();
+    assert_eq!(
+        message,
+        format!(
+            "unknown limiter `{}… (1048576 bytes)`; register it with `Builder::limiter`",
+            "u".repeat(64)
+        )
+    );
+}

@@ -36,6 +36,7 @@ mod outages;
 mod own_connection;
 mod programmatic;
 mod races;
+mod redis_settings;
 mod refunds;
 mod reserve_then_settle;
 mod reserve_then_settle_edges;

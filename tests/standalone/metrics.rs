@@ -101,6 +101,8 @@ async fn decisions_are_counted_by_limiter_scope_and_decision_never_by_client() {
                 "1",
             ));
             want.push(("gauge plug_limit_breaker_open{node=,pool=default}", "0"));
+            // Read after the first connection; a test server keeps the default, `noeviction`.
+            want.push(("gauge plug_limit_redis_evicts{pool=default}", "0"));
         }
         let got = metric_values(&snapshotter);
         let want: BTreeMap<String, String> = want
@@ -288,6 +290,12 @@ async fn failures_are_counted_by_cause_and_the_breaker_gauge_follows_the_breaker
             "counter plug_limit_breaker_transitions_total{node=,pool=default,state=open}"
                 .to_owned(),
             "1".to_owned(),
+        ),
+        // Its read was answered on the first request's connection, ahead of the script's
+        // `EVAL`, before the fault.
+        (
+            "gauge plug_limit_redis_evicts{pool=default}".to_owned(),
+            "0".to_owned(),
         ),
     ]);
     assert_eq!(metric_values(&snapshotter), want);

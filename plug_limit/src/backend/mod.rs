@@ -16,6 +16,7 @@ use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
 pub(crate) use self::memory::MemoryBackend;
+pub use self::redis::EvictionPolicy;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
 
 mod breaker;
@@ -55,7 +56,7 @@ impl Program {
     /// The built-in algorithm, or [`Error::NotBuiltIn`] for what only built-ins do.
     pub(crate) fn builtin_only(&self) -> Result<Builtin, Error> {
         self.algorithm
-            .ok_or_else(|| Error::NotBuiltIn(self.name.to_string()))
+            .ok_or_else(|| Error::NotBuiltIn(plug_limit_options::excerpt(&self.name).into_owned()))
     }
 }
 
@@ -230,6 +231,14 @@ impl Backend {
         match self {
             Self::Memory(memory) => Ok(u64::try_from(memory.clear()).unwrap_or(u64::MAX)),
             Self::Redis(redis) => redis.delete_prefix(prefix).await,
+        }
+    }
+
+    /// What is known of the Redis server's `maxmemory-policy`; `None` in memory.
+    pub(crate) fn redis_eviction(&self) -> Option<EvictionPolicy> {
+        match self {
+            Self::Redis(redis) => Some(redis.eviction()),
+            Self::Memory(_) => None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use http::HeaderName;
+use plug_limit_options::excerpt;
 
 use super::handler_uses::{check_limiters, check_stacked};
 use super::limiter::Source;
@@ -27,13 +28,17 @@ use crate::telemetry::{BreakerLabel, Telemetry};
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
 const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
 
+/// The longest key prefix, in bytes: every key of every check carries it, to Redis and into
+/// the memory backend's hash, so a long one costs on every request for nothing it tells apart.
+const MAX_PREFIX: usize = 64;
+
 impl Builder {
     /// Validates the configuration and builds the [`PlugLimit`](crate::PlugLimit).
     ///
     /// # Errors
     ///
     /// A [`BuildError`] naming the first invalid field and the rule it breaks: an empty or
-    /// spaced `prefix`, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
+    /// spaced `prefix`, or one longer than 64 bytes, a zero `timeout` or `memory_capacity`, an empty `enabled` variable
     /// name, a limiter name that is empty, taken twice or a built-in's, an empty or unreadable
     /// script, an invalid header name, a config limiter without exactly one script or
     /// built-in, a config limiter's own `redis_url` on the memory backend, or a
@@ -51,6 +56,15 @@ impl Builder {
             return Err(BuildError::invalid(
                 "prefix",
                 "must be non-empty and contain no whitespace, `{` or `}`",
+            ));
+        }
+        if self.prefix.len() > MAX_PREFIX {
+            return Err(BuildError::invalid(
+                "prefix",
+                format!(
+                    "must be at most {MAX_PREFIX} bytes, got {} bytes",
+                    self.prefix.len()
+                ),
             ));
         }
         if self.timeout.is_zero() {
@@ -92,7 +106,10 @@ impl Builder {
                 } else {
                     "is registered more than once"
                 };
-                return Err(BuildError::invalid(format!("limiters.{name}"), rule));
+                return Err(BuildError::invalid(
+                    format!("limiters.{}", excerpt(&name)),
+                    rule,
+                ));
             }
         }
         if self.check_handlers {
@@ -179,7 +196,7 @@ impl Builder {
         limiter: Limiter,
         scripts: &HashMap<String, Compiled>,
     ) -> Result<Entry, BuildError> {
-        let field = format!("limiters.{name}");
+        let field = format!("limiters.{}", excerpt(name));
         if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
             return Err(BuildError::invalid(
                 field,
@@ -260,7 +277,7 @@ impl Builder {
                 let compiled = scripts.get(script).ok_or_else(|| {
                     BuildError::invalid(
                         format!("{field}.script_name"),
-                        format!("no script is registered as `{script}`"),
+                        format!("no script is registered as `{}`", excerpt(script)),
                     )
                 })?;
                 script_headers = compiled.headers.as_ref();
@@ -274,6 +291,7 @@ impl Builder {
                 .map(|(i, name)| {
                     let field = || format!("{field}.headers[{i}]");
                     let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                        let name = excerpt(name);
                         BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
                     })?;
                     if is_framing(&header) {

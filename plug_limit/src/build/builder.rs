@@ -101,7 +101,8 @@ impl Builder {
         self
     }
 
-    /// The prefix of every Redis key (default `plug_limit`).
+    /// The prefix of every Redis key (default `plug_limit`): 1 to 64 bytes, without whitespace,
+    /// `{` or `}` ([`build`](Self::build) refuses another).
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
         self

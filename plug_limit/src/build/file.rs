@@ -41,7 +41,7 @@ use crate::outcome::HeaderStyle;
 pub struct Config {
     /// Whether limits apply: a boolean, or `{ "env": "VAR", "default": true }`.
     pub enabled: Option<Enabled>,
-    /// The prefix of every Redis key (default `plug_limit`).
+    /// The prefix of every Redis key (default `plug_limit`; 1 to 64 bytes).
     pub prefix: Option<String>,
     /// The time a check may take, in milliseconds (default 500).
     pub timeout_ms: Option<u64>,

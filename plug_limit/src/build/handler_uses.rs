@@ -2,6 +2,8 @@
 //! [`PlugLimit`](crate::PlugLimit) is built rather than at a handler's first request.
 
 use crate::algorithm::Builtin;
+use plug_limit_options::excerpt;
+
 use crate::error::BuildError;
 
 /// A `#[rate_limit]` handler naming a limiter that is not built in. Every such handler submits
@@ -29,10 +31,11 @@ pub(crate) fn check_limiters(is_registered: impl Fn(&str) -> bool) -> Result<(),
     match missing {
         None => Ok(()),
         Some(used) => Err(BuildError::invalid(
-            format!("limiters.{}", used.limiter),
+            format!("limiters.{}", excerpt(used.limiter)),
             format!(
                 "handler `{}` uses limiter `{}`, which is not registered",
-                used.handler, used.limiter
+                used.handler,
+                excerpt(used.limiter)
             ),
         )),
     }
@@ -51,10 +54,11 @@ pub(crate) fn check_stacked(
     match refused {
         None => Ok(()),
         Some((used, why)) => Err(BuildError::invalid(
-            format!("limiters.{}", used.limiter),
+            format!("limiters.{}", excerpt(used.limiter)),
             format!(
                 "handler `{}` stacks limiter `{}`, which {why}",
-                used.handler, used.limiter
+                used.handler,
+                excerpt(used.limiter)
             ),
         )),
     }

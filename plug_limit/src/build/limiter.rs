@@ -317,7 +317,8 @@ impl From<LimiterFile> for Limiter {
                 _ => {
                     let rule = format!(
                         "must be `fixed_window` or `token_bucket` (the built-ins that run under \
-                         another name), got `{name}`"
+                         another name), got `{}`",
+                        plug_limit_options::excerpt(&name)
                     );
                     return invalid(".builtin", rule);
                 }

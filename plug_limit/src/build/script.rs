@@ -136,7 +136,7 @@ pub(super) fn compile(
 ) -> Result<HashMap<String, Compiled>, BuildError> {
     let mut compiled = HashMap::with_capacity(scripts.len());
     for (name, script) in scripts {
-        let field = format!("scripts.{name}");
+        let field = format!("scripts.{}", plug_limit_options::excerpt(&name));
         if name.is_empty() {
             return Err(BuildError::invalid(
                 field,

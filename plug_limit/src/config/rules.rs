@@ -227,15 +227,20 @@ impl Cidrs {
 
 /// One list entry: a CIDR block, or one address as the block of it alone.
 fn block(text: &str) -> Result<IpNet, String> {
+    let quoted = || plug_limit_options::excerpt(text);
     if let Ok(ip) = text.parse::<IpAddr>() {
         return Ok(IpNet::from(ip));
     }
     let block: IpNet = text.parse().map_err(|_| {
-        format!("`{text}` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)")
+        format!(
+            "`{}` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)",
+            quoted()
+        )
     })?;
     if block.trunc() != block {
         return Err(format!(
-            "`{text}` has host bits set; the block is `{}`",
+            "`{}` has host bits set; the block is `{}`",
+            quoted(),
             block.trunc()
         ));
     }

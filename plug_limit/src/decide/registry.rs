@@ -119,7 +119,7 @@ impl Registry {
     pub(crate) fn get(&self, name: &str) -> Result<&Entry, Error> {
         self.0
             .get(name)
-            .ok_or_else(|| Error::UnknownLimiter(name.to_owned()))
+            .ok_or_else(|| Error::UnknownLimiter(plug_limit_options::excerpt(name).into_owned()))
     }
 
     /// Every registered limiter.

@@ -199,7 +199,7 @@ impl Decider {
             None => Ok(backend),
             Some(apart) => Err(Error::Input(format!(
                 "stacked limits run on one backend: `{}` runs on its own Redis pool",
-                apart.name()
+                plug_limit_options::excerpt(apart.name())
             ))),
         }
     }

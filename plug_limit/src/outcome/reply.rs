@@ -4,6 +4,7 @@
 use axum::body::Bytes;
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue};
+use plug_limit_options::excerpt;
 
 use super::{Decision, Names, Outcome, number};
 use crate::algorithm::{Builtin, Field, Fields, Report};
@@ -29,7 +30,10 @@ fn envelope(reply: Value) -> Result<(Decision, Vec<Value>, std::vec::IntoIter<Va
         Some(Value::BulkString(word)) => decision(&word)?,
         Some(Value::SimpleString(word)) if word == "allow" => Decision::Allow,
         Some(Value::SimpleString(word)) if word == "deny" || word == "block" => Decision::Deny,
-        Some(other) => return Err(ReplyError::UnknownDecision(format!("{other:?}"))),
+        Some(other) => {
+            let other = format!("{other:?}");
+            return Err(ReplyError::UnknownDecision(excerpt(&other).into_owned()));
+        }
         None => return Err(ReplyError::Empty),
     };
     let values = match items.next() {
@@ -241,7 +245,7 @@ fn decision(word: &[u8]) -> Result<Decision, ReplyError> {
         b"allow" => Ok(Decision::Allow),
         b"deny" | b"block" => Ok(Decision::Deny),
         other => Err(ReplyError::UnknownDecision(
-            String::from_utf8_lossy(other).into_owned(),
+            excerpt(&String::from_utf8_lossy(other)).into_owned(),
         )),
     }
 }

@@ -72,11 +72,15 @@ pub(crate) struct Telemetry {
     series: record::SeriesCache,
 }
 
-/// The circuit breaker's metrics: the `pool` label of its backend, and the `node` it covers.
+/// A Redis backend's labels: the `pool` of the backend (its breakers' and its eviction
+/// gauge's), and the `node` a breaker covers.
 #[derive(Debug, Clone)]
 pub(crate) struct BreakerLabel {
     #[cfg(feature = "metrics")]
     pool: metrics::SharedString,
+    /// Kept without the feature too: the logs name the pool.
+    #[cfg(not(feature = "metrics"))]
+    pool: Box<str>,
     /// A cluster master's address; empty for a single Redis, and for a cluster's commands that
     /// no one master serves.
     node: Box<str>,
@@ -89,13 +93,16 @@ impl BreakerLabel {
     }
 
     /// The breaker of a backend named `name` (a limiter's own pool).
-    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
     pub(crate) fn pool(name: &str) -> Self {
         Self {
-            #[cfg(feature = "metrics")]
-            pool: metrics::SharedString::from(name.to_owned()),
+            pool: name.to_owned().into(),
             node: Box::default(),
         }
+    }
+
+    /// The `pool` label: `default`, or the name of the limiter whose own pool it is.
+    pub(crate) fn pool_name(&self) -> &str {
+        &self.pool
     }
 
     /// The breaker of the cluster master at `address`, in the same pool.
@@ -103,7 +110,6 @@ impl BreakerLabel {
     #[must_use]
     pub(crate) fn node(&self, address: &str) -> Self {
         Self {
-            #[cfg(feature = "metrics")]
             pool: self.pool.clone(),
             node: address.into(),
         }
@@ -142,6 +148,14 @@ impl BreakerLabel {
         #[cfg(feature = "metrics")]
         record::breaker(&self.pool, &self.node, false, true);
     }
+}
+
+/// The backend's Redis may evict keys (`evicts`), or keeps them (`maxmemory-policy
+/// noeviction`): the pool's gauge.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn redis_evicts(pool: &BreakerLabel, evicts: bool) {
+    #[cfg(feature = "metrics")]
+    record::redis_evicts(&pool.pool, evicts);
 }
 
 /// Redis had forgotten `limiter`'s script (`NOSCRIPT`): it is sent again with its body.

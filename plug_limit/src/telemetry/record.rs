@@ -10,7 +10,7 @@ use metrics::{Key, Label, Level, Metadata, SharedString};
 use super::DecisionLabel;
 use crate::metrics::{
     BREAKER_OPEN, BREAKER_TRANSITIONS, DECISION_SECONDS, DECISIONS, DENY_CACHE_HITS, FAILURES,
-    FALLBACKS, SCRIPT_RELOADS,
+    FALLBACKS, REDIS_EVICTS, SCRIPT_RELOADS,
 };
 use crate::text::same;
 
@@ -212,6 +212,10 @@ pub(super) fn breaker(pool: &SharedString, node: &str, open: bool, transition: b
     } else {
         0.0
     });
+}
+
+pub(super) fn redis_evicts(pool: &SharedString, evicts: bool) {
+    metrics::gauge!(REDIS_EVICTS, "pool" => pool.clone()).set(if evicts { 1.0 } else { 0.0 });
 }
 
 pub(super) fn script_reloaded(limiter: &str) {

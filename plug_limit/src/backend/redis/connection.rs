@@ -1,7 +1,7 @@
 //! The one multiplexed connection every check shares, and when it is replaced.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -10,6 +10,7 @@ use deadpool_redis::{Connection, Pool};
 #[cfg(feature = "cluster")]
 use deadpool_redis::{cluster, cluster::ClusterConnection};
 
+use super::eviction::Eviction;
 use crate::error::Error;
 
 /// A connection idle this long is checked with `PING` before a decision is sent on it: a
@@ -72,6 +73,8 @@ pub(crate) struct Connections {
     /// When a reply last arrived, in milliseconds since `epoch`.
     last_reply_ms: AtomicU64,
     epoch: Instant,
+    /// The server's `maxmemory-policy`, read on the first connection made.
+    eviction: Arc<Eviction>,
 }
 
 /// The shared connection and which checkout made it.
@@ -91,7 +94,7 @@ pub(crate) enum Shared {
 }
 
 impl Connections {
-    pub(crate) fn new(pool: Pools, response_timeout: Duration) -> Self {
+    pub(crate) fn new(pool: Pools, response_timeout: Duration, eviction: Arc<Eviction>) -> Self {
         Self {
             pool,
             current: Mutex::new(None),
@@ -101,6 +104,7 @@ impl Connections {
             replies: AtomicU64::new(0),
             last_reply_ms: AtomicU64::new(0),
             epoch: Instant::now(),
+            eviction,
         }
     }
 
@@ -200,6 +204,11 @@ impl Connections {
         }
     }
 
+    /// The server's `maxmemory-policy`, as far as it is known.
+    pub(crate) fn eviction(&self) -> &Eviction {
+        &self.eviction
+    }
+
     pub(crate) fn is_connected(&self) -> bool {
         self.lock().is_some()
     }
@@ -241,6 +250,9 @@ impl Connections {
         };
         self.replied();
         *self.lock() = Some(current.clone());
+        // Here, where connections are made, rather than on a check's path: read in the
+        // background once, it costs checks nothing.
+        self.eviction.connected(&current.conn);
         Ok(current)
     }
 

@@ -34,6 +34,8 @@ use self::breakers::Breakers;
 use self::command::{Command, del, evalsha};
 use self::connection::Connections;
 pub(crate) use self::connection::Pools;
+use self::eviction::Eviction;
+pub use self::eviction::EvictionPolicy;
 use super::breaker::{Admit, Breaker};
 use super::{Call, StackPart, Stacked};
 use crate::algorithm::stack;
@@ -49,6 +51,7 @@ use crate::telemetry::BreakerLabel;
 mod breakers;
 mod command;
 mod connection;
+mod eviction;
 #[cfg(feature = "cluster")]
 mod masters;
 
@@ -77,7 +80,8 @@ impl RedisBackend {
     pub(crate) fn new(pool: Pools, settings: Settings) -> Self {
         // Twice the backend's timeout: the backend's fires first and is the one that counts.
         let response_timeout = settings.timeout.saturating_mul(2);
-        let connections = Connections::new(pool, response_timeout);
+        let eviction = Eviction::new(settings.pool.clone(), settings.timeout);
+        let connections = Connections::new(pool, response_timeout, eviction);
         let breakers = Breakers::new(
             connections.is_cluster(),
             settings.breaker,
@@ -274,6 +278,11 @@ impl RedisBackend {
         unlink.arg(keys);
         let reply = self.send(&Command::Plain(unlink)).await?;
         Ok(deadpool_redis::redis::from_redis_value::<u64>(reply).map_err(RedisError::from)?)
+    }
+
+    /// What is known of the server's `maxmemory-policy`.
+    pub(crate) fn eviction(&self) -> EvictionPolicy {
+        self.connections.eviction().policy()
     }
 
     /// The most a call may take, connection included.
