@@ -227,7 +227,7 @@ impl Owed {
         };
         if let (Charge::Refund(_), Some(denials)) = (charge, &self.denials) {
             // Units come back: a denial cached meanwhile may no longer hold.
-            denials.remove(&self.admission.keys[0]);
+            denials.remove(&self.admission.keys);
         }
         // Renewals end first, and none lands after the release.
         let charge = match renewal {

@@ -339,13 +339,14 @@ impl Builder {
                 )))
             }
         };
+        let denials = Arc::new(DenyCache::new(memory_capacity, &self.prefix));
         PlugLimit::from_decider(Decider {
             enabled: self.enabled,
             prefix: self.prefix.into(),
             log_level: self.log_level,
             on_failure: self.on_failure,
             failures: LogThrottle::new(),
-            denials: Arc::new(DenyCache::new(memory_capacity)),
+            denials,
             backend,
             clock: self.clock,
             memory_capacity,

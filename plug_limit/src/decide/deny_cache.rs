@@ -5,7 +5,8 @@ use std::num::NonZeroUsize;
 
 use http::{HeaderName, header::RETRY_AFTER};
 
-use crate::backend::sharded::Sharded;
+use crate::backend::KeyText;
+use crate::backend::sharded::{Locked, Sharded};
 use crate::outcome::{Outcome, ietf, number};
 
 const SHARDS: usize = 16;
@@ -20,8 +21,11 @@ const SHARDS: usize = 16;
 /// cache holds about the keys denied within their waits.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    /// By key: the denials of each limit (options) counting under it.
+    /// By key (its text past the `{prefix}:{TAG}:` head, as the memory backend keys it): the
+    /// denials of each limit (options) counting under it.
     denials: Sharded<Vec<Denial>>,
+    /// The length of its keys' head.
+    head: usize,
 }
 
 #[derive(Debug)]
@@ -33,35 +37,75 @@ struct Denial {
     until_ms: i64,
     cost: u32,
     outcome: Outcome,
+    /// The outcome as last answered, counted down by that many whole seconds, with its
+    /// headers made: a flood's answers within one second read the same values, made once.
+    answered: Option<(i64, Outcome)>,
 }
 
 impl DenyCache {
     /// A cache of denials for at most `capacity` keys. Past it, the denials ending soonest
     /// are dropped first; a dropped denial only costs its key one backend call.
-    pub(crate) fn new(capacity: NonZeroUsize) -> Self {
+    /// Its keys start with `prefix`.
+    pub(crate) fn new(capacity: NonZeroUsize, prefix: &str) -> Self {
         Self {
             denials: Sharded::bounded(SHARDS, capacity),
+            // `:{`, the tag's four hex digits, `}:`.
+            head: prefix.len() + 8,
         }
+    }
+
+    /// The shard holding `keys`' first key, locked, found by the key written on the stack
+    /// when it was not composed yet.
+    fn lock(&self, keys: &dyn KeyText) -> Locked<'_, Vec<Denial>> {
+        let mut locked = None;
+        keys.first_bytes(self.head, &mut |key| {
+            locked = Some(self.denials.lock_bytes(key));
+        });
+        locked.unwrap_or_else(|| self.denials.lock_bytes(&[]))
     }
 
     /// The cached denial of `key` under the limit of `opts` for a request of `cost`, with its
     /// `retry-after`, `x-ratelimit-reset` and `RateLimit`'s `t` counted down by the time since
     /// the denial. A denial of a costlier request says nothing about a cheaper one.
-    pub(crate) fn get(&self, key: &str, opts: u64, cost: u32, now_ms: i64) -> Option<Outcome> {
-        let mut shard = self.denials.lock(key);
+    pub(crate) fn get(
+        &self,
+        keys: &dyn KeyText,
+        opts: u64,
+        cost: u32,
+        now_ms: i64,
+    ) -> Option<Outcome> {
+        let mut shard = self.lock(keys);
         let denials = shard.get_mut()?;
         denials.retain(|denial| now_ms < denial.until_ms);
-        let denial = denials.iter().find(|denial| denial.opts == opts)?;
+        let denial = denials.iter_mut().find(|denial| denial.opts == opts)?;
         if cost < denial.cost {
             return None;
         }
-        Some(count_down(&denial.outcome, now_ms - denial.at_ms))
+        let elapsed_ms = now_ms - denial.at_ms;
+        let passed = elapsed_ms / 1000;
+        match &denial.answered {
+            Some((at, answered)) if *at == passed => Some(answered.clone()),
+            _ => {
+                let answered = count_down(&denial.outcome, elapsed_ms);
+                // Made here, once: each answer clones them.
+                let _ = answered.headers();
+                denial.answered = Some((passed, answered.clone()));
+                Some(answered)
+            }
+        }
     }
 
     /// Remembers a denial of `key` under the limit of `opts`, until its `retry-after` (else
     /// `x-ratelimit-reset`) seconds have passed. An outcome with neither is not cached:
     /// nothing says when it ends.
-    pub(crate) fn insert(&self, key: &str, opts: u64, cost: u32, outcome: &Outcome, now_ms: i64) {
+    pub(crate) fn insert(
+        &self,
+        keys: &dyn KeyText,
+        opts: u64,
+        cost: u32,
+        outcome: &Outcome,
+        now_ms: i64,
+    ) {
         let Some(wait) = wait_s(outcome) else {
             return;
         };
@@ -78,8 +122,9 @@ impl DenyCache {
             until_ms: now_ms.saturating_add(wait_ms),
             cost,
             outcome: outcome.clone(),
+            answered: None,
         };
-        let mut shard = self.denials.lock(key);
+        let mut shard = self.lock(keys);
         shard.sweep_if_due(|denials| denials.iter().any(|denial| denial.until_ms > now_ms));
         if let Some(denials) = shard.get_mut() {
             denials.retain(|old| old.opts != opts && old.until_ms > now_ms);
@@ -97,8 +142,8 @@ impl DenyCache {
     }
 
     /// Forgets every denial of `key`, as [`PlugLimit::reset`](crate::PlugLimit::reset) must.
-    pub(crate) fn remove(&self, key: &str) {
-        self.denials.lock(key).remove();
+    pub(crate) fn remove(&self, keys: &dyn KeyText) {
+        self.lock(keys).remove();
     }
 }
 
@@ -159,6 +204,11 @@ fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A composed key of one part, under prefix `p`.
+    fn key(client: &str) -> [String; 1] {
+        [format!("p:{{0000}}:fixed_window:10,60:1:/:{client}")]
+    }
     use crate::algorithm::{Builtin, Field, Report, Runtime};
     use crate::outcome::{Decision, Names};
     use http::HeaderValue;
@@ -183,20 +233,20 @@ mod tests {
 
     #[test]
     fn a_denial_lasts_until_retry_after_and_counts_down() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("k", 0, 1, &denied(Some("3"), "50"), t0);
-        let later = cache.get("k", 0, 1, t0 + 1500).unwrap();
+        cache.insert(&key("k"), 0, 1, &denied(Some("3"), "50"), t0);
+        let later = cache.get(&key("k"), 0, 1, t0 + 1500).unwrap();
         assert_eq!(header(&later, "retry-after"), "2");
         assert_eq!(header(&later, "x-ratelimit-reset"), "49");
         assert_eq!(header(&later, "x-ratelimit-remaining"), "0");
-        assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
-        assert!(cache.get("other", 0, 1, t0).is_none());
+        assert!(cache.get(&key("k"), 0, 1, t0 + 3000).is_none());
+        assert!(cache.get(&key("other"), 0, 1, t0).is_none());
     }
 
     #[test]
     fn a_built_ins_denial_counts_its_report_down() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
         let values = [Field::Int(5), Field::Int(50), Field::Int(0), Field::Int(3)];
         let outcome = Outcome::reported(
@@ -205,52 +255,52 @@ mod tests {
             Report::from_values(&values, 0).unwrap(),
             Vec::new(),
         );
-        cache.insert("k", 0, 1, &outcome, t0);
-        let later = cache.get("k", 0, 1, t0 + 1500).unwrap();
+        cache.insert(&key("k"), 0, 1, &outcome, t0);
+        let later = cache.get(&key("k"), 0, 1, t0 + 1500).unwrap();
         assert_eq!(header(&later, "retry-after"), "2");
         assert_eq!(header(&later, "x-ratelimit-reset"), "49");
         assert_eq!(header(&later, "x-ratelimit-limit"), "5");
         assert_eq!(later.report().map(Report::reset), Some(49));
-        assert!(cache.get("k", 0, 1, t0 + 3000).is_none());
+        assert!(cache.get(&key("k"), 0, 1, t0 + 3000).is_none());
     }
 
     #[test]
     fn without_retry_after_the_reset_bounds_it() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("k", 0, 1, &denied(None, "2"), t0);
-        assert!(cache.get("k", 0, 1, t0 + 1999).is_some());
-        assert!(cache.get("k", 0, 1, t0 + 2000).is_none());
+        cache.insert(&key("k"), 0, 1, &denied(None, "2"), t0);
+        assert!(cache.get(&key("k"), 0, 1, t0 + 1999).is_some());
+        assert!(cache.get(&key("k"), 0, 1, t0 + 2000).is_none());
     }
 
     #[test]
     fn a_costlier_denial_does_not_deny_a_cheaper_request() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("k", 0, 5, &denied(Some("10"), "10"), t0);
-        assert!(cache.get("k", 0, 1, t0).is_none());
-        assert!(cache.get("k", 0, 5, t0).is_some());
-        cache.remove("k");
-        assert!(cache.get("k", 0, 5, t0).is_none());
+        cache.insert(&key("k"), 0, 5, &denied(Some("10"), "10"), t0);
+        assert!(cache.get(&key("k"), 0, 1, t0).is_none());
+        assert!(cache.get(&key("k"), 0, 5, t0).is_some());
+        cache.remove(&key("k"));
+        assert!(cache.get(&key("k"), 0, 5, t0).is_none());
     }
 
     #[test]
     fn a_denial_holds_for_its_own_limit_only() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("k", 1, 1, &denied(Some("60"), "60"), t0);
-        assert!(cache.get("k", 1, 1, t0).is_some());
-        assert!(cache.get("k", 5, 1, t0).is_none());
-        cache.insert("k", 5, 1, &denied(Some("9"), "60"), t0);
-        assert!(cache.get("k", 1, 1, t0).is_some());
-        cache.remove("k");
-        assert!(cache.get("k", 1, 1, t0).is_none());
-        assert!(cache.get("k", 5, 1, t0).is_none());
+        cache.insert(&key("k"), 1, 1, &denied(Some("60"), "60"), t0);
+        assert!(cache.get(&key("k"), 1, 1, t0).is_some());
+        assert!(cache.get(&key("k"), 5, 1, t0).is_none());
+        cache.insert(&key("k"), 5, 1, &denied(Some("9"), "60"), t0);
+        assert!(cache.get(&key("k"), 1, 1, t0).is_some());
+        cache.remove(&key("k"));
+        assert!(cache.get(&key("k"), 1, 1, t0).is_none());
+        assert!(cache.get(&key("k"), 5, 1, t0).is_none());
     }
 
     #[test]
     fn a_wait_is_held_an_hour_at_most_and_extras_survive_the_count_down() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
         // A reset written as a timestamp, as some scripts do.
         let extra = vec![deadpool_redis::redis::Value::Int(7)];
@@ -259,32 +309,38 @@ mod tests {
             denied(None, "1800000000").headers().to_vec(),
             extra.clone(),
         );
-        cache.insert("k", 0, 1, &outcome, t0);
-        let later = cache.get("k", 0, 1, t0 + 2_000).unwrap();
+        cache.insert(&key("k"), 0, 1, &outcome, t0);
+        let later = cache.get(&key("k"), 0, 1, t0 + 2_000).unwrap();
         assert_eq!(later.extra(), &extra[..]);
-        assert!(cache.get("k", 0, 1, t0 + 3_599_999).is_some());
-        assert!(cache.get("k", 0, 1, t0 + 3_600_000).is_none());
+        assert!(cache.get(&key("k"), 0, 1, t0 + 3_599_999).is_some());
+        assert!(cache.get(&key("k"), 0, 1, t0 + 3_600_000).is_none());
     }
 
     #[test]
     fn a_bounded_cache_keeps_its_bound() {
-        let cache = DenyCache::new(NonZeroUsize::MIN);
+        let cache = DenyCache::new(NonZeroUsize::MIN, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("a", 0, 1, &denied(Some("60"), "60"), t0);
-        cache.insert("b", 0, 1, &denied(Some("60"), "60"), t0);
+        cache.insert(&key("a"), 0, 1, &denied(Some("60"), "60"), t0);
+        cache.insert(&key("b"), 0, 1, &denied(Some("60"), "60"), t0);
         // A dropped denial costs its key a backend call, nothing more.
-        assert!(cache.get("a", 0, 1, t0).is_none());
-        assert!(cache.get("b", 0, 1, t0).is_some());
+        assert!(cache.get(&key("a"), 0, 1, t0).is_none());
+        assert!(cache.get(&key("b"), 0, 1, t0).is_some());
         assert_eq!(cache.denials.len(), 1);
     }
 
     #[test]
     fn no_wait_no_cache() {
-        let cache = DenyCache::new(NonZeroUsize::MAX);
+        let cache = DenyCache::new(NonZeroUsize::MAX, "p");
         let t0 = 1_700_000_000_000;
-        cache.insert("k", 0, 1, &denied(Some("0"), "0"), t0);
-        cache.insert("j", 0, 1, &Outcome::new(Decision::Deny, Vec::new()), t0);
-        assert!(cache.get("k", 0, 1, t0).is_none());
-        assert!(cache.get("j", 0, 1, t0).is_none());
+        cache.insert(&key("k"), 0, 1, &denied(Some("0"), "0"), t0);
+        cache.insert(
+            &key("j"),
+            0,
+            1,
+            &Outcome::new(Decision::Deny, Vec::new()),
+            t0,
+        );
+        assert!(cache.get(&key("k"), 0, 1, t0).is_none());
+        assert!(cache.get(&key("j"), 0, 1, t0).is_none());
     }
 }

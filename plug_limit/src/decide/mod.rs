@@ -185,7 +185,7 @@ impl Decider {
         let (opts, now_ms) = request.cached?;
         let outcome = self
             .denials
-            .get(request.keys.first(), opts, request.cost, now_ms)?;
+            .get(&request.keys, opts, request.cost, now_ms)?;
         let entry = request.entry;
         // The client's key stays out of the logs: it may be a credential (an API key).
         tracing::trace!(target: "plug_limit", limiter = %entry.name(), "request denied from the local deny cache");
@@ -265,13 +265,8 @@ impl Decider {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
                 request.watch.decided(DecisionLabel::Denied);
                 if let Some((opts, now_ms)) = &request.cached {
-                    self.denials.insert(
-                        request.keys.first(),
-                        *opts,
-                        request.cost,
-                        &outcome,
-                        *now_ms,
-                    );
+                    self.denials
+                        .insert(&request.keys, *opts, request.cost, &outcome, *now_ms);
                 }
                 Err(RateLimitRejection::denied(outcome))
             }
@@ -408,7 +403,7 @@ impl Decider {
             let keys = self.client_keys(entry, limit, client);
             if matches!(cost, Charge::Refund(_)) {
                 // Units given back may lift a denial this instance has cached.
-                self.denials.remove(keys.first());
+                self.denials.remove(&keys);
             }
             let lease = lease_for(entry, cost);
             let call = Call {
@@ -436,7 +431,7 @@ impl Decider {
     pub(crate) async fn reset(&self, limit: LimitRef<'_>, client: &str) -> Result<(), Error> {
         let entry = self.registry.get(limit.limiter)?;
         let keys = self.client_keys(entry, limit, client);
-        self.denials.remove(keys.first());
+        self.denials.remove(&keys);
         if let Some(batches) = &entry.batches {
             batches.forget(keys.first());
         }

@@ -320,7 +320,7 @@ impl Decider {
         request.watch.decided(DecisionLabel::Denied);
         if let Some((opts, now_ms)) = request.cached {
             self.denials
-                .insert(request.keys.first(), opts, request.cost, &outcome, now_ms);
+                .insert(&request.keys, opts, request.cost, &outcome, now_ms);
         }
         entry
             .hooked(&outcome)
