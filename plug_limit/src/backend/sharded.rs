@@ -123,11 +123,12 @@ impl<V> Sharded<V> {
     }
 
     /// The locked shard that holds `key`, ready for operations on `key`.
+    #[cfg(test)]
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
         self.lock_bytes(key.as_bytes())
     }
 
-    /// [`lock`](Self::lock), for a key given as its bytes.
+    /// The locked shard that holds `key` (its bytes), ready for operations on `key`.
     pub(crate) fn lock_bytes(&self, key: &[u8]) -> Locked<'_, V> {
         let digest = self.digest(key);
         Locked {

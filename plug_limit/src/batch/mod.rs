@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use deadpool_redis::redis::Value;
 
 use self::held::Held;
-use crate::backend::sharded::Sharded;
-use crate::backend::{Call, Program, RedisBackend};
+use crate::backend::sharded::{Locked, Sharded};
+use crate::backend::{Call, KeyText, Program, RedisBackend};
 use crate::config::LocalBatches;
 use crate::error::Error;
 use crate::error::ReplyError;
@@ -46,7 +46,10 @@ struct Inner {
     /// The check's timeout: how long a request waits for its key's reservation, and how
     /// long a give-back may take to land.
     timeout: Duration,
+    /// By key (its text past the `{prefix}:{TAG}:` head, as the memory backend keys it).
     slots: Sharded<Arc<Slot>>,
+    /// The length of its keys' head.
+    head: usize,
 }
 
 /// One key's batch, and the turn to reserve the next one.
@@ -68,13 +71,15 @@ impl Slot {
 }
 
 impl Batches {
-    /// Batches of `program`'s keys by `settings`, for at most `capacity` keys (past it, the
-    /// keys least recently used go first, with any units they held).
+    /// Batches of `program`'s keys (which start with `prefix`) by `settings`, for at most
+    /// `capacity` keys (past it, the keys least recently used go first, with any units they
+    /// held).
     pub(crate) fn new(
         settings: LocalBatches,
         program: Program,
         capacity: NonZeroUsize,
         timeout: Duration,
+        prefix: &str,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -82,15 +87,17 @@ impl Batches {
                 program,
                 timeout,
                 slots: Sharded::bounded(SHARDS, capacity),
+                // `:{`, the tag's four hex digits, `}:`.
+                head: prefix.len() + 8,
             }),
         }
     }
 
     /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), and
     /// its answer; else the key's slot, to reserve on.
-    pub(crate) fn spend(&self, key: &str, opts: u64) -> Result<Outcome, Arc<Slot>> {
+    pub(crate) fn spend(&self, keys: &dyn KeyText, opts: u64) -> Result<Outcome, Arc<Slot>> {
         let now = Instant::now();
-        let slot = self.slot(key, now);
+        let slot = self.slot(keys, now);
         let mut held = slot.held();
         held.note();
         if let Some(outcome) = held.take(opts, now) {
@@ -182,8 +189,8 @@ impl Batches {
 
     /// Drops what this instance holds of `key` (a reset): a unit of the window that was reset
     /// must not be spent in the next. Other instances' batches end with their windows.
-    pub(crate) fn forget(&self, key: &str) {
-        let mut shard = self.inner.slots.lock(key);
+    pub(crate) fn forget(&self, keys: &dyn KeyText) {
+        let mut shard = self.lock(keys);
         if let Some(slot) = shard.get_mut() {
             slot.held().forget();
         }
@@ -196,9 +203,19 @@ impl Batches {
         self.inner.slots.clear();
     }
 
-    /// `key`'s slot, made if need be.
-    fn slot(&self, key: &str, now: Instant) -> Arc<Slot> {
-        let mut shard = self.inner.slots.lock(key);
+    /// The shard holding `keys`' first key, locked, found by the key written on the stack
+    /// when it was not composed yet.
+    fn lock(&self, keys: &dyn KeyText) -> Locked<'_, Arc<Slot>> {
+        let mut locked = None;
+        keys.first_bytes(self.inner.head, &mut |key| {
+            locked = Some(self.inner.slots.lock_bytes(key));
+        });
+        locked.unwrap_or_else(|| self.inner.slots.lock_bytes(&[]))
+    }
+
+    /// The slot of `keys`' first key, made if need be.
+    fn slot(&self, keys: &dyn KeyText, now: Instant) -> Arc<Slot> {
+        let mut shard = self.lock(keys);
         shard.sweep_if_due(|slot| slot.forget_at() > now);
         if let Some(slot) = shard.get_mut() {
             return Arc::clone(slot);

@@ -159,7 +159,13 @@ impl Builder {
         let batches = limiter.batches.map(|settings| {
             // `build` refuses 0: the fallback is never taken.
             let capacity = NonZeroUsize::new(self.memory_capacity).unwrap_or(NonZeroUsize::MIN);
-            Batches::new(settings, program.clone(), capacity, self.timeout)
+            Batches::new(
+                settings,
+                program.clone(),
+                capacity,
+                self.timeout,
+                &self.prefix,
+            )
         });
         Entry {
             batches,

@@ -21,7 +21,7 @@ impl Decider {
         let opts = request
             .cached
             .map_or_else(|| opts_id(request.opts), |(opts, _)| opts);
-        match batches.spend(request.keys.first(), opts) {
+        match batches.spend(&request.keys, opts) {
             Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
             Err(slot) => {
                 let span = request.watch.span().clone();

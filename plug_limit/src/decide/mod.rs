@@ -433,7 +433,7 @@ impl Decider {
         let keys = self.client_keys(entry, limit, client);
         self.denials.remove(&keys);
         if let Some(batches) = &entry.batches {
-            batches.forget(keys.first());
+            batches.forget(&keys);
         }
         self.backend(entry).reset(keys.first()).await
     }
