@@ -131,7 +131,11 @@ impl Held {
         let reset = report.and_then(|report| u64::try_from(report.reset()).ok());
         self.generation += 1;
         self.opts = opts;
-        self.granted = Some(outcome.clone().answered(Decision::Allow));
+        let mut kept = outcome.clone().answered(Decision::Allow);
+        // Kept without the header values the reply came with: every answer changes the report
+        // (its remaining), so each would copy them only to drop them.
+        let _ = kept.reported_mut();
+        self.granted = Some(kept);
         self.remaining = report.map_or(0, |report| report.remaining());
         self.reset = reset.unwrap_or(0);
         self.granted_at = now;
