@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
-use super::{Decider, Request, Step, opts_id};
+use super::{Decider, Request, Step, opts_id, waiting};
 use crate::backend::RedisBackend;
 use crate::batch::Batches;
 
@@ -25,13 +23,10 @@ impl Decider {
             Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
             Err(slot) => {
                 let span = request.watch.span().clone();
-                Step::Waiting(Box::pin(
-                    async move {
-                        let result = batches.reserve(slot, redis, request.call(), opts).await;
-                        self.conclude(&request, result)
-                    }
-                    .instrument(span),
-                ))
+                waiting(span, async move {
+                    let result = batches.reserve(slot, redis, request.call(), opts).await;
+                    self.conclude(&request, result)
+                })
             }
         }
     }

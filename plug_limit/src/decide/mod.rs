@@ -215,14 +215,11 @@ impl Decider {
             }
             Started::Redis(redis) => {
                 let span = request.watch.span().clone();
-                Step::Waiting(Box::pin(
-                    async move {
-                        let result = redis.eval(request.call()).await;
-                        let result = self.admit(&request, backend, result);
-                        self.conclude(&request, result)
-                    }
-                    .instrument(span),
-                ))
+                waiting(span, async move {
+                    let result = redis.eval(request.call()).await;
+                    let result = self.admit(&request, backend, result);
+                    self.conclude(&request, result)
+                })
             }
         }
     }
@@ -564,6 +561,16 @@ fn lease_for(entry: &Entry, cost: Charge) -> Option<String> {
 fn opts_id(opts: &[Opt]) -> u64 {
     static HASHER: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
     HASHER.hash_one(opts)
+}
+
+/// A check waiting on Redis, within `span` when anything records it: entering and leaving a
+/// disabled span on every poll cost a Redis check about 400 instructions.
+fn waiting<'a>(span: tracing::Span, call: impl Future<Output = Decided> + Send + 'a) -> Step<'a> {
+    if span.is_none() {
+        Step::Waiting(Box::pin(call))
+    } else {
+        Step::Waiting(Box::pin(call.instrument(span)))
+    }
 }
 
 /// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory

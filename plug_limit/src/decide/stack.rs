@@ -11,7 +11,7 @@ use http::request::Parts;
 use smallvec::SmallVec;
 use tracing::{Instrument, Span};
 
-use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass};
+use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
 use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
@@ -87,13 +87,10 @@ impl Decider {
             }
             Ok(StartedStack::Redis(redis)) => {
                 let span = requests[0].watch.span().clone();
-                Step::Waiting(Box::pin(
-                    async move {
-                        let result = redis.eval_stack(&stack_parts(&requests)).await;
-                        self.conclude_stack(backend, &requests, result)
-                    }
-                    .instrument(span),
-                ))
+                waiting(span, async move {
+                    let result = redis.eval_stack(&stack_parts(&requests)).await;
+                    self.conclude_stack(backend, &requests, result)
+                })
             }
         }
     }

@@ -167,16 +167,26 @@ fn builtin_field(bytes: &[u8], position: usize) -> Result<Field, ReplyError> {
 /// `bytes` as the integer they write, when they write it as `%d` would: no sign but a leading
 /// `-`, no leading zero, within `i64`.
 fn canonical_integer(bytes: &[u8]) -> Option<i64> {
-    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
-    let plain = match digits {
-        [b'0'] => bytes.len() == 1,
-        [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
-        _ => false,
+    let (negative, digits) = match bytes.strip_prefix(b"-") {
+        Some(digits) => (true, digits),
+        None => (false, bytes),
     };
-    if !plain {
-        return None;
+    match digits {
+        [b'0'] if !negative => return Some(0),
+        [b'1'..=b'9', ..] => {}
+        _ => return None,
     }
-    std::str::from_utf8(bytes).ok()?.parse().ok()
+    // Read in one pass, every reply value of every check: counted toward the negative, so
+    // that `i64::MIN` reads too; past the range, not an integer of `%d`'s.
+    let mut n: i64 = 0;
+    for &byte in digits {
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_sub(i64::from(digit))?;
+    }
+    if negative { Some(n) } else { n.checked_neg() }
 }
 
 /// Between the records of a stack's packed reply (ASCII record separator).
@@ -501,6 +511,15 @@ mod tests {
         assert_eq!(canonical_integer(b"-0"), None);
         assert_eq!(canonical_integer(b"+7"), None);
         assert_eq!(canonical_integer(b"99999999999999999999"), None);
+        assert_eq!(canonical_integer(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(canonical_integer(b"9223372036854775808"), None);
+        assert_eq!(canonical_integer(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(canonical_integer(b"-9223372036854775809"), None);
+        assert_eq!(canonical_integer(b"12a"), None);
+        assert_eq!(canonical_integer(b"007"), None);
+        assert_eq!(canonical_integer(b"-"), None);
+        assert_eq!(canonical_integer(b""), None);
+        assert_eq!(canonical_integer(b"1234567890"), Some(1_234_567_890));
     }
 
     #[test]
