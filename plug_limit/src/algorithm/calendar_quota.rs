@@ -132,14 +132,13 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let now = now as i64;
     let limit_s = decimal(limit);
 
-    let ends = match zone_name(argv.opts()) {
-        // Where the Redis backend sends the end it found for `now`, this twin finds it.
-        Some(name) => zone_end(argv.opts(), name, now)?,
-        None => {
-            let shift = offset * 60_000;
-            let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
-            next_first * DAY_MS - shift
-        }
+    // Where the Redis backend sends the end it found for `now`, this twin finds it.
+    let ends = if let Some(name) = zone_name(argv.opts()) {
+        zone_end(argv.opts(), name, now)?
+    } else {
+        let shift = offset * 60_000;
+        let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
+        next_first * DAY_MS - shift
     };
     // ceil((ends - now) / 1000); ends > now, so the quotient is positive.
     let reset = decimal((ends - now + 999) / 1000);
