@@ -1,6 +1,7 @@
 -- Calendar quota: at most limit units per calendar day, ISO week or month in
--- local time at a fixed UTC offset, e.g. 10000 requests a month, renewed on
--- the 1st at midnight. One atomic decision per call.
+-- local time at a fixed UTC offset or in an IANA time zone, e.g. 10000
+-- requests a month, renewed on the 1st at midnight. One atomic decision per
+-- call.
 --
 -- KEYS[1]  state key; the only key touched, so the script is Redis Cluster safe
 -- ARGV[1]  limit   units per period, integer 1..2147483647
@@ -8,16 +9,24 @@
 --                  1st, 00:00)
 -- ARGV[3]  utc_offset_minutes  the local time's offset from UTC in minutes,
 --                  integer -1439..1439 (-300 for UTC-05:00, 330 for
---                  UTC+05:30). A fixed offset: daylight saving time is not
---                  modelled, so a zone that observes it needs the offset of
---                  the season in force, or UTC.
+--                  UTC+05:30), a fixed offset; or an IANA time zone name
+--                  ("Europe/Berlin": led by a letter, then letters, digits,
+--                  '/', '_', '-', '+', at most 64 bytes), whose rules this
+--                  script cannot know: its caller finds the period's end for
+--                  `now` and passes both (ARGV[5], ARGV[6]).
 -- ARGV[4]  cost    optional, units this request takes, integer 0..2147483647,
 --                  default 1. 0 peeks: the answer a cost-1 request would get
 --                  now, with nothing written.
 -- ARGV[5]  now     optional, the time in ms since the epoch, integer
 --                  0..9007199254740, default Redis TIME. The stored period end
 --                  says which period a count belongs to, so a caller's clock
---                  running ahead of the server's is fine.
+--                  running ahead of the server's is fine. Required with a
+--                  time zone: the period's end was found for it.
+-- ARGV[6]  period_end  with a time zone only, and then required: when the
+--                  period holding `now` ends there, in ms since the epoch,
+--                  integer, after `now` and at most 32 days on (a month of 31
+--                  days and a change of offset). Never sent with an offset, so
+--                  that call is what it always was.
 -- The period is found with integer day arithmetic (days since 1970-01-01 to
 -- a civil date and back, proleptic Gregorian), so month lengths and leap
 -- years are exact; Redis Lua has no os.date.
@@ -51,6 +60,7 @@ local DAY = 86400000
 local MARGIN = 60000 -- a key outlives its period by this much
 local find, match, fmt, floor, ceil = string.find, string.match, string.format, math.floor, math.ceil
 local limit_s, period, offset_s, cost_s, now_s = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local MONTH_MAX = 32 * DAY -- the longest a period in a time zone lasts, and some
 local limit = tonumber(limit_s)
 
 -- tonumber alone would also take "1.5e1", "0x10" and " 3".
@@ -68,7 +78,14 @@ if period ~= 'day' and period ~= 'week' and period ~= 'month' then
     .. (period or '') .. "'")
 end
 local offset = offset_s and find(offset_s, '^%-?%d+$') and tonumber(offset_s)
-if not offset or offset < -1439 or offset > 1439 then
+-- A time zone: its name's form only; whether it is one, its caller knows.
+local zoned = not offset and offset_s and find(offset_s, '^%a[%w/_+-]*$') and #offset_s <= 64
+if zoned then
+  offset = 0
+elseif offset_s and find(offset_s, '^%a') then
+  return redis.error_reply("ERR calendar_quota: utc_offset_minutes must be an integer from -1439 to 1439 or an IANA time zone name, got '"
+    .. offset_s .. "'")
+elseif not offset or offset < -1439 or offset > 1439 then
   return redis.error_reply("ERR calendar_quota: utc_offset_minutes must be an integer from -1439 to 1439, got '"
     .. (offset_s or '') .. "'")
 end
@@ -93,6 +110,8 @@ if now_s then
     return redis.error_reply("ERR calendar_quota: now " .. (now and 'must be <= 9007199254740'
       or 'must be a non-negative integer') .. ", got '" .. now_s .. "'")
   end
+elseif zoned then
+  return redis.error_reply("ERR calendar_quota: now must be given with a time zone, got ''")
 else
   local time = redis.call('TIME')
   now = time[1] * 1000 + floor(time[2] / 1000)
@@ -101,10 +120,21 @@ local need = cost > 0 and cost or 1 -- a peek answers as a cost-1 request would
 
 -- The local day (days since 1970-01-01 at the offset), then the period's first
 -- and next-first local days.
+local ends
+if zoned then
+  local ends_s = ARGV[6] or ''
+  ends = find(ends_s, '^%d+$') and tonumber(ends_s)
+  if not ends or ends <= now or ends > now + MONTH_MAX then
+    return redis.error_reply("ERR calendar_quota: period_end must be an integer after now and at most "
+      .. fmt('%d', MONTH_MAX) .. " ms on, got '" .. ends_s .. "'")
+  end
+end
 local shift = offset * 60000
 local day = floor((now + shift) / DAY)
 local first, next_first
-if period == 'day' then
+if zoned then
+  first, next_first = 0, 0
+elseif period == 'day' then
   first, next_first = day, day + 1
 elseif period == 'week' then
   first = day - (day + 3) % 7 -- 1970-01-01 was a Thursday; % is floored
@@ -129,7 +159,7 @@ else
   first = day - (d - 1)
   next_first = first + length
 end
-local ends = next_first * DAY - shift
+ends = ends or next_first * DAY - shift
 local reset_s = fmt('%d', ceil((ends - now) / 1000))
 
 local key = KEYS[1]

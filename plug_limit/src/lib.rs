@@ -140,6 +140,7 @@ mod limit;
 mod lua;
 mod outcome;
 pub mod test;
+mod zone;
 
 // The pipeline below the handle: one decision module, the backends, the algorithms.
 mod algorithm;

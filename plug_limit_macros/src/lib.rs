@@ -90,7 +90,9 @@ use quote::quote;
 /// - `multi_window`: `["<limit>/<window>", ...]`, several fixed windows at once: one or more
 ///   strings, each window different. A request must fit in every window and counts in each.
 /// - `calendar_quota`: `[limit, period, utc_offset_minutes]`, at most `limit` units per
-///   calendar `"day"`, `"week"` or `"month"` at an offset from UTC from -1439 to 1439 minutes.
+///   calendar `"day"`, `"week"` or `"month"` at an offset from UTC from -1439 to 1439 minutes,
+///   or in an IANA time zone (`"Europe/Berlin"`, checked at compile time against the tz
+///   database plug_limit bundles).
 /// - `concurrency`: `[limit, lease]`, at most `limit` requests in flight; each holds a lease
 ///   until its response body ends, or for `lease` seconds at most. It cannot be stacked.
 ///

@@ -2,6 +2,7 @@
 //! rules the built-in Lua scripts check at run time are checked here, at compile time, by the
 //! rules of `plug_limit_options`, worded for the attribute.
 
+use jiff::tz::TimeZone;
 use plug_limit_options::{Builtin, Kind, MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, Param, Rule};
 use proc_macro2::Span;
 use quote::ToTokens;
@@ -185,7 +186,7 @@ fn option(param: &Param, opt: &Expr) -> syn::Result<Opt> {
             positive_opt(param.name, opt).map(|n| Opt::Int(i64::from(n)))
         }
         Kind::Period => calendar_period(opt).map(Opt::Str),
-        Kind::UtcOffset => utc_offset(opt).map(Opt::Int),
+        Kind::UtcOffset => utc_offset(opt),
         // Rates are multi_window's, read by `multi_window`.
         Kind::Rate => Err(syn::Error::new_spanned(opt, "expected a rate")),
     }
@@ -239,9 +240,24 @@ fn calendar_period(opt: &Expr) -> syn::Result<String> {
     ))
 }
 
-fn utc_offset(opt: &Expr) -> syn::Result<i64> {
+/// calendar_quota's third option: minutes from UTC, or the name of a time zone the tz
+/// database (the one plug_limit bundles, through jiff) knows.
+fn utc_offset(opt: &Expr) -> syn::Result<Opt> {
     match custom_opt(opt) {
-        Ok(Opt::Int(n)) if plug_limit_options::utc_offset(n).is_ok() => Ok(n),
+        Ok(Opt::Int(n)) if plug_limit_options::utc_offset(n).is_ok() => Ok(Opt::Int(n)),
+        Ok(Opt::Str(name)) if plug_limit_options::is_zone_form(&name) => {
+            if plug_limit_options::zone_name(&name).is_ok() && TimeZone::get(&name).is_ok() {
+                return Ok(Opt::Str(name));
+            }
+            Err(syn::Error::new_spanned(
+                opt,
+                format!(
+                    "expected an IANA time zone name (such as `\"Europe/Berlin\"`) for \
+                     `utc_offset_minutes`, found `\"{}\"`",
+                    plug_limit_options::excerpt(&name)
+                ),
+            ))
+        }
         _ => Err(syn::Error::new_spanned(
             opt,
             format!(

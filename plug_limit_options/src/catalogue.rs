@@ -38,7 +38,8 @@ pub enum Kind {
     LeakyWindow,
     /// One of [`PERIODS`](crate::PERIODS).
     Period,
-    /// Minutes from UTC, within [`MAX_UTC_OFFSET`](crate::MAX_UTC_OFFSET) either way.
+    /// Minutes from UTC, within [`MAX_UTC_OFFSET`](crate::MAX_UTC_OFFSET) either way, or an
+    /// IANA time zone name ([`zone_name`](crate::zone_name)).
     UtcOffset,
     /// `"<limit>/<window>"`, any number of them, no window twice.
     Rate,
@@ -212,7 +213,9 @@ impl Builtin {
 
     /// Reads its options (a fixed number of them: not multi_window, see [`Self::rates`]) as
     /// its script reads them, each by `arg(position)`: the numbers in order, a period as its
-    /// position in [`PERIODS`](crate::PERIODS).
+    /// position in [`PERIODS`](crate::PERIODS), a time zone name (of the form
+    /// [`zone_name`](crate::zone_name) takes) as NaN: its offset is no one number, so its
+    /// reader asks for the name itself.
     ///
     /// # Errors
     ///
@@ -267,9 +270,14 @@ impl Builtin {
                 Arg::Str(text) => rules::period(text).map(|i| i as f64).map_err(&refuse),
                 _ => Err(refuse(Rule::Period)),
             },
-            Kind::UtcOffset => utc_offset(arg)
-                .map(|minutes| minutes as f64)
-                .ok_or_else(|| refuse(Rule::UtcOffset)),
+            Kind::UtcOffset => match arg {
+                Arg::Str(text) if rules::is_zone_form(text) => {
+                    rules::zone_name(text).map(|()| f64::NAN).map_err(&refuse)
+                }
+                _ => utc_offset(arg)
+                    .map(|minutes| minutes as f64)
+                    .ok_or_else(|| refuse(Rule::UtcOffset)),
+            },
             Kind::Rate => self.rate(0, arg).map(|(limit, _)| limit),
         }
     }
@@ -493,6 +501,21 @@ mod tests {
             "multi_window: opts must hold at least one \"<limit>/<window>\", got '5'"
         );
         assert!(check(Builtin::CalendarQuota, &[Int(5), Str("week"), Str("-330")]).is_ok());
+        assert!(
+            check(
+                Builtin::CalendarQuota,
+                &[Int(5), Str("day"), Str("Europe/Berlin")]
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            refused(
+                Builtin::CalendarQuota,
+                &[Int(5), Str("day"), Str("Europe/Ber lin")]
+            ),
+            "calendar_quota: utc_offset_minutes must be an integer from -1439 to 1439 or an \
+             IANA time zone name, got 'Europe/Ber lin'"
+        );
         assert!(check(Builtin::MultiWindow, &[Str("1/5"), Str("5/3600")]).is_ok());
     }
 

@@ -12,7 +12,7 @@
 //!   ([`Builtin::assert_counts`], [`assert_calendar`]);
 //! - `#[rate_limit]` refuses its `opts` at compile time, worded for the attribute and pointing
 //!   at the option, by the same rules ([`count`], [`burst`], [`leaky`], [`period`],
-//!   [`utc_offset`], [`rate`]).
+//!   [`utc_offset`], [`zone_name`], [`rate`]).
 //!
 //! [`Builtin`] is the catalogue: each built-in's name, its options and their kinds, and what
 //! it can do. A new built-in is an entry there, and a [`Kind`] if one of its options is of a
@@ -30,6 +30,6 @@ pub use self::arg::{Arg, Refusal};
 pub use self::catalogue::{Builtin, Kind, Param, assert_calendar, check};
 pub use self::excerpt::excerpt;
 pub use self::rules::{
-    MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, PERIODS, Rule, burst, count, leaky, period, rate,
-    utc_offset,
+    MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, MAX_ZONE_NAME, PERIODS, Rule, burst, count,
+    is_zone_form, leaky, period, rate, utc_offset, zone_name,
 };

@@ -11,6 +11,10 @@ pub const MAX_LEAKY_PRODUCT: u64 = 9_007_199_254_740;
 /// The largest UTC offset either way `calendar_quota` takes, in minutes: under a day.
 pub const MAX_UTC_OFFSET: i64 = 1439;
 
+/// The longest time zone name `calendar_quota` takes, in bytes (the tz database's longest is
+/// 32).
+pub const MAX_ZONE_NAME: usize = 64;
+
 /// The periods `calendar_quota` takes.
 pub const PERIODS: [&str; 3] = ["day", "week", "month"];
 
@@ -31,6 +35,8 @@ pub enum Rule {
     Period,
     /// Not an integer within [`MAX_UTC_OFFSET`] either way.
     UtcOffset,
+    /// Text led by a letter, as a time zone name is, but not the name of one.
+    TimeZone,
     /// Not `"<limit>/<window>"` with positive integers in plain digits.
     RateForm,
     /// A rate whose limit (or else window), named, is past [`MAX`].
@@ -53,6 +59,9 @@ impl Rule {
             Self::LeakyProduct => "must be <= 9007199254740 / limit".to_owned(),
             Self::Period => "must be day, week or month".to_owned(),
             Self::UtcOffset => "must be an integer from -1439 to 1439".to_owned(),
+            Self::TimeZone => {
+                "must be an integer from -1439 to 1439 or an IANA time zone name".to_owned()
+            }
             Self::RateForm => "must be \"<limit>/<window>\" with positive integers".to_owned(),
             Self::RateBound(_) => "must have limit and window <= 2147483647".to_owned(),
             Self::RepeatedWindow(first) => format!("must not repeat the window of opt {first}"),
@@ -115,6 +124,37 @@ pub const fn utc_offset(minutes: i64) -> Result<(), Rule> {
     } else {
         Err(Rule::UtcOffset)
     }
+}
+
+/// Whether calendar_quota's third option is written as a time zone name rather than an offset:
+/// text led by an ASCII letter (an offset is digits, maybe after a `-`).
+#[must_use]
+pub const fn is_zone_form(text: &str) -> bool {
+    matches!(text.as_bytes().first(), Some(b'A'..=b'Z' | b'a'..=b'z'))
+}
+
+/// The form of an IANA time zone name (`Europe/Berlin`, `America/Argentina/Buenos_Aires`,
+/// `Etc/GMT+5`, `UTC`): led by a letter, then letters, digits, `/`, `_`, `-` and `+`, at most
+/// [`MAX_ZONE_NAME`] bytes. Whether the tz database knows it is plug_limit's check, which has
+/// the database.
+///
+/// # Errors
+///
+/// [`Rule::TimeZone`] for any other text.
+pub const fn zone_name(text: &str) -> Result<(), Rule> {
+    let bytes = text.as_bytes();
+    if !is_zone_form(text) || bytes.len() > MAX_ZONE_NAME {
+        return Err(Rule::TimeZone);
+    }
+    let mut i = 0;
+    while i < bytes.len() {
+        if !matches!(bytes[i], b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'_' | b'-' | b'+')
+        {
+            return Err(Rule::TimeZone);
+        }
+        i += 1;
+    }
+    Ok(())
 }
 
 /// calendar_quota's period: its position in [`PERIODS`].
@@ -192,6 +232,20 @@ mod tests {
         assert_eq!(leaky(u64::MAX, 2), Err(Rule::LeakyProduct));
         assert_eq!(utc_offset(-1439), Ok(()));
         assert_eq!(utc_offset(1440), Err(Rule::UtcOffset));
+        assert_eq!(zone_name("Europe/Berlin"), Ok(()));
+        assert_eq!(zone_name("America/Argentina/Buenos_Aires"), Ok(()));
+        assert_eq!(zone_name("Etc/GMT+5"), Ok(()));
+        for text in [
+            "",
+            "-330",
+            "+60",
+            "/Berlin",
+            "Europe/Ber lin",
+            "Europe/../x",
+            &"A".repeat(65),
+        ] {
+            assert_eq!(zone_name(text), Err(Rule::TimeZone), "{text}");
+        }
         assert_eq!(period("week"), Ok(1));
         assert_eq!(period("year"), Err(Rule::Period));
         assert_eq!(period("Day"), Err(Rule::Period));

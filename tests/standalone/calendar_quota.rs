@@ -292,3 +292,195 @@ async fn draft10_policies_name_the_period_and_count_to_its_end() {
     );
     drop(clock);
 }
+
+/// The backends a case in a time zone runs on: memory in 2026, and memory and Redis in 2082,
+/// which has the calendar of 2026 (56 years on) and the same rules in Europe/Berlin (the last
+/// Sundays of March and October), so the expiries Redis keeps are never in its own past.
+fn zoned_backends(redis: &RedisServer) -> Vec<(String, PlugLimit, ManualClock, i64)> {
+    let mut all = Vec::new();
+    for (name, year) in [("memory", 2026), ("memory", 2082), ("redis", 2082)] {
+        let clock = ManualClock::new(0);
+        let builder = if name == "redis" {
+            PlugLimit::builder(redis.pool())
+        } else {
+            PlugLimit::builder(Store::memory())
+        };
+        let limits = builder
+            .prefix(unique_prefix("calendar-tz"))
+            .clock(clock.clone())
+            .build()
+            .unwrap();
+        all.push((format!("{name} {year}"), limits, clock, year));
+    }
+    all
+}
+
+/// Europe/Berlin's offsets, in minutes: winter (CET) and summer (CEST).
+const CET: i64 = 60;
+const CEST: i64 = 120;
+
+#[tokio::test]
+async fn a_berlin_day_of_the_spring_change_lasts_23_hours() {
+    let redis = RedisServer::start();
+    let opts = [Opt::Int(2), Opt::Str("day"), Opt::Str("Europe/Berlin")];
+    let fixed = [Opt::Int(2), Opt::Str("day"), Opt::Int(CEST)];
+    for (backend, limits, clock, year) in zoned_backends(&redis) {
+        // Sunday 29 March, 00:00 CET: the clocks go from 02:00 CET to 03:00 CEST.
+        clock.set(local_ms((year, 3, 29), (0, 0, 0), CET));
+        let mut seen = vec![call(&limits, "k", &opts, 1).await];
+        // 03:00 CEST is two hours after midnight (02:00 CET): 21 hours to go.
+        clock.set(local_ms((year, 3, 29), (3, 0, 0), CEST));
+        seen.extend([
+            call(&limits, "k", &opts, 1).await,
+            call(&limits, "k", &opts, 1).await,
+            // The fixed offset of the summer keys apart, and its day ends at the same midnight.
+            call(&limits, "k", &fixed, 1).await,
+        ]);
+        clock.set(local_ms((year, 3, 29), (23, 59, 59), CEST));
+        seen.push(call(&limits, "k", &opts, 1).await);
+        clock.set(local_ms((year, 3, 30), (0, 0, 0), CEST));
+        seen.push(call(&limits, "k", &opts, 1).await);
+        assert_eq!(
+            seen,
+            [
+                "allow 2,82800,1",
+                "allow 2,75600,0",
+                "deny 2,75600,0,75600",
+                "allow 2,75600,1",
+                "deny 2,1,0,1",
+                "allow 2,86400,1",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_berlin_day_of_the_autumn_change_lasts_25_hours() {
+    let redis = RedisServer::start();
+    let opts = [Opt::Int(2), Opt::Str("day"), Opt::Str("Europe/Berlin")];
+    for (backend, limits, clock, year) in zoned_backends(&redis) {
+        // Sunday 25 October, 00:00 CEST: the clocks go from 03:00 CEST back to 02:00 CET.
+        clock.set(local_ms((year, 10, 25), (0, 0, 0), CEST));
+        let mut seen = vec![call(&limits, "k", &opts, 1).await];
+        // 02:30 CET, the second 02:30 of the day: 3.5 hours after midnight.
+        clock.set(local_ms((year, 10, 25), (2, 30, 0), CET));
+        seen.push(call(&limits, "k", &opts, 1).await);
+        seen.push(call(&limits, "k", &opts, 0).await);
+        clock.set(local_ms((year, 10, 25), (23, 59, 59), CET));
+        seen.push(call(&limits, "k", &opts, 1).await);
+        clock.set(local_ms((year, 10, 26), (0, 0, 0), CET));
+        seen.push(call(&limits, "k", &opts, 1).await);
+        assert_eq!(
+            seen,
+            [
+                "allow 2,90000,1",
+                "allow 2,77400,0",
+                "deny 2,77400,0,77400",
+                "deny 2,1,0,1",
+                "allow 2,86400,1",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_berlin_month_across_the_spring_change_is_an_hour_short() {
+    let redis = RedisServer::start();
+    let opts = [Opt::Int(3), Opt::Str("month"), Opt::Str("Europe/Berlin")];
+    for (backend, limits, clock, year) in zoned_backends(&redis) {
+        clock.set(local_ms((year, 3, 1), (0, 0, 0), CET));
+        let mut seen = vec![call(&limits, "k", &opts, 2).await];
+        // Past the change: March ends at midnight CEST, 22:00 UTC.
+        clock.set(local_ms((year, 3, 31), (23, 0, 0), CEST));
+        seen.push(call(&limits, "k", &opts, 2).await);
+        seen.push(call(&limits, "k", &opts, 1).await);
+        clock.set(local_ms((year, 4, 1), (0, 0, 0), CEST));
+        seen.push(call(&limits, "k", &opts, 3).await);
+        assert_eq!(
+            seen,
+            [
+                // 31 days less the hour the change skips.
+                "allow 3,2674800,1",
+                "deny 3,3600,1,3600",
+                "allow 3,3600,0",
+                // April: 30 whole days of summer time.
+                "allow 3,2592000,0",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn zones_a_half_and_three_quarters_of_an_hour_off_end_at_their_midnights() {
+    let redis = RedisServer::start();
+    let kathmandu = [Opt::Int(1), Opt::Str("day"), Opt::Str("Asia/Kathmandu")];
+    let kolkata = [Opt::Int(5), Opt::Str("week"), Opt::Str("Asia/Kolkata")];
+    for (backend, limits, clock, year) in zoned_backends(&redis) {
+        // Monday 15 June, 23:45 in Kathmandu (UTC+05:45): 18:00 UTC.
+        clock.set(local_ms((year, 6, 15), (23, 45, 0), 345));
+        let mut seen = vec![
+            call(&limits, "k", &kathmandu, 1).await,
+            call(&limits, "k", &kathmandu, 1).await,
+            // The same instant in Kolkata (UTC+05:30) is 23:30 on the Monday of the week.
+            call(&limits, "k", &kolkata, 5).await,
+        ];
+        clock.set(local_ms((year, 6, 16), (0, 0, 0), 345));
+        seen.push(call(&limits, "k", &kathmandu, 1).await);
+        clock.set(local_ms((year, 6, 22), (0, 0, 0), 330));
+        seen.push(call(&limits, "k", &kolkata, 1).await);
+        assert_eq!(
+            seen,
+            [
+                "allow 1,900,0",
+                "deny 1,900,0,900",
+                // Six days and a half hour to Monday 00:00 in Kolkata.
+                "allow 5,520200,0",
+                "allow 1,86400,0",
+                "allow 5,604800,4",
+            ],
+            "{backend}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_zone_without_a_clock_is_timed_by_the_process_on_redis() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .prefix(unique_prefix("calendar-tz-time"))
+        .build()
+        .unwrap();
+    let opts = [Opt::Int(2), Opt::Str("day"), Opt::Str("Etc/UTC")];
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let outcome = limits.check(limit(LIMITER, &opts), "k").await.unwrap();
+    let now_s = i64::try_from(since_epoch.as_secs()).unwrap() % 86_400;
+    let reset: i64 = outcome.headers()[1].1.to_str().unwrap().parse().unwrap();
+    let expected = 86_400 - now_s;
+    assert!(
+        (expected - 1..=expected).contains(&reset),
+        "reset {reset}, expected about {expected}"
+    );
+}
+
+#[test]
+fn an_unknown_zone_is_refused_when_the_limit_is_made() {
+    let error =
+        plug_limit::RuntimeLimit::new(LIMITER, [Opt::Int(5), "day".into(), "Europe/Berln".into()])
+            .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "invalid `opts`: calendar_quota: utc_offset_minutes must be an integer from -1439 to \
+         1439 or an IANA time zone name, got 'Europe/Berln'"
+    );
+    let long = format!("Europe/{}", "B".repeat(100));
+    let error = plug_limit::RuntimeLimit::new(LIMITER, [Opt::Int(5), "day".into(), long.into()])
+        .unwrap_err();
+    assert!(error.to_string().ends_with("… (107 bytes)'"), "{error}");
+    assert!(
+        plug_limit::RuntimeLimit::new(LIMITER, [Opt::Int(5), "day".into(), "Asia/Kolkata".into()])
+            .is_ok()
+    );
+}

@@ -358,3 +358,56 @@ async fn concurrency_renews_a_lease_of_several_units_and_denies_a_cost_past_the_
         assert_eq!(got, expect, "step {i}");
     }
 }
+
+#[tokio::test]
+async fn calendar_quota_in_a_zone_takes_its_period_end_with_its_now() {
+    let redis = RedisServer::start();
+    let mut conn = redis.connection().await;
+    let key = unique_prefix("calendar_quota");
+    let now = real_now_ms();
+    let opts = ["2", "day", "Europe/Berlin"];
+    let at = |tail: &[String]| tail.to_vec();
+    let mut seen = Vec::new();
+    for tail in [
+        at(&["1".into()]),
+        at(&["1".into(), now.to_string()]),
+        at(&["1".into(), now.to_string(), now.to_string()]),
+        at(&[
+            "1".into(),
+            now.to_string(),
+            (now + 32 * 86_400_000 + 1).to_string(),
+        ]),
+        at(&["1".into(), now.to_string(), (now + 1500).to_string()]),
+    ] {
+        seen.push(eval(&mut conn, ("calendar_quota", &key), &opts, &tail).await);
+    }
+    let bad = eval(
+        &mut conn,
+        ("calendar_quota", &key),
+        &["2", "day", "Europe/Ber lin"],
+        &["1"],
+    )
+    .await;
+    seen.push(bad);
+    let period_end = |got: i64| {
+        format!(
+            "error calendar_quota: period_end must be an integer after now and at most \
+             2764800000 ms on, got '{got}'"
+        )
+    };
+    assert_eq!(
+        seen,
+        [
+            "error calendar_quota: now must be given with a time zone, got ''".to_owned(),
+            "error calendar_quota: period_end must be an integer after now and at most \
+             2764800000 ms on, got ''"
+                .to_owned(),
+            period_end(now),
+            period_end(now + 32 * 86_400_000 + 1),
+            "allow 2,2,1".to_owned(),
+            "error calendar_quota: utc_offset_minutes must be an integer from -1439 to 1439 or \
+             an IANA time zone name, got 'Europe/Ber lin'"
+                .to_owned(),
+        ]
+    );
+}

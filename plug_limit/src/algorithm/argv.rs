@@ -69,6 +69,11 @@ impl<'a> Argv<'a> {
         Ok(builtin.read(|position| self.get(position))?)
     }
 
+    /// The options.
+    pub(super) fn opts(&self) -> &'a [Opt] {
+        self.opts
+    }
+
     /// The caller's time, which stands in for Redis TIME.
     pub(super) fn now_ms(&self) -> i64 {
         self.now_ms

@@ -1,5 +1,10 @@
 //! `lua/calendar_quota.lua` with an explicit `now`: a count per calendar day, ISO week or
-//! month in local time at a fixed UTC offset, kept with the end of the period it counts.
+//! month in local time at a fixed UTC offset or in an IANA time zone, kept with the end of
+//! the period it counts.
+//!
+//! In a time zone the script takes the period's end from its caller: [`zone_end`] finds it,
+//! for the Redis backend (which sends it with the `now` it was found from) and for this twin
+//! alike.
 //!
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
@@ -7,9 +12,9 @@
 use plug_limit_options::Builtin;
 
 use super::Field;
-use super::argv::{Argv, CAP, decimal, verdict};
+use super::argv::{Arg, Argv, CAP, decimal, fail, verdict};
 use super::state::{State, Stored, Verdict};
-use crate::limit::Charge;
+use crate::limit::{Charge, Opt};
 
 const BUILTIN: Builtin = Builtin::CalendarQuota;
 const DAY_MS: i64 = 86_400_000;
@@ -83,6 +88,40 @@ pub(crate) fn days_in_month(year: i64, month: i64) -> i64 {
     }
 }
 
+/// The time zone name of a calendar quota's `opts`, if its third option is one (a call of any
+/// other limiter, or with an offset, has none: `None` at the cost of a look at one option).
+pub(crate) fn zone_name(opts: &[Opt]) -> Option<&str> {
+    match opts.get(2)?.arg() {
+        Arg::Str(name) if plug_limit_options::is_zone_form(name) => Some(name),
+        _ => None,
+    }
+}
+
+/// When the period of a calendar quota in the time zone `name` holding `now_ms` ends, in ms
+/// since the epoch: what the script takes as its `period_end` (`ARGV[6]`), with `now_ms` as
+/// its `now`. `opts` are checked as the script checks them first.
+///
+/// # Errors
+///
+/// The script's refusal of an option, or of a name the tz database does not know, in the
+/// words `RuntimeLimit` refuses it with when it is made.
+pub(crate) fn zone_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, String> {
+    let argv = Argv::new(opts, Charge::Take(1), now_ms, None);
+    let [_, period, _] = argv.options(BUILTIN)?;
+    let refuse = || {
+        let rule = plug_limit_options::Rule::TimeZone.script_words();
+        fail(
+            BUILTIN.name(),
+            BUILTIN.params()[2].name,
+            &rule,
+            Arg::Str(name),
+        )
+    };
+    let zone = crate::zone::find(name).ok_or_else(refuse)?;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a position in PERIODS
+    crate::zone::period_end(&zone, period as usize, now_ms).ok_or_else(refuse)
+}
+
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
     let [limit, period, offset] = argv.options(BUILTIN)?;
@@ -93,9 +132,14 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let now = now as i64;
     let limit_s = decimal(limit);
 
-    let shift = offset * 60_000;
-    let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
-    let ends = next_first * DAY_MS - shift;
+    // Where the Redis backend sends the end it found for `now`, this twin finds it.
+    let ends = if let Some(name) = zone_name(argv.opts()) {
+        zone_end(argv.opts(), name, now)?
+    } else {
+        let shift = offset * 60_000;
+        let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
+        next_first * DAY_MS - shift
+    };
     // ceil((ends - now) / 1000); ends > now, so the quotient is positive.
     let reset = decimal((ends - now + 999) / 1000);
 

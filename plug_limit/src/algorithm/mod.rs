@@ -25,7 +25,7 @@ use crate::limit::Opt;
 use crate::lua::Lua;
 
 use self::argv::Argv;
-pub(crate) use self::calendar_quota::period_seconds;
+pub(crate) use self::calendar_quota::{period_seconds, zone_end, zone_name};
 pub(crate) use self::fields::{Field, Fields};
 pub(crate) use self::report::Report;
 pub(crate) use self::state::{Stored, Verdict};

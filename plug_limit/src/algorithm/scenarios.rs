@@ -735,7 +735,7 @@ pub(crate) const REFUSED: &[&str] = &[
     "calendar_quota 5 day -1440 => utc_offset_minutes must be an integer from -1439 to 1439, got '-1440'",
     "calendar_quota 5 day 1.5 => utc_offset_minutes must be an integer from -1439 to 1439, got '1.5'",
     "calendar_quota 5 day +60 => utc_offset_minutes must be an integer from -1439 to 1439, got '+60'",
-    "calendar_quota 5 day UTC => utc_offset_minutes must be an integer from -1439 to 1439, got 'UTC'",
+    "calendar_quota 5 day UTC.5 => utc_offset_minutes must be an integer from -1439 to 1439 or an IANA time zone name, got 'UTC.5'",
 ];
 
 /// A [`REFUSED`] line as the limiter, its opts and the whole error message.

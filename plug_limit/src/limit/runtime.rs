@@ -278,7 +278,24 @@ fn check_opts(limiter: &str, opts: &[Opt]) -> Result<(), BuildError> {
     };
     let args: Vec<Arg<'_>> = opts.iter().map(Opt::arg).collect();
     plug_limit_options::check(builtin, &args)
-        .map_err(|refusal| BuildError::invalid("opts", refusal.to_string()))
+        .map_err(|refusal| BuildError::invalid("opts", refusal.to_string()))?;
+    check_zone(builtin, &args)
+}
+
+/// Refuses a calendar quota's time zone name the tz database does not know (its form is
+/// [`plug_limit_options::check`]'s), in the words of its other refusals.
+fn check_zone(builtin: Builtin, args: &[Arg<'_>]) -> Result<(), BuildError> {
+    match (builtin, args.get(2)) {
+        (Builtin::CalendarQuota, Some(&arg @ Arg::Str(name)))
+            if plug_limit_options::is_zone_form(name) && crate::zone::find(name).is_none() =>
+        {
+            let param = &builtin.params()[2];
+            let rule = plug_limit_options::Rule::TimeZone.script_words();
+            let refusal = plug_limit_options::Refusal::new(builtin.name(), param.name, &rule, arg);
+            Err(BuildError::invalid("opts", refusal.to_string()))
+        }
+        _ => Ok(()),
+    }
 }
 
 impl fmt::Debug for RuntimeLimit {

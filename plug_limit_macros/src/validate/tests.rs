@@ -690,6 +690,28 @@ fn calendar_quota_takes_a_limit_a_period_and_an_offset() {
          `utc_offset_minutes`"
     );
     assert_eq!(
+        limiter(quote!(
+            limiter = "calendar_quota",
+            opts = [10, "day", "Asia/Kathmandu"]
+        )),
+        Ok(Limiter::Builtin {
+            builtin: Builtin::CalendarQuota,
+            opts: vec![
+                Opt::Int(10),
+                Opt::Str("day".to_owned()),
+                Opt::Str("Asia/Kathmandu".to_owned())
+            ],
+        })
+    );
+    assert_eq!(
+        error(quote!(
+            limiter = "calendar_quota",
+            opts = [10, "day", "Europe/Berln"]
+        )),
+        "expected an IANA time zone name (such as `\"Europe/Berlin\"`) for \
+         `utc_offset_minutes`, found `\"Europe/Berln\"`"
+    );
+    assert_eq!(
         error(quote!(limiter = "calendar_quota", opts = [10, "day", "0"])),
         "expected an integer from -1439 to 1439 for `utc_offset_minutes`"
     );

@@ -38,8 +38,8 @@ use self::eviction::Eviction;
 pub use self::eviction::EvictionPolicy;
 use super::breaker::{Admit, Breaker};
 use super::{Call, StackPart, Stacked};
-use crate::algorithm::stack;
-use crate::clock::Clock;
+use crate::algorithm::{self, Builtin, stack};
+use crate::clock::{Clock, SystemClock};
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::error::Error;
 use crate::limit::{Charge, Opt};
@@ -100,20 +100,40 @@ impl RedisBackend {
     ///
     /// A built-in gets `ARGV = [opts..., cost, now_ms]`; both trailing values are optional, so
     /// the seed's plain `ARGV = opts` call stays valid and sends nothing extra.
+    ///
+    /// A calendar quota in a time zone gets `ARGV = [opts..., cost, now_ms, period_end]`: the
+    /// script cannot know the zone's rules, so the period's end is found here, for a `now_ms`
+    /// read here (the backend's clock, else the system's) and sent with it, the one time the
+    /// script decides by.
     pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
+        let zoned = match call.program.algorithm {
+            Some(Builtin::CalendarQuota) => algorithm::zone_name(call.opts),
+            _ => None,
+        };
         // Custom scripts keep their own time: only a built-in takes `now_ms`.
         let now_ms = match (&self.clock, call.program.algorithm) {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
+            (None, Some(_)) if zoned.is_some() => Some(SystemClock.now_ms()),
             _ => None,
         };
         let lease = call.lease;
+        let ends = match (zoned, now_ms) {
+            (Some(name), Some(now_ms)) => {
+                Some(algorithm::zone_end(call.opts, name, now_ms).map_err(Error::Input)?)
+            }
+            _ => None,
+        };
         let extra = [
             cost_arg(call.cost),
             // '' stands for Redis TIME where a lease id follows.
             now_ms.map_or(Opt::Str(""), Opt::Int),
-            lease.map_or(Opt::Str(""), |id| Opt::Text(id.into())),
+            match (lease, ends) {
+                (Some(id), _) => Opt::Text(id.into()),
+                (None, Some(ends)) => Opt::Int(ends),
+                (None, None) => Opt::Str(""),
+            },
         ];
-        let extra = match (call.cost, now_ms, lease) {
+        let extra = match (call.cost, now_ms, lease.or(ends.map(|_| ""))) {
             (_, _, Some(_)) => &extra[..],
             (Charge::Take(1), None, None) => &extra[..0],
             (_, None, None) => &extra[..1],
