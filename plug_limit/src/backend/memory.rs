@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deadpool_redis::redis::Value;
 
 use super::sharded::{Digest, FEW, Sharded};
-use super::{Call, StackPart, Stacked, past_head};
+use super::{Call, StackPart, Stacked, head_len, past_head};
 use crate::algorithm::{Builtin, Field, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -44,8 +44,7 @@ impl MemoryBackend {
         Self {
             states: Sharded::bounded(SHARDS, capacity),
             clock,
-            // `:{`, the tag's four hex digits, `}:`.
-            head: prefix.len() + 8,
+            head: head_len(prefix),
         }
     }
 

@@ -91,6 +91,14 @@ pub(crate) trait KeyText: Sync + std::fmt::Debug {
     }
 }
 
+/// The length of the `{prefix}:{TAG}:` head of every key under `prefix`: `:{`, the tag's four
+/// hex digits, `}:` after the prefix. The in-process stores (the memory backend, the deny
+/// cache, local batches) tell keys apart past it: one handle's keys share its prefix, and the
+/// tag is a function of the client part that ends the key.
+pub(crate) fn head_len(prefix: &str) -> usize {
+    prefix.len() + ":{0000}:".len()
+}
+
 /// `key` past its first `head` bytes; all of it when it is shorter.
 pub(crate) fn past_head(key: &str, head: usize) -> &[u8] {
     let bytes = key.as_bytes();

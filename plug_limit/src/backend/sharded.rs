@@ -12,6 +12,8 @@ use hashbrown::HashTable;
 use siphasher::sip128::SipHasher24;
 use smallvec::SmallVec;
 
+use super::KeyText;
+
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
 const MIN_SWEEP: usize = 64;
@@ -126,6 +128,14 @@ impl<V> Sharded<V> {
     #[cfg(test)]
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
         self.lock_bytes(key.as_bytes())
+    }
+
+    /// The locked shard that holds the first of `keys` past its first `head` bytes, found by
+    /// the key written on the stack when it was not composed yet.
+    pub(crate) fn lock_first(&self, keys: &dyn KeyText, head: usize) -> Locked<'_, V> {
+        let mut locked = None;
+        keys.first_bytes(head, &mut |key| locked = Some(self.lock_bytes(key)));
+        locked.unwrap_or_else(|| self.lock_bytes(&[]))
     }
 
     /// The locked shard that holds `key` (its bytes), ready for operations on `key`.

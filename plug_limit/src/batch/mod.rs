@@ -14,7 +14,7 @@ use deadpool_redis::redis::Value;
 
 use self::held::Held;
 use crate::backend::sharded::{Locked, Sharded};
-use crate::backend::{Call, KeyText, Program, RedisBackend};
+use crate::backend::{Call, KeyText, Program, RedisBackend, head_len};
 use crate::config::LocalBatches;
 use crate::error::Error;
 use crate::error::ReplyError;
@@ -87,8 +87,7 @@ impl Batches {
                 program,
                 timeout,
                 slots: Sharded::bounded(SHARDS, capacity),
-                // `:{`, the tag's four hex digits, `}:`.
-                head: prefix.len() + 8,
+                head: head_len(prefix),
             }),
         }
     }
@@ -203,14 +202,8 @@ impl Batches {
         self.inner.slots.clear();
     }
 
-    /// The shard holding `keys`' first key, locked, found by the key written on the stack
-    /// when it was not composed yet.
     fn lock(&self, keys: &dyn KeyText) -> Locked<'_, Arc<Slot>> {
-        let mut locked = None;
-        keys.first_bytes(self.inner.head, &mut |key| {
-            locked = Some(self.inner.slots.lock_bytes(key));
-        });
-        locked.unwrap_or_else(|| self.inner.slots.lock_bytes(&[]))
+        self.inner.slots.lock_first(keys, self.inner.head)
     }
 
     /// The slot of `keys`' first key, made if need be.

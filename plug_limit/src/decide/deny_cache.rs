@@ -5,8 +5,8 @@ use std::num::NonZeroUsize;
 
 use http::{HeaderName, header::RETRY_AFTER};
 
-use crate::backend::KeyText;
 use crate::backend::sharded::{Locked, Sharded};
+use crate::backend::{KeyText, head_len};
 use crate::outcome::{Outcome, ietf, number};
 
 const SHARDS: usize = 16;
@@ -49,19 +49,12 @@ impl DenyCache {
     pub(crate) fn new(capacity: NonZeroUsize, prefix: &str) -> Self {
         Self {
             denials: Sharded::bounded(SHARDS, capacity),
-            // `:{`, the tag's four hex digits, `}:`.
-            head: prefix.len() + 8,
+            head: head_len(prefix),
         }
     }
 
-    /// The shard holding `keys`' first key, locked, found by the key written on the stack
-    /// when it was not composed yet.
     fn lock(&self, keys: &dyn KeyText) -> Locked<'_, Vec<Denial>> {
-        let mut locked = None;
-        keys.first_bytes(self.head, &mut |key| {
-            locked = Some(self.denials.lock_bytes(key));
-        });
-        locked.unwrap_or_else(|| self.denials.lock_bytes(&[]))
+        self.denials.lock_first(keys, self.head)
     }
 
     /// The cached denial of `key` under the limit of `opts` for a request of `cost`, with its

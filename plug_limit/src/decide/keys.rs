@@ -31,7 +31,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::backend::{KeyText, past_head};
+use crate::backend::{KeyText, head_len, past_head};
 use crate::key::Key;
 use crate::limit::{Opt, push_digest, write_key_text};
 
@@ -133,7 +133,7 @@ impl KeyText for Keys<'_> {
         if self.composed.get().is_none()
             && let Some(plan) = &self.plan
         {
-            debug_assert_eq!(head, plan.prefix.len() + 8, "a head of another prefix");
+            debug_assert_eq!(head, head_len(plan.prefix), "a head of another prefix");
             let mut text = StackText::default();
             let first = plan.key.iter().next().unwrap_or_default();
             if write_counted(&mut text, plan.limit, &plan.scope, first).is_ok() {
@@ -380,7 +380,7 @@ mod tests {
             panic!("one key expected, got {keys:?}");
         };
         // What the memory backend hashes is the same text past its head, written on the stack.
-        let head = "p".len() + 8;
+        let head = head_len("p");
         let mut bytes = Vec::new();
         keys.first_bytes(head, &mut |first| bytes = first.to_vec());
         assert_eq!(bytes, &key.as_bytes()[head..]);
