@@ -17,9 +17,13 @@
 --          cost   units this request takes from it, integer 0..2147483647
 --          count  how many options follow
 --          opts   its options, as it takes them alone
--- Each limit runs with ARGV = {opts..., cost, now}. A limit that denies (and
--- is not soft) ends the call: every limit before it that took units gets them
--- back, the latest first, and the limits after it are not run. Most give back
+--          ends   '' or, for a calendar_quota in a time zone, the end of the
+--                 period holding `now` in ms (found by the caller, which
+--                 then sends `now` too: the end was found for it)
+-- Each limit runs with ARGV = {opts..., cost, now[, ends]}. A limit that
+-- denies (and is not soft) ends the call: every limit before it that took
+-- units gets them back, the latest first, and the limits after it are not
+-- run. Most give back
 -- by their own refund (the same script with cost '-n'): at the same `now` it
 -- undoes the take (the count is what it was, a key the take made is gone, a
 -- window begun this very millisecond and given back in full is no window), so
@@ -51,9 +55,10 @@ if now == '' then
 end
 
 -- taken[i] = the argv limit i took with, when it took units: its refund runs
--- with the same options and `now`, and the cost as '-n'. saved[i] = {dump or
--- false, expiry in ms or -1}: the snapshot of a limit restored instead.
-local runs, taken, saved = {}, {}, {}
+-- with the same options, `now` and period end, and the cost (at costs[i]) as
+-- '-n'. saved[i] = {dump or false, expiry in ms or -1}: the snapshot of a
+-- limit restored instead.
+local runs, taken, costs, saved = {}, {}, {}, {}
 
 local function give_back(last)
   for i = last, 1, -1 do
@@ -68,7 +73,7 @@ local function give_back(last)
         redis.call('RESTORE', key, 0, dump, 'REPLACE')
       end
     elseif argv then
-      local at = #argv - 1
+      local at = costs[i]
       argv[at] = '-' .. argv[at]
       -- The same script and options that just took: it cannot refuse its own refund.
       runs[i]({KEYS[i]}, argv)
@@ -89,7 +94,9 @@ for i = 1, n do
   local argv = {}
   for j = 1, count do argv[j] = ARGV[at + 3 + j] end
   argv[count + 1], argv[count + 2] = cost, now
-  at = at + 4 + count
+  local ends = ARGV[at + 4 + count]
+  if ends ~= '' then argv[count + 3] = ends end
+  at = at + 5 + count
   local snapshot
   if name == 'token_bucket' and i < n then
     snapshot = {redis.call('DUMP', KEYS[i]), redis.call('PEXPIRETIME', KEYS[i])}
@@ -113,7 +120,7 @@ for i = 1, n do
     return concat(replies, '\30')
   end
   if reply[1] == 'allow' and cost ~= '0' and i < n then
-    runs[i], taken[i], saved[i] = run, argv, snapshot
+    runs[i], taken[i], costs[i], saved[i] = run, argv, count + 1, snapshot
   end
 end
 return concat(replies, '\30')

@@ -484,3 +484,55 @@ fn an_unknown_zone_is_refused_when_the_limit_is_made() {
             .is_ok()
     );
 }
+
+#[tokio::test]
+async fn a_zone_quota_stacks_and_a_denial_gives_back_the_limits_before_it() {
+    let redis = RedisServer::start();
+    let hourly = limit("fixed_window", &[Opt::Int(10), Opt::Int(3600)]);
+    let daily = limit(
+        LIMITER,
+        &[Opt::Int(2), Opt::Str("day"), Opt::Str("Europe/Berlin")],
+    );
+    let stack = [(hourly.clone(), "k"), (daily.clone(), "k")];
+    for (backend, limits, clock, year) in zoned_backends(&redis) {
+        // 03:00 CEST on the day of the spring change: 21 hours to its midnight.
+        clock.set(local_ms((year, 3, 29), (3, 0, 0), CEST));
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            seen.push(render(&limits.check_all(&stack).await.unwrap()));
+        }
+        // The third was denied by the day's quota: the hour's window got its unit back, and a
+        // peek (what one more would get) finds two counted, not three.
+        seen.push(render(&limits.peek(&hourly, "k").await.unwrap()));
+        clock.set(local_ms((year, 3, 30), (0, 0, 0), CEST));
+        seen.push(render(&limits.check_all(&stack).await.unwrap()));
+        assert_eq!(
+            seen,
+            [
+                "allow 2,75600,1",
+                "allow 2,75600,0",
+                "deny 2,75600,0,75600",
+                "allow 10,3600,7",
+                "allow 2,86400,1",
+            ],
+            "{backend}"
+        );
+    }
+    // Without a clock, Redis is sent the process's time with the period's end found for it.
+    let limits = PlugLimit::builder(redis.pool())
+        .prefix(unique_prefix("calendar-tz-stack"))
+        .build()
+        .unwrap();
+    let utc = limit(
+        LIMITER,
+        &[Opt::Int(2), Opt::Str("day"), Opt::Str("Etc/UTC")],
+    );
+    let since_epoch = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let outcome = limits.check_all(&[(utc, "k")]).await.unwrap();
+    let expected = 86_400 - i64::try_from(since_epoch.as_secs()).unwrap() % 86_400;
+    let reset: i64 = outcome.headers()[1].1.to_str().unwrap().parse().unwrap();
+    assert!(
+        (expected - 1..=expected).contains(&reset),
+        "reset {reset}, expected about {expected}"
+    );
+}

@@ -197,15 +197,6 @@ impl Backend {
                     algorithm.name()
                 )));
             }
-            // The stack script runs each limit with `[opts..., cost, now]`, no period end.
-            if algorithm == Builtin::CalendarQuota
-                && crate::algorithm::zone_name(part.opts).is_some()
-            {
-                return Err(Error::Input(
-                    "calendar_quota: cannot be stacked with a time zone, only with a UTC offset"
-                        .to_owned(),
-                ));
-            }
         }
         Ok(match self {
             Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts)),

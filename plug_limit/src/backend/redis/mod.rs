@@ -37,7 +37,7 @@ pub(crate) use self::connection::Pools;
 use self::eviction::Eviction;
 pub use self::eviction::EvictionPolicy;
 use super::breaker::{Admit, Breaker};
-use super::{Call, StackPart, Stacked};
+use super::{Call, Program, StackPart, Stacked};
 use crate::algorithm::{self, Builtin, stack};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{CircuitBreaker, LogLevel};
@@ -106,10 +106,7 @@ impl RedisBackend {
     /// read here (the backend's clock, else the system's) and sent with it, the one time the
     /// script decides by.
     pub(crate) async fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
-        let zoned = match call.program.algorithm {
-            Some(Builtin::CalendarQuota) => algorithm::zone_name(call.opts),
-            _ => None,
-        };
+        let zoned = zone_of(call.program, call.opts);
         // Custom scripts keep their own time: only a built-in takes `now_ms`.
         let now_ms = match (&self.clock, call.program.algorithm) {
             (Some(clock), Some(_)) => Some(clock.now_ms()),
@@ -163,9 +160,18 @@ impl RedisBackend {
     /// timeout; a group that denies or fails ends the stack, and the groups before it keep
     /// what they counted. A stack with a group on a master whose breaker is open fails at once,
     /// and counts nothing.
-    pub(crate) async fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
+    pub(crate) async fn eval_stack<'a>(&self, parts: &[StackPart<'a>]) -> Stacked {
         let started = Instant::now();
-        let now_ms = self.clock.as_ref().map(|clock| clock.now_ms());
+        let zoned = |part: &StackPart<'a>| zone_of(part.program, part.opts);
+        // A period end in a time zone is found for a `now` read here, which is then sent: as
+        // for one limit, the stack decides by the time its ends were found for.
+        let now_ms = match &self.clock {
+            Some(clock) => Some(clock.now_ms()),
+            None => parts
+                .iter()
+                .any(|part| zoned(part).is_some())
+                .then(|| SystemClock.now_ms()),
+        };
         let mut outcomes: super::Outcomes = std::iter::repeat_n(None, parts.len()).collect();
         let groups = slot_groups(parts, self.connections.is_cluster());
         // A group on a master whose breaker is open would fail the stack: it fails before any
@@ -188,6 +194,12 @@ impl RedisBackend {
                 args.push(Opt::Int(i64::from(part.cost)));
                 args.push(Opt::Int(i64::try_from(part.opts.len()).unwrap_or(i64::MAX)));
                 args.extend(part.opts.iter().cloned());
+                args.push(match (zoned(part), now_ms) {
+                    (Some(name), Some(now_ms)) => Opt::Int(
+                        algorithm::zone_end(part.opts, name, now_ms).map_err(Error::Input)?,
+                    ),
+                    _ => Opt::Str(""),
+                });
             }
             let lua = stack::script();
             let command = Command::Script {
@@ -512,6 +524,14 @@ fn prefix_pattern(prefix: &str) -> String {
 
 /// The script's `cost` argument: `n`, `-n`, `+n` or `~n`. A take is sent as an integer, as before:
 /// the hot path formats no text of its own.
+/// The time zone of a calendar quota in one, whose period's end the caller finds.
+fn zone_of<'a>(program: &Program, opts: &'a [Opt]) -> Option<&'a str> {
+    match program.algorithm {
+        Some(Builtin::CalendarQuota) => algorithm::zone_name(opts),
+        _ => None,
+    }
+}
+
 fn cost_arg(cost: Charge) -> Opt {
     match cost {
         Charge::Take(n) => Opt::Int(i64::from(n)),
