@@ -85,7 +85,8 @@ impl PlugLimit {
     /// [`EvictionPolicy::Unknown`] until the backend has connected and the read has answered;
     /// [`EvictionPolicy::Unreadable`] when the server refuses `CONFIG GET` (an ACL user without
     /// `+config`, a managed Redis that renames `CONFIG`), also logged once, at `INFO`. On Redis
-    /// Cluster the policy of one node, the first to answer, stands for all. Limiters with a
+    /// Cluster every master is asked, and the answer is that of a master that evicts, if any
+    /// (then of one that could not be read, if any). Limiters with a
     /// pool of their own ([`Limiter::pool`](crate::Limiter::pool)) are read and logged as well,
     /// but answered only by the gauge, under their own `pool` label.
     ///

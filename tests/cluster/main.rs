@@ -5,4 +5,5 @@ mod decisions;
 #[path = "../support/metric_values.rs"]
 mod metric_values;
 mod outages;
+mod redis_settings;
 mod slots;

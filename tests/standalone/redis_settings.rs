@@ -8,7 +8,7 @@ use crate::metric_values::metric_values;
 use deadpool_redis::redis::{self, aio::MultiplexedConnection};
 use metrics_util::debugging::DebuggingRecorder;
 use plug_limit::{EvictionPolicy, FixedWindow, PlugLimit, Store};
-use plug_limit_tests::{Logs, RedisServer, pool};
+use plug_limit_tests::{Logs, RedisServer, checked_then_read, pool};
 
 /// The lines of `logs` that speak of `maxmemory-policy`.
 fn policy_lines(logs: &Logs) -> Vec<String> {
@@ -17,20 +17,6 @@ fn policy_lines(logs: &Logs) -> Vec<String> {
         .filter(|line| line.contains("maxmemory-policy"))
         .map(|line| line.trim().to_owned())
         .collect()
-}
-
-/// Checks once (a check is what connects), then waits for the background read to answer.
-async fn checked_then_read(limits: &PlugLimit) -> EvictionPolicy {
-    let outcome = limits.check(FixedWindow::<5, 60>, "ann").await.unwrap();
-    assert!(outcome.is_allowed());
-    for _ in 0..500 {
-        match limits.redis_eviction() {
-            Some(EvictionPolicy::Unknown) => tokio::time::sleep(Duration::from_millis(10)).await,
-            Some(policy) => return policy,
-            None => panic!("a Redis backend answers"),
-        }
-    }
-    panic!("the policy was not read within 5 s");
 }
 
 /// The warning of `policy`, as the tests' subscriber writes it.

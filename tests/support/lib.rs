@@ -34,6 +34,30 @@ pub fn limit(limiter: &str, opts: &[plug_limit::Opt]) -> plug_limit::RuntimeLimi
     plug_limit::RuntimeLimit::unchecked(limiter, opts)
 }
 
+/// Checks once on `limits` (a check is what connects), then waits up to 5 s for the
+/// background read of the server's `maxmemory-policy` to answer.
+///
+/// # Panics
+///
+/// When the check fails or denies, on the memory backend, or when nothing is read in time.
+pub async fn checked_then_read(limits: &plug_limit::PlugLimit) -> plug_limit::EvictionPolicy {
+    let outcome = limits
+        .check(plug_limit::FixedWindow::<5, 60>, "ann")
+        .await
+        .expect("a check");
+    assert!(outcome.is_allowed());
+    for _ in 0..500 {
+        match limits.redis_eviction() {
+            Some(plug_limit::EvictionPolicy::Unknown) => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            Some(policy) => return policy,
+            None => panic!("a Redis backend answers"),
+        }
+    }
+    panic!("the policy was not read within 5 s");
+}
+
 /// [`limit`] with a cost of `cost` units.
 #[must_use]
 pub fn limit_cost(limiter: &str, opts: &[plug_limit::Opt], cost: u32) -> plug_limit::RuntimeLimit {

@@ -87,10 +87,8 @@ impl Eviction {
 
     /// Sends `CONFIG GET maxmemory-policy` on `conn`, then keeps, logs and records the answer.
     async fn read(&self, conn: &mut Shared) {
-        let mut config = redis::cmd("CONFIG");
-        config.arg("GET").arg("maxmemory-policy");
-        let (policy, why) = match tokio::time::timeout(self.timeout, query(&config, conn)).await {
-            Ok(Ok(reply)) => (policy_of(reply), "Redis named no policy".to_owned()),
+        let (policy, why) = match tokio::time::timeout(self.timeout, ask(conn)).await {
+            Ok(Ok(policy)) => (policy, "Redis named no policy".to_owned()),
             Ok(Err(error)) if answered(&error) => (EvictionPolicy::Unreadable, error.to_string()),
             // Nothing heard (a connection lost, a timeout): the next connection asks again.
             Ok(Err(_)) | Err(_) => {
@@ -129,6 +127,42 @@ impl Eviction {
         // Only this task sets it: `started` keeps any other read from being sent.
         let _ = self.policy.set(policy);
     }
+}
+
+/// Asks the server on `conn` for its policy; on Redis Cluster, every master, since each keeps
+/// its own counters: the policy of a master that evicts is the answer, for any one evicting
+/// master loses limits (one node picked at random would hide it two times in three on a
+/// cluster of three).
+async fn ask(conn: &mut Shared) -> Result<EvictionPolicy, RedisError> {
+    let mut config = redis::cmd("CONFIG");
+    config.arg("GET").arg("maxmemory-policy");
+    #[cfg(feature = "cluster")]
+    if let Shared::Cluster(cluster) = conn {
+        use deadpool_redis::redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
+
+        let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        // One reply per master, under its address.
+        let replies: Vec<(String, Value)> =
+            redis::from_redis_value(cluster.route_command(config, all).await?)?;
+        return Ok(worst(
+            replies.into_iter().map(|(_, reply)| policy_of(reply)),
+        ));
+    }
+    Ok(policy_of(query(&config, conn).await?))
+}
+
+/// The policy of several servers that says the most of the risk: one that evicts, else one
+/// that could not be read, else `noeviction` (and unreadable when there are none).
+fn worst(policies: impl IntoIterator<Item = EvictionPolicy>) -> EvictionPolicy {
+    let rank = |policy: &EvictionPolicy| match policy {
+        EvictionPolicy::NoEviction => 0,
+        EvictionPolicy::Unknown | EvictionPolicy::Unreadable => 1,
+        EvictionPolicy::Evicts(_) => 2,
+    };
+    policies
+        .into_iter()
+        .max_by_key(rank)
+        .unwrap_or(EvictionPolicy::Unreadable)
 }
 
 /// Whether the server answered `error` (a refusal: `NOPERM`, an unknown command), as opposed to
@@ -182,5 +216,22 @@ mod tests {
         // A server that hides the setting answers an empty list.
         assert_eq!(policy_of(Value::Array(vec![])), EvictionPolicy::Unreadable);
         assert_eq!(policy_of(Value::Nil), EvictionPolicy::Unreadable);
+    }
+
+    #[test]
+    fn of_several_masters_the_one_that_evicts_answers() {
+        let evicts = || EvictionPolicy::Evicts("allkeys-lru".to_owned());
+        let none = EvictionPolicy::NoEviction;
+        assert_eq!(worst([none.clone(), evicts(), none.clone()]), evicts());
+        assert_eq!(
+            worst([EvictionPolicy::Unreadable, evicts(), none.clone()]),
+            evicts()
+        );
+        assert_eq!(
+            worst([none.clone(), EvictionPolicy::Unreadable]),
+            EvictionPolicy::Unreadable
+        );
+        assert_eq!(worst([none.clone(), none.clone()]), none);
+        assert_eq!(worst([]), EvictionPolicy::Unreadable);
     }
 }
