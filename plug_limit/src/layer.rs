@@ -87,9 +87,10 @@ impl<L> RateLimitLayer<L> {
     /// denial ([`Action::Respond`](crate::Action::Respond)) is sent at once.
     ///
     /// The request holds its connection and task while it waits: keep `bound` short (a few
-    /// hundred milliseconds). With a [deny cache](crate::Builder::deny_cache), retries are
-    /// answered from the cache until the cached denial ends, in whole seconds. A layer
-    /// without it pays nothing for the option.
+    /// hundred milliseconds). Each retry is a check as the metrics and the decision span see
+    /// it (a waiting request's denied retries count as denials there). With a
+    /// [deny cache](crate::Builder::deny_cache), retries are answered from the cache until the
+    /// cached denial ends, in whole seconds. A layer without it pays nothing for the option.
     ///
     /// # Example
     ///
