@@ -266,3 +266,36 @@ async fn many_waiters_of_one_key_pace_their_retries() {
         "{calls} script calls: the waiters did not retry"
     );
 }
+
+/// A layer of a run-time limit waits as a typed one does: the second request of a limit of
+/// one each 100 ms is admitted about 100 ms later instead of refused.
+#[tokio::test]
+async fn a_runtime_layer_waits_too() {
+    let limits = PlugLimit::builder(plug_limit::Store::memory())
+        .key(key::header("x-client"))
+        .build()
+        .unwrap();
+    let every_100_ms = plug_limit::RuntimeLimit::new("gcra", [10, 1, 1]).unwrap();
+    for (wait, second) in [(None, 429), (Some(Duration::from_millis(500)), 200)] {
+        let layer = RateLimitLayer::runtime(limits.clone(), every_100_ms.clone()).unwrap();
+        let layer = match wait {
+            Some(bound) => layer.wait_up_to(bound),
+            None => layer,
+        };
+        let app = Router::new()
+            .route("/r", get(|| async { "ok" }))
+            .route_layer(layer);
+        let client = format!("{wait:?}");
+        let started = Instant::now();
+        assert_eq!(send_get(&app, "/r", &client).await.status, 200);
+        assert_eq!(
+            send_get(&app, "/r", &client).await.status,
+            second,
+            "{wait:?}"
+        );
+        if wait.is_some() {
+            let waited = started.elapsed();
+            assert!(waited >= Duration::from_millis(90), "{waited:?}");
+        }
+    }
+}
