@@ -299,3 +299,42 @@ async fn a_runtime_layer_waits_too() {
         }
     }
 }
+
+/// A custom limiter waits by its own `retry-after` (retried at a 50 ms pace within its last
+/// second); one whose denial says nothing of when it ends is answered at once.
+#[tokio::test]
+async fn a_custom_limiter_waits_by_its_retry_after_or_not_at_all() {
+    let redis = RedisServer::start();
+    let says_when = "if redis.call('INCR', KEYS[1]) == 1 then return {'deny', {'1'}} end \
+                     return {'allow', {'0'}}";
+    let limits = PlugLimit::builder(redis.pool())
+        .limiter(
+            "says_when",
+            plug_limit::Limiter::script(says_when).headers(["retry-after"]),
+        )
+        .limiter("silent", plug_limit::Limiter::script("return {'deny', {}}"))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let admitted = limits
+        .acquire(limit("says_when", &[]), "k", Duration::from_secs(2))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(admitted.is_allowed());
+    assert!(
+        waited >= Duration::from_millis(25) && waited < Duration::from_millis(300),
+        "waited {waited:?}"
+    );
+
+    let before = redis.script_calls().await;
+    let started = Instant::now();
+    let denied = limits
+        .acquire(limit("silent", &[]), "k", Duration::from_secs(2))
+        .await
+        .unwrap();
+    assert!(!denied.is_allowed());
+    assert!(started.elapsed() < Duration::from_millis(250));
+    // One check (the script's first call is an EVALSHA that fails, then its EVAL).
+    assert_eq!(redis.script_calls().await - before, 2);
+}
