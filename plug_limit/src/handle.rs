@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::backend::EvictionPolicy;
 use crate::decide::Decider;
@@ -152,6 +153,58 @@ impl PlugLimit {
         let limit = limit.as_ref();
         let charge = Charge::Take(limit.cost);
         self.decider.check(limit, key, charge).await
+    }
+
+    /// [`check`](Self::check), but waits for admission instead of answering a denial: each
+    /// denial is retried, as its limit says it may pass, until a check allows or waiting
+    /// longer than `max_wait` would be needed. The outcome is the admitting one, or the last
+    /// denial (check [`is_allowed`](Outcome::is_allowed)): answered as soon as the limit says
+    /// it cannot pass within `max_wait`, and never after `max_wait` but for the time of the
+    /// last check. For calls to a third-party API that allows so many a second across a fleet
+    /// (outbound throttling), or a job that would rather queue than fail.
+    ///
+    /// A wait counts nothing: the call is counted once, by the check that admits it (no
+    /// built-in counts a denied check). Waiters of one key, on one instance or many, spread
+    /// their retries at random, and none retries more often than twice per unit's share of
+    /// the window (window / limit: 50 ms for 20 a second); the
+    /// [guide](crate::guide::limiting#waiting-instead-of-refusing) says how the wait is
+    /// timed. Dropping the future stops the wait and counts nothing further; dropped during a
+    /// check, that check may have counted, as any abandoned call may. A custom limiter whose
+    /// denial carries neither `retry-after` nor `x-ratelimit-reset` is answered at once.
+    ///
+    /// # Errors
+    ///
+    /// As [`check`](Self::check): the first error ends the wait.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use plug_limit::{Gcra, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// // The partner API takes 20 calls a second, one at a time.
+    /// let partner = Gcra::<20, 1, 1>;
+    /// let started = Instant::now();
+    /// for _ in 0..5 {
+    ///     let admitted = limits.acquire(partner, "partner-api", Duration::from_secs(1)).await?;
+    ///     assert!(admitted.is_allowed());
+    /// }
+    /// // Four waits of at least 50 ms each.
+    /// assert!(started.elapsed() >= Duration::from_millis(200));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn acquire(
+        &self,
+        limit: impl Into<RuntimeLimit>,
+        key: &str,
+        max_wait: Duration,
+    ) -> Result<Outcome, Error> {
+        let limit = limit.into();
+        self.decider.acquire(limit.as_ref(), key, max_wait).await
     }
 
     /// Settles a request admitted on an estimate (built-in limiters only): gives back

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
@@ -46,6 +47,8 @@ pub struct RateLimitLayer<L> {
     pub(crate) limits: PlugLimit,
     /// What chooses a request's limit, for a layer of [`RuntimeLimit`]s.
     pub(crate) resolver: Option<Resolver>,
+    /// How long a denied request may wait for admission before its 429; `None`: not at all.
+    pub(crate) wait: Option<Duration>,
     _limit: PhantomData<fn() -> L>,
 }
 
@@ -70,8 +73,41 @@ impl<L> RateLimitLayer<L> {
         Self {
             limits,
             resolver,
+            wait: None,
             _limit: PhantomData,
         }
+    }
+
+    /// Lets a denied request wait up to `bound` for admission before it gets its 429: a
+    /// burst is queued rather than refused (upstash's `blockUntilReady`, Kong's throttling).
+    /// The denial is retried as [`PlugLimit::acquire`] retries it, counting nothing while it
+    /// waits; an admitted request reaches the service with its admission's headers, and one
+    /// its limit cannot admit within `bound` gets the 429 as soon as that is known, and
+    /// never later than `bound` but for the time of its last check. A hook's own answer to a
+    /// denial ([`Action::Respond`](crate::Action::Respond)) is sent at once.
+    ///
+    /// The request holds its connection and task while it waits: keep `bound` short (a few
+    /// hundred milliseconds). Each retry is a check as the metrics and the decision span see
+    /// it (a waiting request's denied retries count as denials there). With a
+    /// [deny cache](crate::Builder::deny_cache), retries are answered from the cache until the
+    /// cached denial ends, in whole seconds. A layer without it pays nothing for the option.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use axum::{routing::post, Router};
+    /// use plug_limit::{Gcra, PlugLimit, RateLimitLayer};
+    ///
+    /// let layer = RateLimitLayer::<Gcra<10, 1, 2>>::new(PlugLimit::memory())
+    ///     .wait_up_to(Duration::from_millis(300));
+    /// let app: Router = Router::new().route("/orders", post(|| async { "ok" })).route_layer(layer);
+    /// # let _ = app;
+    /// ```
+    #[must_use]
+    pub fn wait_up_to(mut self, bound: Duration) -> Self {
+        self.wait = Some(bound);
+        self
     }
 }
 
@@ -80,6 +116,7 @@ impl<L> Clone for RateLimitLayer<L> {
         Self {
             limits: self.limits.clone(),
             resolver: self.resolver.clone(),
+            wait: self.wait,
             _limit: PhantomData,
         }
     }
@@ -90,6 +127,7 @@ impl<L> fmt::Debug for RateLimitLayer<L> {
         f.debug_struct("RateLimitLayer")
             .field("limit", &std::any::type_name::<L>())
             .field("limits", &self.limits)
+            .field("wait", &self.wait)
             .finish()
     }
 }
@@ -166,14 +204,17 @@ where
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
         let limits = self.layer.limits.clone();
-        Box::pin(async move { limited(&limits, L::STACK, request, inner).await })
+        let wait = self.layer.wait;
+        Box::pin(async move { limited(&limits, wait, L::STACK, request, inner).await })
     }
 }
 
 /// The middleware's work once it knows the limit: check, then call `inner` with the request
-/// or answer the rejection, and add the allowed request's headers to the response.
+/// or answer the rejection, and add the allowed request's headers to the response. A denial
+/// waits up to `wait` for admission first.
 pub(crate) async fn limited<S>(
     limits: &PlugLimit,
+    wait: Option<Duration>,
     limits_of: &[LimitRef<'_>],
     request: Request<Body>,
     mut inner: S,
@@ -183,7 +224,10 @@ where
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
-    let decided = decider.decide_all(limits_of, &parts).await;
+    let decided = match wait {
+        None => decider.decide_all(limits_of, &parts).await,
+        Some(bound) => decider.decide_waiting(limits_of, &parts, bound).await,
+    };
     let mut outcome = match decided {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(rejection.into_response()),

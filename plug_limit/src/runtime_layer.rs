@@ -189,13 +189,16 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (parts, body) = request.into_parts();
         let limits = self.layer.limits.clone();
+        let wait = self.layer.wait;
         let limit = match &self.layer.resolver {
             Some(Resolver::Sync(resolver)) => {
                 let limit = resolver(&parts);
                 let request = Request::from_parts(parts, body);
                 return Box::pin(async move {
                     match limit {
-                        Some(limit) => limited(&limits, &[limit.as_ref()], request, inner).await,
+                        Some(limit) => {
+                            limited(&limits, wait, &[limit.as_ref()], request, inner).await
+                        }
                         None => inner.call(request).await,
                     }
                 });
@@ -211,7 +214,7 @@ where
                 return inner.call(request).await;
             }
             match bounded(decider, limit).await {
-                Ok(Some(limit)) => limited(&limits, &[limit.as_ref()], request, inner).await,
+                Ok(Some(limit)) => limited(&limits, wait, &[limit.as_ref()], request, inner).await,
                 Ok(None) | Err(Ok(_)) => inner.call(request).await,
                 Err(Err(rejection)) => Ok(rejection.into_response()),
             }

@@ -50,3 +50,4 @@ mod shadow;
 mod stacked;
 mod streaming_bodies;
 mod token_bucket;
+mod waiting;

@@ -147,7 +147,7 @@ const RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// How long `outcome`'s denial lasts, in seconds: its `retry-after`, else its reset. A
 /// built-in's are its report's; a custom script's, the values it sent under those names.
-fn wait_s(outcome: &Outcome) -> Option<u64> {
+pub(super) fn wait_s(outcome: &Outcome) -> Option<u64> {
     if let Some(reported) = outcome.reported_as() {
         let wait = reported.retry_after().unwrap_or(reported.report.reset());
         return u64::try_from(wait).ok();

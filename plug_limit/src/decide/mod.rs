@@ -41,9 +41,11 @@ mod batched;
 mod deny_cache;
 mod keys;
 mod log_throttle;
+mod pace;
 mod registry;
 mod ruling;
 mod stack;
+mod wait;
 
 /// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
 /// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
