@@ -5,13 +5,15 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
+use axum::BoxError;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::grpc;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
@@ -146,11 +148,14 @@ impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
     }
 }
 
-impl<S, L> Service<Request<Body>> for RateLimit<S, L>
+impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, L>
 where
-    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
+    S: Service<Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     L: Limits,
+    ReqBody: Send + 'static,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = S::Error;
@@ -160,7 +165,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // The check is awaited before the inner service runs: take the service that was
         // polled ready and leave a fresh clone in its place.
         let clone = self.inner.clone();
@@ -171,22 +176,25 @@ where
 }
 
 /// The middleware's work once it knows the limit: check, then call `inner` with the request
-/// or answer the rejection, and add the allowed request's headers to the response.
-pub(crate) async fn limited<S>(
+/// or answer the rejection (a gRPC status to a gRPC call), and add the allowed request's
+/// headers to the response.
+pub(crate) async fn limited<S, ReqBody, ResBody>(
     limits: &PlugLimit,
     limits_of: &[LimitRef<'_>],
-    request: Request<Body>,
+    request: Request<ReqBody>,
     mut inner: S,
 ) -> Result<Response, S::Error>
 where
-    S: Service<Request<Body>, Response = Response>,
+    S: Service<Request<ReqBody>, Response = http::Response<ResBody>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
     let decided = decider.decide_all(limits_of, &parts).await;
     let mut outcome = match decided {
         Ok(outcome) => outcome,
-        Err(rejection) => return Ok(rejection.into_response()),
+        Err(rejection) => return Ok(grpc::refuse(&parts.headers, rejection)),
     };
     let pending = outcome.as_mut().and_then(Outcome::take_pending);
     let mut request = Request::from_parts(parts, body);
@@ -196,7 +204,8 @@ where
         pending.as_deref().map(Box::as_ref),
         settles,
     );
-    let response = inner.call(request).await?;
+    // An axum body is taken as it is; another (tonic's) is wrapped once.
+    let response = inner.call(request).await?.map(Body::new);
     let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),
         None => response,

@@ -124,6 +124,7 @@
 // request gets.
 mod build;
 mod extract;
+mod grpc;
 mod handle;
 mod hook;
 mod layer;
