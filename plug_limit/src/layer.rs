@@ -31,6 +31,13 @@ use crate::settle;
 /// one gets the rate-limit headers on its response. Add it with `Router::route_layer` so the
 /// matched route scopes the budget.
 ///
+/// It wraps any service of HTTP requests and responses, whatever their bodies: a tonic server
+/// too (`tonic::transport::Server::builder().layer(..)`), where a route and a gRPC method that
+/// name one scope share one budget, and a gRPC call it refuses gets a gRPC status
+/// (`RESOURCE_EXHAUSTED` for a denial) with the rate-limit headers as metadata; the `tonic`
+/// feature lets the default key find the peer address of such a call. See the
+/// [guide](crate::guide::limiting#grpc-one-budget-with-tonic).
+///
 /// # Example
 ///
 /// ```no_run
