@@ -23,8 +23,8 @@ pub struct PeerIp {
 /// Serve the app with `into_make_service_with_connect_info::<SocketAddr>()`; without it every
 /// request is a [`KeyError`]. With the `tonic` feature, a call served by tonic's server is
 /// keyed by the peer address tonic gives it (`TcpConnectInfo`), as a gRPC service under a
-/// [`RateLimitLayer`](crate::RateLimitLayer) needs. Behind a reverse proxy the peer is the proxy: use
-/// [`client_ip()`](super::client_ip()) instead. This is the default key.
+/// [`RateLimitLayer`](crate::RateLimitLayer) needs. Behind a reverse proxy the peer is the
+/// proxy: use [`client_ip()`](super::client_ip()) instead. This is the default key.
 ///
 /// # Example
 ///
