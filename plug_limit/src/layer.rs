@@ -6,13 +6,15 @@ use std::marker::PhantomData;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::BoxError;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::grpc;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
@@ -29,6 +31,13 @@ use crate::settle;
 /// the hook's (by default the 429) response and never reaches the inner service; an allowed
 /// one gets the rate-limit headers on its response. Add it with `Router::route_layer` so the
 /// matched route scopes the budget.
+///
+/// It wraps any service of HTTP requests and responses, whatever their bodies: a tonic server
+/// too (`tonic::transport::Server::builder().layer(..)`), where a route and a gRPC method that
+/// name one scope share one budget, and a gRPC call it refuses gets a gRPC status
+/// (`RESOURCE_EXHAUSTED` for a denial) with the rate-limit headers as metadata; the `tonic`
+/// feature lets the default key find the peer address of such a call. See the
+/// [guide](crate::guide::limiting#grpc-one-budget-with-tonic).
 ///
 /// # Example
 ///
@@ -184,11 +193,14 @@ impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
     }
 }
 
-impl<S, L> Service<Request<Body>> for RateLimit<S, L>
+impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, L>
 where
-    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
+    S: Service<Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     L: Limits,
+    ReqBody: Send + 'static,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = S::Error;
@@ -198,7 +210,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // The check is awaited before the inner service runs: take the service that was
         // polled ready and leave a fresh clone in its place.
         let clone = self.inner.clone();
@@ -210,17 +222,19 @@ where
 }
 
 /// The middleware's work once it knows the limit: check, then call `inner` with the request
-/// or answer the rejection, and add the allowed request's headers to the response. A denial
-/// waits up to `wait` for admission first.
-pub(crate) async fn limited<S>(
+/// or answer the rejection (a gRPC status to a gRPC call), and add the allowed request's
+/// headers to the response. A denial waits up to `wait` for admission first.
+pub(crate) async fn limited<S, ReqBody, ResBody>(
     limits: &PlugLimit,
     wait: Option<Duration>,
     limits_of: &[LimitRef<'_>],
-    request: Request<Body>,
+    request: Request<ReqBody>,
     mut inner: S,
 ) -> Result<Response, S::Error>
 where
-    S: Service<Request<Body>, Response = Response>,
+    S: Service<Request<ReqBody>, Response = http::Response<ResBody>>,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
@@ -230,7 +244,7 @@ where
     };
     let mut outcome = match decided {
         Ok(outcome) => outcome,
-        Err(rejection) => return Ok(rejection.into_response()),
+        Err(rejection) => return Ok(grpc::refuse(&parts.headers, rejection)),
     };
     let pending = outcome.as_mut().and_then(Outcome::take_pending);
     let mut request = Request::from_parts(parts, body);
@@ -240,7 +254,8 @@ where
         pending.as_deref().map(Box::as_ref),
         settles,
     );
-    let response = inner.call(request).await?;
+    // An axum body is taken as it is; another (tonic's) is wrapped once.
+    let response = inner.call(request).await?.map(Body::new);
     let response = match outcome {
         Some(outcome) => (outcome, response).into_response(),
         None => response,

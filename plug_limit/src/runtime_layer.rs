@@ -5,8 +5,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::body::Body;
-use axum::response::{IntoResponse, Response};
+use axum::BoxError;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::response::Response;
 use futures_util::future::BoxFuture;
 use http::Request;
 use http::request::Parts;
@@ -15,6 +16,7 @@ use tower_service::Service;
 use crate::config::FailurePolicy;
 use crate::decide::Decider;
 use crate::error::{BuildError, Error};
+use crate::grpc;
 use crate::handle::PlugLimit;
 use crate::layer::{RateLimit, RateLimitLayer, limited};
 use crate::limit::RuntimeLimit;
@@ -170,10 +172,13 @@ impl RateLimitLayer<RuntimeLimit> {
     }
 }
 
-impl<S> Service<Request<Body>> for RateLimit<S, RuntimeLimit>
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, RuntimeLimit>
 where
-    S: Service<Request<Body>, Response = Response> + Clone + Send + 'static,
+    S: Service<Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: HttpBody<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     type Response = Response;
     type Error = S::Error;
@@ -183,7 +188,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<Body>) -> Self::Future {
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         // As in `RateLimit`: the service polled ready serves this request.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -199,27 +204,39 @@ where
                         Some(limit) => {
                             limited(&limits, wait, &[limit.as_ref()], request, inner).await
                         }
-                        None => inner.call(request).await,
+                        None => unlimited(inner.call(request).await),
                     }
                 });
             }
             Some(Resolver::Async(resolver)) => resolver(&parts),
             // Every constructor of a layer of run-time limits sets its resolver.
-            None => return Box::pin(inner.call(Request::from_parts(parts, body))),
+            None => {
+                let response = inner.call(Request::from_parts(parts, body));
+                return Box::pin(async move { unlimited(response.await) });
+            }
         };
         let request = Request::from_parts(parts, body);
         Box::pin(async move {
             let decider = limits.decider();
             if !decider.enabled.is_enabled() {
-                return inner.call(request).await;
+                return unlimited(inner.call(request).await);
             }
             match bounded(decider, limit).await {
                 Ok(Some(limit)) => limited(&limits, wait, &[limit.as_ref()], request, inner).await,
-                Ok(None) | Err(Ok(_)) => inner.call(request).await,
-                Err(Err(rejection)) => Ok(rejection.into_response()),
+                Ok(None) | Err(Ok(_)) => unlimited(inner.call(request).await),
+                Err(Err(rejection)) => Ok(grpc::refuse(request.headers(), rejection)),
             }
         })
     }
+}
+
+/// The inner service's answer to a request no limit checked, its body as axum's.
+fn unlimited<B, E>(response: Result<http::Response<B>, E>) -> Result<Response, E>
+where
+    B: HttpBody<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    response.map(|response| response.map(Body::new))
 }
 
 /// What a resolver that could not answer in time comes to: pass without headers, or refuse.

@@ -20,6 +20,7 @@ mod differential;
 mod failures;
 mod fault_proxy;
 mod fixed_window;
+mod grpc;
 mod hooks;
 mod ietf_headers;
 mod in_flight;

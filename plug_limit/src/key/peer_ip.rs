@@ -21,8 +21,10 @@ pub struct PeerIp {
 /// peer by its /64 (see [`PeerIp::ipv6_prefix`]).
 ///
 /// Serve the app with `into_make_service_with_connect_info::<SocketAddr>()`; without it every
-/// request is a [`KeyError`]. Behind a reverse proxy the peer is the proxy: use
-/// [`client_ip()`](super::client_ip()) instead. This is the default key.
+/// request is a [`KeyError`]. With the `tonic` feature, a call served by tonic's server is
+/// keyed by the peer address tonic gives it (`TcpConnectInfo`), as a gRPC service under a
+/// [`RateLimitLayer`](crate::RateLimitLayer) needs. Behind a reverse proxy the peer is the
+/// proxy: use [`client_ip()`](super::client_ip()) instead. This is the default key.
 ///
 /// # Example
 ///
@@ -89,12 +91,20 @@ pub(super) const fn checked_prefix(bits: u8) -> u8 {
     bits
 }
 
-/// The TCP peer's address, an IPv4-mapped IPv6 address as the IPv4 address it stands for.
+/// The TCP peer's address, an IPv4-mapped IPv6 address as the IPv4 address it stands for:
+/// axum's [`ConnectInfo`], or with the `tonic` feature, tonic's server's `TcpConnectInfo`.
 pub(super) fn peer(parts: &Parts) -> Result<IpAddr, KeyError> {
-    parts
-        .extensions
+    let extensions = &parts.extensions;
+    let addr = extensions
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip().to_canonical())
+        .map(|ConnectInfo(addr)| *addr);
+    #[cfg(feature = "tonic")]
+    let addr = addr.or_else(|| {
+        extensions
+            .get::<tonic::transport::server::TcpConnectInfo>()?
+            .remote_addr()
+    });
+    addr.map(|addr| addr.ip().to_canonical())
         .ok_or(KeyError::NoPeerAddress)
 }
 

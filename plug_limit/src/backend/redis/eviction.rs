@@ -153,6 +153,7 @@ async fn ask(conn: &mut Shared) -> Result<EvictionPolicy, RedisError> {
 
 /// The policy of several servers that says the most of the risk: one that evicts, else one
 /// that could not be read, else `noeviction` (and unreadable when there are none).
+#[cfg(feature = "cluster")]
 fn worst(policies: impl IntoIterator<Item = EvictionPolicy>) -> EvictionPolicy {
     let rank = |policy: &EvictionPolicy| match policy {
         EvictionPolicy::NoEviction => 0,
@@ -219,6 +220,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "cluster")]
     fn of_several_masters_the_one_that_evicts_answers() {
         let evicts = || EvictionPolicy::Evicts("allkeys-lru".to_owned());
         let none = EvictionPolicy::NoEviction;
