@@ -56,7 +56,34 @@ struct Plan<'a> {
     prefix: &'a str,
     limit: Named<'a>,
     scope: Cow<'a, str>,
-    key: Key,
+    key: Client<'a>,
+}
+
+/// The client a key counts: a request's extracted key, or a programmatic check's text,
+/// borrowed rather than copied into a [`Key`].
+#[derive(Debug)]
+enum Client<'a> {
+    Extracted(Key),
+    Text(&'a str),
+}
+
+impl Client<'_> {
+    /// The first part: the one every built-in counts, and the tag's.
+    fn first(&self) -> &str {
+        match self {
+            Self::Extracted(key) => key.iter().next().unwrap_or_default(),
+            Self::Text(text) => text,
+        }
+    }
+
+    /// The parts after the first.
+    fn rest(&self) -> impl Iterator<Item = &str> {
+        let rest = match self {
+            Self::Extracted(key) => Some(key.iter().skip(1)),
+            Self::Text(_) => None,
+        };
+        rest.into_iter().flatten()
+    }
 }
 
 /// Composed keys: built-in limiters and most custom ones take one, kept without a `Vec`
@@ -67,19 +94,27 @@ enum Composed {
     Many(Vec<String>),
 }
 
-impl Keys<'static> {
-    /// The key of a client of one part, `client`, composed: what
-    /// [`namespaced`](Keys::namespaced) makes of `Key::from(client)`, without copying `client`
-    /// into a `Key` first.
-    pub(crate) fn of_client(client: &str, prefix: &str, limit: Named<'_>, scope: &str) -> Self {
+impl<'a> Keys<'a> {
+    /// The key of a client of one part, `client`: what [`namespaced`](Keys::namespaced) makes
+    /// of `Key::from(client)`, without copying `client` into a `Key`, composed when first read
+    /// (never, for the memory backend).
+    pub(crate) fn of_client(
+        client: &'a str,
+        prefix: &'a str,
+        limit: Named<'a>,
+        scope: &'a str,
+    ) -> Self {
         Self {
-            plan: None,
-            composed: OnceLock::from(Composed::One(compose(prefix, limit, scope, client))),
+            plan: Some(Plan {
+                prefix,
+                limit,
+                scope: Cow::Borrowed(scope),
+                key: Client::Text(client),
+            }),
+            composed: OnceLock::new(),
         }
     }
-}
 
-impl<'a> Keys<'a> {
     /// The keys of `key`'s parts, under `limit` and `scope`, composed when first read.
     pub(crate) fn namespaced(
         key: Key,
@@ -92,7 +127,7 @@ impl<'a> Keys<'a> {
                 prefix,
                 limit,
                 scope,
-                key,
+                key: Client::Extracted(key),
             }),
             composed: OnceLock::new(),
         }
@@ -135,7 +170,7 @@ impl KeyText for Keys<'_> {
         {
             debug_assert_eq!(head, head_len(plan.prefix), "a head of another prefix");
             let mut text = StackText::default();
-            let first = plan.key.iter().next().unwrap_or_default();
+            let first = plan.key.first();
             if write_counted(&mut text, plan.limit, &plan.scope, first).is_ok() {
                 return f(text.as_bytes());
             }
@@ -146,8 +181,8 @@ impl KeyText for Keys<'_> {
 
 impl Plan<'_> {
     fn compose(&self) -> Composed {
-        let mut parts = self.key.iter();
-        let first = parts.next().unwrap_or_default();
+        let first = self.key.first();
+        let mut parts = self.key.rest();
         let tag = tag(first);
         let one = |part: &str| {
             let mut key = String::with_capacity(self.len_of(part));
@@ -286,25 +321,6 @@ fn key_len(prefix: &str, limit: Named<'_>, scope: &str, part: &str) -> usize {
     let client_len = if is_verbatim(part) { part.len() } else { 41 };
     let opts_len = limit.opts_key.map_or(12 * limit.opts.len(), str::len);
     prefix.len() + limit.limiter.len() + opts_len + scope.len() + client_len + 16 + 8
-}
-
-/// One key, of a client of one part.
-fn compose(prefix: &str, limit: Named<'_>, scope: &str, part: &str) -> String {
-    let mut key = String::with_capacity(key_len(prefix, limit, scope, part));
-    // Writing to a `String` cannot fail.
-    let _ = write_key(&mut key, prefix, limit, scope, part);
-    key
-}
-
-/// Writes the key of a client of one part, `part`, to `out`.
-fn write_key(
-    out: &mut impl KeyOut,
-    prefix: &str,
-    limit: Named<'_>,
-    scope: &str,
-    part: &str,
-) -> Result<(), Full> {
-    write_tagged(out, prefix, tag(part), limit, scope, part)
 }
 
 /// Writes one key under `tag` to `out`: its head (`prefix`, `tag`), then the rest.

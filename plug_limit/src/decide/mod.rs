@@ -397,7 +397,7 @@ impl Decider {
         let scope = limit.scope.unwrap_or_default();
         let opts = limit.opts;
         let watch = Watch::call(&self.telemetry, limit.limiter, scope, cost);
-        let result = async {
+        let work = async {
             let entry = self.registry.get(limit.limiter)?;
             let keys = self.client_keys(entry, limit, client);
             if matches!(cost, Charge::Refund(_)) {
@@ -418,9 +418,14 @@ impl Decider {
             let outcome =
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(|| keys.first(), opts, outcome))
-        }
-        .instrument(watch.span().clone())
-        .await;
+        };
+        // Within the span only when anything records it, as a request's check (`waiting`).
+        let span = watch.span();
+        let result = if span.is_none() {
+            work.await
+        } else {
+            work.instrument(span.clone()).await
+        };
         watch.checked(&result);
         result
     }
@@ -468,7 +473,12 @@ impl Decider {
 
     /// The keys a programmatic check of `limit` counts `client` under: those of a request
     /// from the same client to a route of the limit's scope (none: `""`).
-    fn client_keys(&self, entry: &Entry, limit: LimitRef<'_>, client: &str) -> Keys<'static> {
+    fn client_keys<'a>(
+        &'a self,
+        entry: &'a Entry,
+        limit: LimitRef<'a>,
+        client: &'a str,
+    ) -> Keys<'a> {
         let scope = limit.scope.unwrap_or_default();
         Keys::of_client(client, &self.prefix, named(entry, limit), scope)
     }
