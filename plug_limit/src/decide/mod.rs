@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
+use futures_util::future::Either;
 use tracing::Instrument;
 
 use axum::extract::MatchedPath;
@@ -419,13 +420,7 @@ impl Decider {
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(|| keys.first(), opts, outcome))
         };
-        // Within the span only when anything records it, as a request's check (`waiting`).
-        let span = watch.span();
-        let result = if span.is_none() {
-            work.await
-        } else {
-            work.instrument(span.clone()).await
-        };
+        let result = traced(watch.span().clone(), work).await;
         watch.checked(&result);
         result
     }
@@ -575,13 +570,21 @@ fn opts_id(opts: &[Opt]) -> u64 {
     HASHER.hash_one(opts)
 }
 
-/// A check waiting on Redis, within `span` when anything records it: entering and leaving a
-/// disabled span on every poll cost a Redis check about 400 instructions.
+/// A check waiting on Redis (see [`traced`]).
 fn waiting<'a>(span: tracing::Span, call: impl Future<Output = Decided> + Send + 'a) -> Step<'a> {
+    Step::Waiting(Box::pin(traced(span, call)))
+}
+
+/// `work` within `span` when anything records it: entering and leaving a disabled span on
+/// every poll cost a Redis check about 400 instructions.
+fn traced<F: Future>(
+    span: tracing::Span,
+    work: F,
+) -> Either<F, tracing::instrument::Instrumented<F>> {
     if span.is_none() {
-        Step::Waiting(Box::pin(call))
+        Either::Left(work)
     } else {
-        Step::Waiting(Box::pin(call.instrument(span)))
+        Either::Right(work.instrument(span))
     }
 }
 
