@@ -6,6 +6,7 @@
 //! while it sleeps counts nothing further, and one dropped during a check is a dropped check
 //! (its call may have reached the backend and counted, as any abandoned request's).
 
+use std::future::Future;
 use std::time::Duration;
 
 use http::request::Parts;
@@ -28,23 +29,9 @@ impl Decider {
         client: &str,
         bound: Duration,
     ) -> Result<Outcome, Error> {
-        let started = Instant::now();
-        let mut schedule = None;
-        loop {
-            let outcome = self.check(limit, client, Charge::Take(limit.cost)).await?;
-            if outcome.is_allowed() {
-                return Ok(outcome);
-            }
-            // Made on the first denial only: an admitted call reads no options.
-            let schedule = schedule.get_or_insert_with(|| {
-                let every = self.pace(std::slice::from_ref(&limit));
-                Pace::new(started, bound, every)
-            });
-            let Some(pause) = schedule.pause(&outcome) else {
-                return Ok(outcome);
-            };
-            tokio::time::sleep(pause).await;
-        }
+        let check = || self.check(limit, client, Charge::Take(limit.cost));
+        self.retried(std::slice::from_ref(&limit), bound, check, call_denied)
+            .await
     }
 
     /// Decides one request under `limits` as [`decide_all`](Self::decide_all) does, retrying a
@@ -55,17 +42,34 @@ impl Decider {
         parts: &Parts,
         bound: Duration,
     ) -> Decided {
+        let check = || self.decide_all(limits, parts);
+        self.retried(limits, bound, check, request_denied).await
+    }
+
+    /// Runs `check` until `denied` finds no denial in its answer, or the schedule of `limits`
+    /// within `bound` from now says to answer the denial: the last answer. The schedule is
+    /// made on the first denial only: an admitted check reads no options.
+    async fn retried<T, F>(
+        &self,
+        limits: &[LimitRef<'_>],
+        bound: Duration,
+        mut check: impl FnMut() -> F,
+        denied: impl Fn(&T) -> Option<&Outcome>,
+    ) -> T
+    where
+        F: Future<Output = T>,
+    {
         let started = Instant::now();
         let mut schedule = None;
         loop {
-            let decided = self.decide_all(limits, parts).await;
-            let Err(RateLimitRejection::TooManyRequests(denied)) = &decided else {
-                return decided;
+            let answer = check().await;
+            let Some(outcome) = denied(&answer) else {
+                return answer;
             };
             let schedule =
                 schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
-            let Some(pause) = schedule.pause(denied) else {
-                return decided;
+            let Some(pause) = schedule.pause(outcome) else {
+                return answer;
             };
             tokio::time::sleep(pause).await;
         }
@@ -81,5 +85,21 @@ impl Decider {
                 .and_then(|entry| entry.program.algorithm);
             (builtin, limit.opts, limit.cost)
         }))
+    }
+}
+
+/// A call's denial, if it was denied.
+fn call_denied(checked: &Result<Outcome, Error>) -> Option<&Outcome> {
+    checked
+        .as_ref()
+        .ok()
+        .filter(|outcome| !outcome.is_allowed())
+}
+
+/// A request's denial, if it got the default 429 (a hook's own answer is not waited on).
+fn request_denied(decided: &Decided) -> Option<&Outcome> {
+    match decided {
+        Err(RateLimitRejection::TooManyRequests(denied)) => Some(denied),
+        _ => None,
     }
 }
