@@ -522,8 +522,6 @@ fn prefix_pattern(prefix: &str) -> String {
     pattern
 }
 
-/// The script's `cost` argument: `n`, `-n`, `+n` or `~n`. A take is sent as an integer, as before:
-/// the hot path formats no text of its own.
 /// The time zone of a calendar quota in one, whose period's end the caller finds.
 fn zone_of<'a>(program: &Program, opts: &'a [Opt]) -> Option<&'a str> {
     match program.algorithm {
@@ -532,6 +530,8 @@ fn zone_of<'a>(program: &Program, opts: &'a [Opt]) -> Option<&'a str> {
     }
 }
 
+/// The script's `cost` argument: `n`, `-n`, `+n` or `~n`. A take is sent as an integer, as before:
+/// the hot path formats no text of its own.
 fn cost_arg(cost: Charge) -> Opt {
     match cost {
         Charge::Take(n) => Opt::Int(i64::from(n)),
