@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::backend::{KeyText, head_len, past_head};
-use crate::key::Key;
+use crate::key::{Extracted, Key};
 use crate::limit::{Opt, push_digest, write_key_text};
 
 /// The longest client key part stored as it is.
@@ -59,8 +59,8 @@ struct Plan<'a> {
     key: Client<'a>,
 }
 
-/// The client a key counts: a request's extracted key, or a programmatic check's text,
-/// borrowed rather than copied into a [`Key`].
+/// The client a key counts: a request's extracted key, or text borrowed rather than copied
+/// into a [`Key`] (a programmatic check's, a request header's).
 #[derive(Debug)]
 enum Client<'a> {
     Extracted(Key),
@@ -117,17 +117,21 @@ impl<'a> Keys<'a> {
 
     /// The keys of `key`'s parts, under `limit` and `scope`, composed when first read.
     pub(crate) fn namespaced(
-        key: Key,
+        key: Extracted<'a>,
         prefix: &'a str,
         limit: Named<'a>,
         scope: Cow<'a, str>,
     ) -> Self {
+        let key = match key {
+            Extracted::Owned(key) => Client::Extracted(key),
+            Extracted::Borrowed(text) => Client::Text(text),
+        };
         Self {
             plan: Some(Plan {
                 prefix,
                 limit,
                 scope,
-                key: Client::Extracted(key),
+                key,
             }),
             composed: OnceLock::new(),
         }
@@ -391,7 +395,12 @@ mod tests {
     }
 
     fn one_of(limit: Named<'_>, scope: &str, client: &str) -> String {
-        let keys = Keys::namespaced(Key::from(client), "p", limit, Cow::Borrowed(scope));
+        let keys = Keys::namespaced(
+            Extracted::Owned(Key::from(client)),
+            "p",
+            limit,
+            Cow::Borrowed(scope),
+        );
         let [key] = keys.as_slice() else {
             panic!("one key expected, got {keys:?}");
         };
@@ -404,7 +413,12 @@ mod tests {
             key[..head].starts_with("p:{") && key[..head].ends_with("}:"),
             "{key}"
         );
-        let composed = Keys::namespaced(Key::from(client), "p", limit, Cow::Borrowed(scope));
+        let composed = Keys::namespaced(
+            Extracted::Owned(Key::from(client)),
+            "p",
+            limit,
+            Cow::Borrowed(scope),
+        );
         composed.first();
         composed.first_bytes(head, &mut |first| assert_eq!(first, bytes));
         key.clone()
@@ -437,7 +451,13 @@ mod tests {
             let named = || limit("gcra", TEN_A_MINUTE);
             assert_eq!(
                 Keys::of_client(client, "p", named(), "/v1").as_slice(),
-                Keys::namespaced(Key::from(client), "p", named(), Cow::Borrowed("/v1")).as_slice(),
+                Keys::namespaced(
+                    Extracted::Owned(Key::from(client)),
+                    "p",
+                    named(),
+                    Cow::Borrowed("/v1")
+                )
+                .as_slice(),
             );
         }
     }
@@ -478,7 +498,12 @@ mod tests {
     #[test]
     fn all_parts_of_a_request_share_the_first_parts_tag() {
         let key = Key::many(["a".to_owned(), "b".to_owned(), "c".to_owned()]).unwrap();
-        let keys = Keys::namespaced(key, "p", limit("custom", &[]), Cow::Borrowed("s"));
+        let keys = Keys::namespaced(
+            Extracted::Owned(key),
+            "p",
+            limit("custom", &[]),
+            Cow::Borrowed("s"),
+        );
         let keys = keys.as_slice();
         assert_eq!(keys.len(), 3);
         let tags: Vec<&str> = keys.iter().map(|k| hash_tag(k)).collect();

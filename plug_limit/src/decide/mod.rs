@@ -24,7 +24,7 @@ use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::key::{self, KeyExtractor};
+use crate::key::{self, Extracted, KeyExtractor};
 use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt};
 use crate::outcome::Outcome;
@@ -146,12 +146,12 @@ impl Decider {
             }
         }
         let extractor = limit.key.unwrap_or(&*entry.key);
-        let (key, scope) = match extractor.extract(parts) {
+        let (key, scope) = match key::extract(extractor, parts) {
             Ok(key) => (key, Cow::Borrowed(route_scope)),
             Err(error) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
                 let by_peer = match entry.on_key_failure {
-                    KeyFailure::PeerIp => key::peer_ip().extract(parts).ok(),
+                    KeyFailure::PeerIp => key::peer_ip().extract(parts).ok().map(Extracted::Owned),
                     KeyFailure::Reject | KeyFailure::Pass => None,
                 };
                 let Some(peer) = by_peer else {

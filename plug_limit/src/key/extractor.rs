@@ -1,5 +1,6 @@
 //! The `KeyExtractor` trait and the `Key` it returns.
 
+use std::any::Any;
 use std::net::IpAddr;
 
 use http::request::Parts;
@@ -29,7 +30,7 @@ use super::{KeyError, Or};
 /// let key = tenant.or(key::peer_ip());
 /// # let _: &dyn KeyExtractor = &key;
 /// ```
-pub trait KeyExtractor: Send + Sync + 'static {
+pub trait KeyExtractor: Any + Send + Sync {
     /// Extracts the key from the request parts.
     ///
     /// # Errors

@@ -29,9 +29,12 @@ pub const fn global() -> Global {
     Global
 }
 
+/// The key of [`Global`].
+const GLOBAL: &str = "global";
+
 impl KeyExtractor for Global {
     fn extract(&self, _parts: &Parts) -> Result<Key, KeyError> {
-        Ok(Key::from("global"))
+        Ok(Key::from(GLOBAL))
     }
 }
 
@@ -101,6 +104,16 @@ impl KeyExtractor for ParsedHeader {
 
 /// The key of a request by the value of header `name` (`text`, for errors).
 fn header_key(parts: &Parts, name: impl AsHeaderName, text: &'static str) -> Result<Key, KeyError> {
+    header_text(parts, name, text).map(Key::from)
+}
+
+/// The value of header `name` (`text`, for errors), as a key reads it: borrowed from the
+/// request.
+fn header_text<'p>(
+    parts: &'p Parts,
+    name: impl AsHeaderName,
+    text: &'static str,
+) -> Result<&'p str, KeyError> {
     let mut lines = parts.headers.get_all(name).iter();
     let value = lines.next().ok_or(KeyError::MissingHeader(text))?;
     // A gateway that appends its own line after the client's would otherwise let the
@@ -108,10 +121,38 @@ fn header_key(parts: &Parts, name: impl AsHeaderName, text: &'static str) -> Res
     if lines.next().is_some() {
         return Err(KeyError::RepeatedHeader(text));
     }
-    let value = value
-        .to_str()
-        .map_err(|_| KeyError::NotVisibleAscii(text))?;
-    Ok(Key::from(value))
+    value.to_str().map_err(|_| KeyError::NotVisibleAscii(text))
+}
+
+/// The key `extractor` extracts from `parts`: borrowed from the request (or a constant) when
+/// the extractor is a header's or [`Global`], whose keys are text the request already holds,
+/// so that the most common keys cost no allocation; else what its
+/// [`extract`](KeyExtractor::extract) returns. Either way the same text, so a key's budget
+/// does not depend on which way it was read.
+pub(crate) fn extract<'p>(
+    extractor: &dyn KeyExtractor,
+    parts: &'p Parts,
+) -> Result<Extracted<'p>, KeyError> {
+    let any: &dyn Any = extractor;
+    if let Some(header) = any.downcast_ref::<ParsedHeader>() {
+        return header_text(parts, &header.name, header.text).map(Extracted::Borrowed);
+    }
+    if let Some(&Header(text)) = any.downcast_ref::<Header>() {
+        return header_text(parts, text, text).map(Extracted::Borrowed);
+    }
+    if any.is::<Global>() {
+        return Ok(Extracted::Borrowed(GLOBAL));
+    }
+    extractor.extract(parts).map(Extracted::Owned)
+}
+
+/// A request's key as [`extract`] finds it: its own, or text borrowed for the request's time.
+#[derive(Debug)]
+pub(crate) enum Extracted<'p> {
+    /// What an extractor returned.
+    Owned(Key),
+    /// One part, borrowed.
+    Borrowed(&'p str),
 }
 
 /// `key`, shared, as a limiter keeps it: a [`Header`] with its name parsed once.
@@ -142,5 +183,52 @@ mod tests {
             Some((HeaderName::from_static("x-api-key"), "x-api-key"))
         );
         assert!(parsed(&global()).is_none());
+    }
+
+    /// What `extract` reads, as text: borrowed or owned, and whether it borrowed.
+    fn read(extractor: &dyn KeyExtractor, parts: &Parts) -> Result<(String, bool), KeyError> {
+        Ok(match extract(extractor, parts)? {
+            Extracted::Borrowed(text) => (text.to_owned(), true),
+            Extracted::Owned(key) => (key.iter().collect::<Vec<_>>().join("|"), false),
+        })
+    }
+
+    #[test]
+    fn a_header_or_global_key_is_borrowed_as_the_text_its_extractor_returns() {
+        let request = |lines: &[&[u8]]| {
+            let mut request = http::Request::builder();
+            for line in lines {
+                request = request.header("x-api-key", *line);
+            }
+            request.body(()).expect("a request").into_parts().0
+        };
+        let parsed_header = shared(header("x-api-key"));
+        let extractors: [&dyn KeyExtractor; 3] = [&*parsed_header, &header("x-api-key"), &global()];
+        for parts in [
+            request(&[b"k-123"]),
+            request(&[]),
+            request(&[b"k-1", b"k-2"]),
+            request(&[b"caf\xc3\xa9"]),
+        ] {
+            for extractor in extractors {
+                let owned = extractor
+                    .extract(&parts)
+                    .map(|key| key.iter().collect::<Vec<_>>().join("|"));
+                assert_eq!(read(extractor, &parts).map(|(text, _)| text), owned);
+            }
+        }
+        let parts = request(&[b"k-123"]);
+        assert_eq!(
+            read(&*parsed_header, &parts),
+            Ok(("k-123".to_owned(), true))
+        );
+        assert_eq!(
+            read(&header("x-api-key"), &parts),
+            Ok(("k-123".to_owned(), true))
+        );
+        assert_eq!(read(&global(), &parts), Ok(("global".to_owned(), true)));
+        // Any other extractor's key is its own.
+        let other = |_: &Parts| Ok::<_, KeyError>("k-123");
+        assert_eq!(read(&other, &parts), Ok(("k-123".to_owned(), false)));
     }
 }
