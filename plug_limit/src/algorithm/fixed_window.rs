@@ -4,7 +4,7 @@
 use super::Field;
 use plug_limit_options::Builtin;
 
-use super::argv::{Argv, CAP, decimal, granted, int, verdict};
+use super::argv::{Argv, CAP, decimal, granted, verdict};
 use super::state::{State, Stored, Verdict};
 use crate::limit::Charge;
 
@@ -28,8 +28,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         }) => Some((*count, *expires_at_ms)),
         _ => None,
     };
-    // Seconds left of the window, rounded as Redis TTL rounds.
-    let ttl = |expires_at_ms: i64| int(((expires_at_ms - now + 500) as f64 / 1000.0).floor());
+    // Seconds left of the window, rounded as Redis TTL rounds: the script's
+    // `math.floor((ms + 500) / 1000)`, exact in integers, where a window's milliseconds
+    // (below 2^42) divide without rounding error in a double too.
+    let ttl = |expires_at_ms: i64| Field::Int((expires_at_ms - now + 500).div_euclid(1000));
 
     let units = match cost.plain() {
         Ok(units) => units,

@@ -194,11 +194,10 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     } else {
         Decision::Deny
     };
-    let extra = verdict
-        .granted
-        .map(|units| Value::Int(units.into()))
-        .into_iter()
-        .collect();
+    let extra = match verdict.granted {
+        Some(units) => vec![Value::Int(units.into())],
+        None => Vec::new(),
+    };
     Ok(Outcome::from_twin(
         decision,
         declared.clone(),
