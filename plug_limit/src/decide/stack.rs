@@ -43,7 +43,7 @@ impl Decider {
         }
         let mut requests: Few<Request<'a>> = Few::new();
         for limit in limits {
-            match self.prepare(*limit, parts) {
+            match self.prepare(*limit, parts, |request| request) {
                 Ok(request) => requests.push(request),
                 // Skipped by its rules, or without a key it may pass without.
                 Err(Ok(_)) => {}
