@@ -166,7 +166,7 @@ mod tests {
 
     #[test]
     fn a_value_out_of_place_is_named_by_its_position() {
-        let text = || Field::Text("7".into());
+        let text = || Field::from("7".to_owned());
         assert_eq!(
             Report::from_values(&[Field::Int(1), text(), Field::Int(0)], 0),
             Err(1)

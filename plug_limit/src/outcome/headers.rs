@@ -229,7 +229,7 @@ mod tests {
     fn reported_values_read_as_the_made_ones() {
         let reported = Headers::reported(
             Names::Builtin(&NAMES),
-            report(Field::Text("7 7;w=1".into()), [-3, 0], Some(4)),
+            report(Field::from("7 7;w=1".to_owned()), [-3, 0], Some(4)),
         );
         // Never read before it is sent: its values go straight to the map.
         let sent_unread = reported.clone();

@@ -510,7 +510,7 @@ mod tests {
     #[test]
     fn single_window_built_ins_name_their_policy_after_the_limiter() {
         let draft = Draft10::new("token_bucket", keys());
-        let policy = Field::Text("20 20;w=600;burst=5;policy=token_bucket".into());
+        let policy = Field::from("20 20;w=600;burst=5;policy=token_bucket".to_owned());
         let bucket = Report::from_values(&[policy, Field::Int(600), Field::Int(19)], 0).unwrap();
         let fields = render(
             &draft,

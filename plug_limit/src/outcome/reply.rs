@@ -156,7 +156,7 @@ fn builtin_field(bytes: &[u8], position: usize) -> Result<Field, ReplyError> {
         return Ok(Field::Int(n));
     }
     let text = std::str::from_utf8(bytes).map_err(|_| invalid())?;
-    let field = Field::Text(text.into());
+    let field = Field::from(text.to_owned());
     if field.is_valid() {
         Ok(field)
     } else {
