@@ -117,7 +117,7 @@ impl Decider {
                     .map(MatchedPath::as_str)
             })
             .unwrap_or("*");
-        let entry = match self.registry.get(limit.limiter) {
+        let entry = match self.registry.of(limit) {
             Ok(entry) => entry,
             Err(error) => {
                 // Labelled by a fixed word: the name may come from a request (a run-time
@@ -401,7 +401,7 @@ impl Decider {
         let opts = limit.opts;
         let watch = Watch::call(&self.telemetry, limit.limiter, scope, cost);
         let work = async {
-            let entry = self.registry.get(limit.limiter)?;
+            let entry = self.registry.of(limit)?;
             let keys = self.client_keys(entry, limit, client);
             if matches!(cost, Charge::Refund(_)) {
                 // Units given back may lift a denial this instance has cached.
@@ -430,7 +430,7 @@ impl Decider {
     /// Forgets everything `limit` counted for `client`, here and in this instance's deny
     /// cache.
     pub(crate) async fn reset(&self, limit: LimitRef<'_>, client: &str) -> Result<(), Error> {
-        let entry = self.registry.get(limit.limiter)?;
+        let entry = self.registry.of(limit)?;
         let keys = self.client_keys(entry, limit, client);
         self.denials.remove(&keys);
         if let Some(batches) = &entry.batches {

@@ -4,6 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use plug_limit_options::Builtin;
+
 use super::Decided;
 use super::log_throttle::LogThrottle;
 use super::ruling::RuleSet;
@@ -13,6 +15,7 @@ use crate::config::{FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::hook::{Action, Check, Hook};
 use crate::key::KeyExtractor;
+use crate::limit::LimitRef;
 use crate::outcome::{Decision, Outcome, Styler};
 use crate::rejection::RateLimitRejection;
 
@@ -98,38 +101,68 @@ fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Decided> {
 
 /// Limiters by name: the built-ins and the custom ones.
 ///
-/// Hashed with foldhash, not std's SipHash: every check looks its limiter up, and only
-/// registration fills the table, so a name from a request (a run-time limit's) cannot crowd it;
-/// an unknown name costs one probe like any other.
+/// Hashed with foldhash, not std's SipHash: only registration fills the table, so a name from
+/// a request (a run-time limit's) cannot crowd it; an unknown name costs one probe like any
+/// other. A limit naming a built-in ([`LimitRef::builtin`], found when the limit was made)
+/// finds its limiter by the built-in's place instead, without hashing its name: every
+/// request's check looks its limiter up.
 #[derive(Default)]
-pub(crate) struct Registry(HashMap<Box<str>, Entry, foldhash::fast::RandomState>);
+pub(crate) struct Registry {
+    entries: Vec<Entry>,
+    by_name: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
+    /// The place in `entries` of the limiter registered under each built-in's name, by the
+    /// built-in's place in [`Builtin::ALL`].
+    builtins: [Option<usize>; Builtin::ALL.len()],
+}
 
 impl Registry {
     /// Registers `entry` under its name; `false` when the name was taken.
     pub(crate) fn insert(&mut self, entry: Entry) -> bool {
-        let name: Box<str> = entry.name().into();
-        self.0.insert(name, entry).is_none()
+        if self.contains(entry.name()) {
+            return false;
+        }
+        let place = self.entries.len();
+        if let Some(builtin) = Builtin::from_name(entry.name()) {
+            self.builtins[builtin as usize] = Some(place);
+        }
+        self.by_name.insert(entry.name().into(), place);
+        self.entries.push(entry);
+        true
     }
 
     pub(crate) fn contains(&self, name: &str) -> bool {
-        self.0.contains_key(name)
+        self.by_name.contains_key(name)
     }
 
     /// The limiter registered as `name`.
     pub(crate) fn get(&self, name: &str) -> Result<&Entry, Error> {
-        self.0
+        self.by_name
             .get(name)
+            .and_then(|&place| self.entries.get(place))
             .ok_or_else(|| Error::UnknownLimiter(plug_limit_options::excerpt(name).into_owned()))
+    }
+
+    /// The limiter `limit` names: [`get`](Self::get) of its name, found by its built-in's
+    /// place when it names one.
+    pub(crate) fn of(&self, limit: LimitRef<'_>) -> Result<&Entry, Error> {
+        let registered = limit
+            .builtin
+            .and_then(|builtin| self.builtins[builtin as usize])
+            .and_then(|place| self.entries.get(place));
+        match registered {
+            Some(entry) => Ok(entry),
+            None => self.get(limit.limiter),
+        }
     }
 
     /// Every registered limiter.
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
-        self.0.values()
+        self.entries.iter()
     }
 
     /// The registered names, sorted.
     pub(crate) fn names(&self) -> Vec<&str> {
-        let mut names: Vec<&str> = self.0.keys().map(|name| &**name).collect();
+        let mut names: Vec<&str> = self.entries.iter().map(Entry::name).collect();
         names.sort_unstable();
         names
     }

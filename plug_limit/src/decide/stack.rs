@@ -137,7 +137,7 @@ impl Decider {
     ) -> Result<Outcome, Error> {
         let mut checks = Vec::with_capacity(limits.len());
         for &(limit, client) in limits {
-            let entry = self.registry.get(limit.limiter)?;
+            let entry = self.registry.of(limit)?;
             let keys = self.client_keys(entry, limit, client);
             checks.push((entry, keys, limit.opts, limit.cost));
         }

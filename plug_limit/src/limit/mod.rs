@@ -2,6 +2,8 @@
 
 use http::StatusCode;
 
+use plug_limit_options::Builtin;
+
 use crate::key::KeyExtractor;
 
 pub use self::builtin::{
@@ -213,6 +215,9 @@ stacked!(A, B, C, D, E, F);
 #[derive(Clone, Copy)]
 pub struct LimitRef<'a> {
     pub(crate) limiter: &'a str,
+    /// The built-in `limiter` names, if any: found when the limit is made (at compile time for
+    /// a typed one), so that a check finds its limiter without hashing the name.
+    pub(crate) builtin: Option<Builtin>,
     pub(crate) opts: &'a [Opt],
     /// The options as the key holds them, when written ahead (see `Limit::OPTS_KEY`).
     pub(crate) opts_key: Option<&'a str>,
@@ -238,6 +243,7 @@ impl LimitRef<'static> {
     pub(crate) const fn of<L: Limit>() -> Self {
         Self {
             limiter: L::LIMITER,
+            builtin: Builtin::from_name(L::LIMITER),
             opts: L::OPTS,
             opts_key: L::OPTS_KEY,
             cost: L::COST,

@@ -61,6 +61,7 @@ enum Repr {
 #[derive(Clone)]
 struct Inner {
     limiter: Box<str>,
+    builtin: Option<Builtin>,
     opts: Box<[Opt]>,
     /// The options as the key holds them, written once, when the limit is made.
     opts_key: Box<str>,
@@ -76,6 +77,7 @@ impl Inner {
     fn of(limit: LimitRef<'_>, key: Option<Arc<dyn KeyExtractor>>) -> Self {
         Self {
             limiter: limit.limiter.into(),
+            builtin: limit.builtin,
             opts: limit.opts.into(),
             // A typed limit's, written at compile time, or else written here: never on a
             // request.
@@ -138,6 +140,7 @@ impl RuntimeLimit {
     pub fn unchecked(limiter: &str, opts: &[Opt]) -> Self {
         let limit = LimitRef {
             limiter,
+            builtin: Builtin::from_name(limiter),
             opts,
             opts_key: None,
             cost: 1,
@@ -243,6 +246,7 @@ impl RuntimeLimit {
         };
         LimitRef {
             limiter: &inner.limiter,
+            builtin: inner.builtin,
             opts: &inner.opts,
             opts_key: Some(&inner.opts_key),
             cost: inner.cost,
