@@ -43,15 +43,13 @@ impl Decider {
         }
         let mut requests: Few<Request<'a>> = Few::new();
         for limit in limits {
-            // Pushed where it is made: a request is some three hundred bytes.
-            match self.prepare(*limit, parts, |request| requests.push(request)) {
-                Ok(()) => {}
-                // Skipped by its rules, or without a key it may pass without.
-                Err(Ok(_)) => {}
-                Err(Err(rejection)) => {
-                    undecided(&requests);
-                    return Step::Done(Err(rejection));
-                }
+            // Pushed where it is made: a request is some three hundred bytes. A limit whose
+            // rules skip the request, or without a key it may pass without, leaves the stack.
+            if let Err(Err(rejection)) =
+                self.prepare(*limit, parts, |request| requests.push(request))
+            {
+                undecided(&requests);
+                return Step::Done(Err(rejection));
             }
         }
         if requests.len() < 2 {
