@@ -25,15 +25,40 @@ async fn two(limited: Two) -> (Two, &'static str) {
     (limited, "ok")
 }
 
+type Stacked = RateLimited<(FixedWindow<1, 60>, FixedWindow<5, 60>)>;
+
+async fn stacked(limited: Stacked) -> (Stacked, &'static str) {
+    (limited, "ok")
+}
+
 fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/items/{id}", get(two))
+        .route("/stacked", get(stacked))
         .with_state(limits)
 }
 
 /// The closed spans of the library (target `plug_limit...`): target and name, and fields.
 #[derive(Clone, Default)]
 struct Spans(Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>);
+
+/// The library's log lines (target `plug_limit`): each one's message, and the name of the span
+/// it was recorded within.
+#[derive(Clone, Default)]
+struct Events(Arc<Mutex<Vec<(String, Option<String>)>>>);
+
+impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Events {
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if event.metadata().target() != "plug_limit" {
+            return;
+        }
+        let mut fields = Fields(BTreeMap::new());
+        event.record(&mut fields);
+        let within = ctx.event_span(event).map(|span| span.name().to_owned());
+        let message = fields.0.remove("message").unwrap_or_default();
+        self.0.lock().unwrap().push((message, within));
+    }
+}
 
 struct Fields(BTreeMap<String, String>);
 
@@ -76,9 +101,13 @@ impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<
 
 #[tokio::test]
 async fn every_decision_has_one_span_with_stable_fields() {
-    let spans = Spans::default();
-    tracing::subscriber::set_global_default(tracing_subscriber::registry().with(spans.clone()))
-        .unwrap();
+    let (spans, events) = (Spans::default(), Events::default());
+    tracing::subscriber::set_global_default(
+        tracing_subscriber::registry()
+            .with(spans.clone())
+            .with(events.clone()),
+    )
+    .unwrap();
     let memory = PlugLimit::builder(Store::memory())
         .key(key::header("x-client"))
         .deny_cache(true)
@@ -95,7 +124,6 @@ async fn every_decision_has_one_span_with_stable_fields() {
     }
     assert_eq!(statuses, [200, 200, 429, 429]);
     assert_eq!(send_get(&app(dead), "/items/1", CLIENT).await.status, 200);
-
     let field = |pairs: &[(&str, &str)]| -> (String, BTreeMap<String, String>) {
         let mut fields: BTreeMap<String, String> = pairs
             .iter()
@@ -123,4 +151,26 @@ async fn every_decision_has_one_span_with_stable_fields() {
     for (_, fields) in &spans {
         assert!(!fields.values().any(|v| v.contains(CLIENT)), "{fields:?}");
     }
+
+    let mut stacked = Vec::new();
+    for _ in 0..2 {
+        stacked.push(send_get(&memory, "/stacked", CLIENT).await.status.as_u16());
+    }
+    assert_eq!(stacked, [200, 429]);
+
+    // A check's log lines are recorded within its span, whether it waited on Redis or not.
+    let decide = Some("plug_limit.decide".to_owned());
+    let events = events.0.lock().unwrap().clone();
+    assert_eq!(
+        events,
+        [
+            ("request denied".to_owned(), decide.clone()),
+            (
+                "request denied from the local deny cache".to_owned(),
+                decide.clone()
+            ),
+            ("rate limit check failed".to_owned(), decide.clone()),
+            ("request denied".to_owned(), decide),
+        ]
+    );
 }

@@ -132,6 +132,8 @@ impl Decider {
             }
         };
         let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
+        // Until `then` returns: a check decided without waiting logs within its span, as one
+        // that waits on Redis does.
         let _entered = watch.entered();
         // Before the key and any backend call: what the rules settle costs nothing else.
         if let Some(rules) = entry.rules.as_deref() {

@@ -53,10 +53,14 @@ impl Decider {
             }
         }
         if requests.len() < 2 {
-            return requests
-                .pop()
-                .map_or(Step::Done(Ok(None)), |request| self.run(request));
+            return requests.pop().map_or(Step::Done(Ok(None)), |request| {
+                let _entered = request.watch.entered();
+                self.run(request)
+            });
         }
+        // What is decided without waiting logs within the first limit's span, as a stack that
+        // waits on Redis does.
+        let _entered = requests[0].watch.entered();
         // A denial any limit has cached settles the stack without a call.
         if let Some(at) = requests.iter().position(|request| request.cached.is_some())
             && let Some((at, decided)) = requests[at..]
