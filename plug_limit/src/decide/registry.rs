@@ -111,9 +111,19 @@ pub(crate) struct Registry {
     entries: Vec<Entry>,
     by_name: HashMap<Box<str>, usize, foldhash::fast::RandomState>,
     /// The place in `entries` of the limiter registered under each built-in's name, by the
-    /// built-in's place in [`Builtin::ALL`].
+    /// built-in's place in [`Builtin::ALL`] (its discriminant: checked below). A built-in
+    /// without a place here would be found by its name.
     builtins: [Option<usize>; Builtin::ALL.len()],
 }
+
+// A built-in's discriminant is its place in `Builtin::ALL`, which sizes `builtins`.
+const _: () = {
+    let mut place = 0;
+    while place < Builtin::ALL.len() {
+        assert!(Builtin::ALL[place] as usize == place);
+        place += 1;
+    }
+};
 
 impl Registry {
     /// Registers `entry` under its name; `false` when the name was taken.
@@ -122,8 +132,10 @@ impl Registry {
             return false;
         }
         let place = self.entries.len();
-        if let Some(builtin) = Builtin::from_name(entry.name()) {
-            self.builtins[builtin as usize] = Some(place);
+        if let Some(builtin) = Builtin::from_name(entry.name())
+            && let Some(slot) = self.builtins.get_mut(builtin as usize)
+        {
+            *slot = Some(place);
         }
         self.by_name.insert(entry.name().into(), place);
         self.entries.push(entry);
@@ -147,7 +159,7 @@ impl Registry {
     pub(crate) fn of(&self, limit: LimitRef<'_>) -> Result<&Entry, Error> {
         let registered = limit
             .builtin
-            .and_then(|builtin| self.builtins[builtin as usize])
+            .and_then(|builtin| *self.builtins.get(builtin as usize)?)
             .and_then(|place| self.entries.get(place));
         match registered {
             Some(entry) => Ok(entry),
