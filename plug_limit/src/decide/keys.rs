@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::backend::{KeyText, head_len, past_head};
-use crate::key::{Extracted, Key};
+use crate::key::Extracted;
 use crate::limit::{Opt, push_digest, write_key_text};
 
 /// The longest client key part stored as it is.
@@ -56,34 +56,7 @@ struct Plan<'a> {
     prefix: &'a str,
     limit: Named<'a>,
     scope: Cow<'a, str>,
-    key: Client<'a>,
-}
-
-/// The client a key counts: a request's extracted key, or text borrowed rather than copied
-/// into a [`Key`] (a programmatic check's, a request header's).
-#[derive(Debug)]
-enum Client<'a> {
-    Extracted(Key),
-    Text(&'a str),
-}
-
-impl Client<'_> {
-    /// The first part: the one every built-in counts, and the tag's.
-    fn first(&self) -> &str {
-        match self {
-            Self::Extracted(key) => key.iter().next().unwrap_or_default(),
-            Self::Text(text) => text,
-        }
-    }
-
-    /// The parts after the first.
-    fn rest(&self) -> impl Iterator<Item = &str> {
-        let rest = match self {
-            Self::Extracted(key) => Some(key.iter().skip(1)),
-            Self::Text(_) => None,
-        };
-        rest.into_iter().flatten()
-    }
+    key: Extracted<'a>,
 }
 
 /// Composed keys: built-in limiters and most custom ones take one, kept without a `Vec`
@@ -109,7 +82,7 @@ impl<'a> Keys<'a> {
                 prefix,
                 limit,
                 scope: Cow::Borrowed(scope),
-                key: Client::Text(client),
+                key: Extracted::Borrowed(client),
             }),
             composed: OnceLock::new(),
         }
@@ -122,10 +95,6 @@ impl<'a> Keys<'a> {
         limit: Named<'a>,
         scope: Cow<'a, str>,
     ) -> Self {
-        let key = match key {
-            Extracted::Owned(key) => Client::Extracted(key),
-            Extracted::Borrowed(text) => Client::Text(text),
-        };
         Self {
             plan: Some(Plan {
                 prefix,
@@ -379,6 +348,7 @@ fn write_counted(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::Key;
 
     const TEN_A_MINUTE: &[Opt] = &[Opt::Int(10), Opt::Int(60)];
 
