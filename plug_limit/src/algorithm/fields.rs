@@ -156,6 +156,7 @@ impl Default for Fields {
 }
 
 impl<const N: usize> From<[Field; N]> for Fields {
+    #[inline]
     fn from(fields: [Field; N]) -> Self {
         const {
             assert!(

@@ -116,22 +116,35 @@ impl Styler {
     /// In the legacy style only a fixed_window denial changes (its reset is sent as
     /// `retry-after` too): every other outcome passes through untouched, with nothing
     /// allocated.
+    #[inline]
     pub(crate) fn finish<'k>(
         &self,
         key: impl FnOnce() -> &'k str,
         opts: &[Opt],
+        outcome: Outcome,
+    ) -> Outcome {
+        // Inline, so that an outcome left as it is (most of them) is not moved in and out of
+        // a call.
+        match self.algorithm {
+            Some(algorithm)
+                if self.draft10.is_some() || reset_is_retry_after(algorithm, &outcome) =>
+            {
+                self.restyle(algorithm, key, opts, outcome)
+            }
+            _ => outcome,
+        }
+    }
+
+    /// [`finish`](Self::finish) of an outcome it changes.
+    fn restyle<'k>(
+        &self,
+        algorithm: Builtin,
+        key: impl FnOnce() -> &'k str,
+        opts: &[Opt],
         mut outcome: Outcome,
     ) -> Outcome {
-        let Some(algorithm) = self.algorithm else {
-            return outcome;
-        };
         let denied = !outcome.is_allowed();
-        // The seed's fixed_window script answers no `retry-after`; its window's reset is when
-        // a denied client may try again.
-        let reset_is_retry_after = algorithm == Builtin::FixedWindow && denied;
-        if !reset_is_retry_after && self.draft10.is_none() {
-            return outcome;
-        }
+        let reset_is_retry_after = reset_is_retry_after(algorithm, &outcome);
         let Some(reported) = outcome.reported_mut() else {
             return outcome;
         };
@@ -149,4 +162,10 @@ impl Styler {
         }
         outcome
     }
+}
+
+/// Whether `outcome`'s reset is also sent as its `retry-after`: the seed's fixed_window script
+/// answers no `retry-after`, and its window's reset is when a denied client may try again.
+fn reset_is_retry_after(algorithm: Builtin, outcome: &Outcome) -> bool {
+    algorithm == Builtin::FixedWindow && !outcome.is_allowed()
 }
