@@ -136,7 +136,11 @@ impl Pending {
     /// its own limit's script once the response ends. The limits that settle to what the
     /// handler used share one [`Usage`]: one report settles each of them. `None` when no
     /// limit owes anything.
-    pub(crate) fn stacked(parts: impl IntoIterator<Item = Self>) -> Option<Self> {
+    pub(crate) fn stacked(parts: Vec<Self>) -> Option<Self> {
+        // Most stacks owe nothing: no iterator built and dropped for them.
+        if parts.is_empty() {
+            return None;
+        }
         let mut owed: Vec<Owed> = parts
             .into_iter()
             .flat_map(|mut part| std::mem::take(&mut part.0))

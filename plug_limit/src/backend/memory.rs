@@ -88,34 +88,30 @@ impl MemoryBackend {
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
     /// key locked (in one order, so two stacks never wait on each other in a cycle).
     pub(crate) fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
-        let algorithms: SmallVec<[stack::Part<'_>; FEW]> = parts
-            .iter()
-            .map(|part| {
-                Ok(stack::Part {
-                    algorithm: part.program.builtin_only()?,
-                    opts: part.opts,
-                    cost: part.cost,
-                    soft: part.soft,
-                })
-            })
-            .collect::<Result<_, Error>>()?;
+        // Each of a stack's few collections is filled by `push`, not `collect`: `SmallVec`'s
+        // `extend` reserves from the size hint first, which cost more than the items
+        // (`benches/README.md`).
+        let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.
         let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
-        let slot_of: SmallVec<[usize; FEW]> = parts
-            .iter()
-            .map(|part| {
-                let mut digest = (0, 0);
-                part.keys
-                    .first_bytes(self.head, &mut |key| digest = self.states.digest(key));
-                keys.iter()
-                    .position(|key| *key == digest)
-                    .unwrap_or_else(|| {
-                        keys.push(digest);
-                        keys.len() - 1
-                    })
-            })
-            .collect();
+        let mut slot_of: SmallVec<[usize; FEW]> = SmallVec::new();
+        for part in parts {
+            algorithms.push(stack::Part {
+                algorithm: part.program.builtin_only()?,
+                opts: part.opts,
+                cost: part.cost,
+                soft: part.soft,
+            });
+            let mut digest = (0, 0);
+            part.keys
+                .first_bytes(self.head, &mut |key| digest = self.states.digest(key));
+            let slot = keys.iter().position(|key| *key == digest);
+            slot_of.push(slot.unwrap_or_else(|| {
+                keys.push(digest);
+                keys.len() - 1
+            }));
+        }
         let count = keys.len();
         let now_ms = self.clock.now_ms();
         let mut locked = self.states.lock_all(&keys);
@@ -125,12 +121,11 @@ impl MemoryBackend {
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut slots: SmallVec<[Option<Stored>; FEW]> = (0..count)
-            .map(|i| {
-                let stored = locked.key(i).get_mut()?.take()?;
-                (stored.expires_at_ms > now_ms).then_some(stored)
-            })
-            .collect();
+        let mut slots: SmallVec<[Option<Stored>; FEW]> = SmallVec::new();
+        for i in 0..count {
+            let stored = locked.key(i).get_mut().and_then(Option::take);
+            slots.push(stored.filter(|stored| stored.expires_at_ms > now_ms));
+        }
         let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
         for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
@@ -149,7 +144,10 @@ impl MemoryBackend {
         for (verdict, part) in verdicts.into_iter().zip(parts) {
             outcomes.push(Some(outcome(verdict, &part.program.headers)?));
         }
-        outcomes.resize(parts.len(), None);
+        // The parts after a denial were not run.
+        while outcomes.len() < parts.len() {
+            outcomes.push(None);
+        }
         Ok(outcomes)
     }
 

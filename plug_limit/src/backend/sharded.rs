@@ -159,27 +159,25 @@ impl<V> Sharded<V> {
     /// The shards that hold the keys of `digests` (each [`digest`](Self::digest)), each locked
     /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
     pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
-        let mut indices: SmallVec<[usize; FEW]> = digests
-            .iter()
-            .map(|&digest| shard_index(digest, self.shards.len()))
-            .collect();
+        // Filled by `push`, not `collect`: `SmallVec`'s `extend` reserves from the size hint
+        // first, which cost more than a stack's few items.
+        let mut indices: SmallVec<[usize; FEW]> = SmallVec::new();
+        for &digest in digests {
+            indices.push(shard_index(digest, self.shards.len()));
+        }
         indices.sort_unstable();
         indices.dedup();
-        let keys = digests
-            .iter()
-            .map(|&digest| {
-                let index = shard_index(digest, self.shards.len());
-                // Every key's shard is among `indices`.
-                (digest, indices.binary_search(&index).unwrap_or_default())
-            })
-            .collect();
-        LockedAll {
-            guards: indices
-                .into_iter()
-                .map(|index| (index, self.lock_shard(index)))
-                .collect(),
-            keys,
+        let mut keys = SmallVec::new();
+        for &digest in digests {
+            let index = shard_index(digest, self.shards.len());
+            // Every key's shard is among `indices`.
+            keys.push((digest, indices.binary_search(&index).unwrap_or_default()));
         }
+        let mut guards = SmallVec::new();
+        for index in indices {
+            guards.push((index, self.lock_shard(index)));
+        }
+        LockedAll { guards, keys }
     }
 
     fn lock_shard(&self, index: usize) -> MutexGuard<'_, Shard<V>> {

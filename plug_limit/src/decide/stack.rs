@@ -282,7 +282,11 @@ impl Decider {
         if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
             ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
         }
-        let entries: Few<_> = ran.iter().map(|(_, request, _, _)| request.entry).collect();
+        // Pushed, not collected: `SmallVec`'s `extend` costs more than a stack's few items.
+        let mut entries: Few<&Entry> = Few::new();
+        for (_, request, _, _) in &ran {
+            entries.push(request.entry);
+        }
         let merged = merge(
             ran.into_iter()
                 .map(|(_, _, tightness, outcome)| (tightness, outcome)),
@@ -381,16 +385,18 @@ type Ran<'r, 'a> = (usize, &'r Request<'a>, Tightness, Outcome);
 
 /// The stack's parts, as the backend takes them.
 fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Few<StackPart<'r>> {
-    requests
-        .iter()
-        .map(|request| StackPart {
+    // Pushed, not collected: `SmallVec`'s `extend` costs more than a stack's few items.
+    let mut parts = Few::new();
+    for request in requests {
+        parts.push(StackPart {
             program: &request.entry.program,
             keys: &request.keys,
             opts: request.opts,
             cost: request.cost,
             soft: request.entry.shadow,
-        })
-        .collect()
+        });
+    }
+    parts
 }
 
 /// Ends the watch of every request in `requests` without a decision.

@@ -5,8 +5,6 @@
 //! windows. In the draft-10 style every limit's policy is listed: `RateLimit-Policy` and
 //! `RateLimit` carry one item per limit, the draft's way of reporting several quotas.
 
-use smallvec::SmallVec;
-
 use super::headers::Headers;
 use super::{Decision, Outcome};
 
@@ -34,15 +32,22 @@ impl Tightness {
     }
 }
 
+impl Tightness {
+    /// Whether `self` is tighter than `other`: less remains, or as much and its reset is
+    /// further away. Of two as tight, the first given speaks.
+    fn is_tighter_than(self, other: Self) -> bool {
+        self.remaining < other.remaining
+            || (self.remaining == other.remaining && self.reset > other.reset)
+    }
+}
+
 /// The position of the tightest of `limits`: the least remaining, then the longest reset,
 /// then the first.
+#[cfg(test)]
 fn tightest(limits: &[Tightness]) -> usize {
     let mut best = 0;
     for (i, limit) in limits.iter().enumerate().skip(1) {
-        let current = limits[best];
-        if limit.remaining < current.remaining
-            || (limit.remaining == current.remaining && limit.reset > current.reset)
-        {
+        if limit.is_tighter_than(limits[best]) {
             best = i;
         }
     }
@@ -53,24 +58,30 @@ fn tightest(limits: &[Tightness]) -> usize {
 /// outcome's report, with the draft-10 items of every outcome, in order.
 /// Allowed, whatever the tightest said (a shadow limit's would-be denial).
 pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> Outcome {
-    // A stack's few limits, held inline.
-    let (tightness, mut outcomes): (SmallVec<[Tightness; 4]>, SmallVec<[Outcome; 4]>) =
-        limits.into_iter().unzip();
-    let tightest = tightest(&tightness);
+    // In one pass, keeping only the tightest so far: a stack's outcomes are not collected.
+    let mut tightest: Option<(Tightness, Outcome)> = None;
     let mut items = None;
-    for outcome in &outcomes {
-        let Some(theirs) = outcome
+    for (tightness, outcome) in limits {
+        if let Some(theirs) = outcome
             .reported_as()
             .and_then(|reported| reported.draft10.as_ref())
-        else {
-            continue;
-        };
-        match &mut items {
-            None => items = Some(theirs.clone()),
-            Some(items) => items.append(theirs),
+        {
+            match &mut items {
+                None => items = Some(theirs.clone()),
+                Some(items) => items.append(theirs),
+            }
+        }
+        if tightest
+            .as_ref()
+            .is_none_or(|(best, _)| tightness.is_tighter_than(*best))
+        {
+            tightest = Some((tightness, outcome));
         }
     }
-    let mut outcome = outcomes.swap_remove(tightest);
+    // A stack has at least one limit; without any, an allow without headers.
+    let Some((_, mut outcome)) = tightest else {
+        return Outcome::new(Decision::Allow, Vec::new());
+    };
     outcome.decision = Decision::Allow;
     let Some(items) = items else {
         return outcome;
