@@ -233,6 +233,7 @@ impl Decider {
 
     /// Turns an evaluation into the request's fate: allowed, denied (and remembered by the
     /// deny cache), or failed by the limiter's policy.
+    #[inline]
     fn conclude(&self, request: &Request<'_>, result: Result<Outcome, Error>) -> Decided {
         match result {
             Ok(outcome) => self.verdict(request, outcome),
@@ -308,12 +309,18 @@ impl Decider {
     }
 
     /// `result` of `request`'s call on `backend`, holding what it owes after its response.
+    #[inline]
     fn admit(
         &self,
         request: &Request<'_>,
         backend: &Backend,
         result: Result<Outcome, Error>,
     ) -> Result<Outcome, Error> {
+        // Inline, so that a request that owes nothing after its response (most of them) does
+        // not move its result in and out of a call.
+        if request.lease.is_none() && !request.terms.owes() {
+            return result;
+        }
         let caches_denials = request.cached.is_some();
         self.admitted(
             backend,
