@@ -116,15 +116,14 @@ impl Styler {
     /// In the legacy style only a fixed_window denial changes (its reset is sent as
     /// `retry-after` too): every other outcome passes through untouched, with nothing
     /// allocated.
-    #[inline]
     pub(crate) fn finish<'k>(
         &self,
         key: impl FnOnce() -> &'k str,
         opts: &[Opt],
         outcome: Outcome,
     ) -> Outcome {
-        // Inline, so that an outcome left as it is (most of them) is not moved in and out of
-        // a call.
+        // Small, so that it inlines: an outcome left as it is (most of them) is not moved in
+        // and out of a call.
         match self.algorithm {
             Some(algorithm)
                 if self.draft10.is_some() || reset_is_retry_after(algorithm, &outcome) =>
@@ -135,7 +134,8 @@ impl Styler {
         }
     }
 
-    /// [`finish`](Self::finish) of an outcome it changes.
+    /// [`finish`](Self::finish) of an outcome it may change: a fixed_window denial, or any
+    /// outcome in the draft-10 style.
     fn restyle<'k>(
         &self,
         algorithm: Builtin,

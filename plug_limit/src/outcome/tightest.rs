@@ -30,28 +30,13 @@ impl Tightness {
             },
         )
     }
-}
 
-impl Tightness {
     /// Whether `self` is tighter than `other`: less remains, or as much and its reset is
     /// further away. Of two as tight, the first given speaks.
     fn is_tighter_than(self, other: Self) -> bool {
         self.remaining < other.remaining
             || (self.remaining == other.remaining && self.reset > other.reset)
     }
-}
-
-/// The position of the tightest of `limits`: the least remaining, then the longest reset,
-/// then the first.
-#[cfg(test)]
-fn tightest(limits: &[Tightness]) -> usize {
-    let mut best = 0;
-    for (i, limit) in limits.iter().enumerate().skip(1) {
-        if limit.is_tighter_than(limits[best]) {
-            best = i;
-        }
-    }
-    best
 }
 
 /// The outcome of an allowed stack, from each limit's tightness and outcome: the tightest
@@ -78,7 +63,9 @@ pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> O
             tightest = Some((tightness, outcome));
         }
     }
-    // A stack has at least one limit; without any, an allow without headers.
+    // A stack has at least one limit (its callers hold to it); without any, an allow without
+    // headers rather than a panic.
+    debug_assert!(tightest.is_some(), "a stack without a limit");
     let Some((_, mut outcome)) = tightest else {
         return Outcome::new(Decision::Allow, Vec::new());
     };
@@ -110,7 +97,11 @@ mod tests {
     use crate::outcome::{HeaderStyle, Names, Styler};
 
     fn reported(remaining: i64, reset: i64) -> Outcome {
-        let values = [Field::Int(9), Field::Int(reset), Field::Int(remaining)];
+        with_limit(9, remaining, reset)
+    }
+
+    fn with_limit(limit: i64, remaining: i64, reset: i64) -> Outcome {
+        let values = [Field::Int(limit), Field::Int(reset), Field::Int(remaining)];
         Outcome::reported(
             Decision::Allow,
             Names::Builtin(Builtin::FixedWindow.headers()),
@@ -129,15 +120,20 @@ mod tests {
 
     #[test]
     fn the_tightest_is_the_least_remaining_then_the_longest_reset_then_the_first() {
-        let of = |pairs: &[(i64, i64)]| {
-            pairs
+        // The position of the outcome `merge` keeps: each is told apart by its limit.
+        let speaks = |pairs: &[(i64, i64)]| {
+            let limits = pairs
                 .iter()
-                .map(|&(remaining, reset)| Tightness::of(&reported(remaining, reset)))
-                .collect::<Vec<_>>()
+                .zip(1..)
+                .map(|(&(remaining, reset), limit)| with_limit(limit, remaining, reset))
+                .collect();
+            let kept = merged(limits);
+            let limit = kept.header("x-ratelimit-limit").unwrap().to_str().unwrap();
+            limit.parse::<usize>().unwrap() - 1
         };
-        assert_eq!(tightest(&of(&[(5, 10), (2, 1), (7, 99)])), 1);
-        assert_eq!(tightest(&of(&[(2, 10), (2, 60), (2, 60)])), 1);
-        assert_eq!(tightest(&of(&[(3, 10), (3, 10)])), 0);
+        assert_eq!(speaks(&[(5, 10), (2, 1), (7, 99)]), 1);
+        assert_eq!(speaks(&[(2, 10), (2, 60), (2, 60)]), 1);
+        assert_eq!(speaks(&[(3, 10), (3, 10)]), 0);
     }
 
     #[test]
