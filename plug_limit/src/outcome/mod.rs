@@ -71,7 +71,9 @@ pub(crate) trait Owing: fmt::Debug + Send + Sync {
 pub struct Outcome {
     decision: Decision,
     headers: Headers,
-    extra: Vec<Value>,
+    /// A boxed slice, not a `Vec`: nearly always empty, and the word it saves is moved with
+    /// every outcome.
+    extra: Box<[Value]>,
     pending: Option<Owes>,
 }
 
@@ -100,7 +102,7 @@ impl Outcome {
         Self {
             decision,
             headers: Headers::made(headers),
-            extra: Vec::new(),
+            extra: Box::default(),
             pending: None,
         }
     }
@@ -114,7 +116,7 @@ impl Outcome {
         Self {
             decision,
             headers: Headers::made(headers),
-            extra,
+            extra: extra.into_boxed_slice(),
             pending: None,
         }
     }
@@ -130,7 +132,7 @@ impl Outcome {
         Self {
             decision,
             headers: Headers::reported(names, report),
-            extra,
+            extra: extra.into_boxed_slice(),
             pending: None,
         }
     }
@@ -180,7 +182,7 @@ impl Outcome {
     /// The same outcome with `decision` and without its extra values.
     pub(crate) fn answered(mut self, decision: Decision) -> Self {
         self.decision = decision;
-        self.extra = Vec::new();
+        self.extra = Box::default();
         self
     }
 
