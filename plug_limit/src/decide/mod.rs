@@ -24,7 +24,7 @@ use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
-use crate::key::{self, Extracted, KeyExtractor};
+use crate::key::{self, Extracted, KeyExtractor, Reads};
 use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt};
 use crate::outcome::Outcome;
@@ -91,19 +91,21 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        self.prepare(limit, parts, |request| self.run(request))
+        self.prepare(limit, parts, None, |request| self.run(request))
             .unwrap_or_else(Step::Done)
     }
 
-    /// A request's check up to its dispatch: the limiter, the rules, the key; then `then`
-    /// of the request, handed over where it is made rather than moved out and in again (the
-    /// request is some three hundred bytes). `Err` when the preparation settles the check:
-    /// refused, or let through uncounted.
+    /// A request's check up to its dispatch: the limiter, the rules, the key (with `reads`,
+    /// which a stack's limits share, a header read once); then `then` of the request, handed over where
+    /// it is made rather than moved out and in again (the request is some three hundred
+    /// bytes). `Err` when the preparation settles the check: refused, or let through
+    /// uncounted.
     #[inline]
     fn prepare<'a, T>(
         &'a self,
         limit: LimitRef<'a>,
         parts: &'a Parts,
+        reads: Option<&mut Reads<'a>>,
         then: impl FnOnce(Request<'a>) -> T,
     ) -> Result<T, Decided> {
         // Scoped to the matched route by default, so two routes never share a budget by
@@ -150,7 +152,7 @@ impl Decider {
             }
         }
         let extractor = limit.key.unwrap_or(&*entry.key);
-        let (key, scope) = match key::extract(extractor, parts) {
+        let (key, scope) = match key::extract(extractor, parts, reads) {
             Ok(key) => (key, Cow::Borrowed(route_scope)),
             Err(error) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");

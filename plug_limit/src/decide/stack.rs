@@ -15,6 +15,7 @@ use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
 use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
+use crate::key::Reads;
 use crate::limit::Charge;
 use crate::limit::LimitRef;
 use crate::outcome::Outcome;
@@ -42,12 +43,14 @@ impl Decider {
             return Step::Done(Ok(None));
         }
         let mut requests: Few<Request<'a>> = Few::new();
+        // Limits keyed by one header read it once.
+        let mut reads = Reads::default();
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
-            if let Err(Err(rejection)) =
-                self.prepare(*limit, parts, |request| requests.push(request))
-            {
+            if let Err(Err(rejection)) = self.prepare(*limit, parts, Some(&mut reads), |request| {
+                requests.push(request)
+            }) {
                 undecided(&requests);
                 return Step::Done(Err(rejection));
             }

@@ -133,21 +133,61 @@ fn header_text<'p>(
 /// so that the most common keys cost no allocation; else what its
 /// [`extract`](KeyExtractor::extract) returns. Either way the same text, so a key's budget
 /// does not depend on which way it was read.
+///
+/// With `reads`, a header read before (by another limit of a stack) is not read again.
 pub(crate) fn extract<'p>(
     extractor: &dyn KeyExtractor,
     parts: &'p Parts,
+    reads: Option<&mut Reads<'p>>,
 ) -> Result<Extracted<'p>, KeyError> {
     let any: &dyn Any = extractor;
     if let Some(header) = any.downcast_ref::<ParsedHeader>() {
-        return header_text(parts, &header.name, header.text).map(Extracted::Borrowed);
+        return Reads::header(reads, header.text, || {
+            header_text(parts, &header.name, header.text)
+        });
     }
     if let Some(&Header(text)) = any.downcast_ref::<Header>() {
-        return header_text(parts, text, text).map(Extracted::Borrowed);
+        return Reads::header(reads, text, || header_text(parts, text, text));
     }
     if any.is::<Global>() {
         return Ok(Extracted::Borrowed(GLOBAL));
     }
     extractor.extract(parts).map(Extracted::Owned)
+}
+
+/// What one request's check has read of its headers: the limits of a stack keyed by one
+/// header read it once, where each read (a hash, a probe and the value's check) cost a
+/// stacked memory check a tenth of its instructions.
+#[derive(Debug, Default)]
+pub(crate) struct Reads<'p> {
+    /// The last header read to a key: its name, and its value.
+    header: Option<(&'static str, &'p str)>,
+}
+
+impl<'p> Reads<'p> {
+    /// The value of header `name`, as `read` reads it, unless `reads` read it before. A
+    /// header is told by its name (lower-case, checked by [`header`]), never by its
+    /// extractor's address: two extractors of one name read the same value, and two of
+    /// another type may share an address. Only a value is kept: an error is read again, and
+    /// is the same.
+    #[inline]
+    fn header(
+        reads: Option<&mut Self>,
+        name: &'static str,
+        read: impl FnOnce() -> Result<&'p str, KeyError>,
+    ) -> Result<Extracted<'p>, KeyError> {
+        let Some(reads) = reads else {
+            return read().map(Extracted::Borrowed);
+        };
+        if let Some((read_name, value)) = reads.header
+            && read_name == name
+        {
+            return Ok(Extracted::Borrowed(value));
+        }
+        let value = read()?;
+        reads.header = Some((name, value));
+        Ok(Extracted::Borrowed(value))
+    }
 }
 
 /// A client's key as a check counts it: an extractor's own, or text of one part borrowed
@@ -215,7 +255,7 @@ mod tests {
 
     /// What `extract` reads, as text: borrowed or owned, and whether it borrowed.
     fn read(extractor: &dyn KeyExtractor, parts: &Parts) -> Result<(String, bool), KeyError> {
-        Ok(match extract(extractor, parts)? {
+        Ok(match extract(extractor, parts, None)? {
             Extracted::Borrowed(text) => (text.to_owned(), true),
             Extracted::Owned(key) => (key.iter().collect::<Vec<_>>().join("|"), false),
         })
@@ -258,5 +298,47 @@ mod tests {
         // Any other extractor's key is its own.
         let other = |_: &Parts| Ok::<_, KeyError>("k-123");
         assert_eq!(read(&other, &parts), Ok(("k-123".to_owned(), false)));
+    }
+
+    #[test]
+    fn a_stack_reads_a_header_once_and_each_header_under_its_own_name() {
+        let parts = http::Request::builder()
+            .header("x-a", "a-1")
+            .header("x-b", "b-1")
+            .header("x-twice", "t-1")
+            .header("x-twice", "t-2")
+            .body(())
+            .expect("a request")
+            .into_parts()
+            .0;
+        let text = |extracted: Result<Extracted<'_>, KeyError>| match extracted {
+            Ok(Extracted::Borrowed(text)) => Ok(text.to_owned()),
+            Ok(Extracted::Owned(key)) => Ok(key.iter().collect()),
+            Err(error) => Err(error),
+        };
+        let parsed_a = shared(header("x-a"));
+        let mut reads = Reads::default();
+        let mut read =
+            |extractor: &dyn KeyExtractor| text(extract(extractor, &parts, Some(&mut reads)));
+        // One name, read as a parsed header or as it was written: one value.
+        assert_eq!(read(&*parsed_a), Ok("a-1".to_owned()));
+        assert_eq!(read(&header("x-a")), Ok("a-1".to_owned()));
+        // Another name after it is read for itself, never answered with the first's value.
+        assert_eq!(read(&header("x-b")), Ok("b-1".to_owned()));
+        assert_eq!(read(&*parsed_a), Ok("a-1".to_owned()));
+        // An error is not kept as a value: read again, it is the same error.
+        assert_eq!(
+            read(&header("x-twice")),
+            Err(KeyError::RepeatedHeader("x-twice"))
+        );
+        assert_eq!(
+            read(&header("x-missing")),
+            Err(KeyError::MissingHeader("x-missing"))
+        );
+        assert_eq!(
+            read(&header("x-twice")),
+            Err(KeyError::RepeatedHeader("x-twice"))
+        );
+        assert_eq!(read(&global()), Ok("global".to_owned()));
     }
 }

@@ -105,7 +105,7 @@ pub(crate) use self::client_address::ClientAddress;
 pub use self::client_ip::{ANY_PEER, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};
-pub(crate) use self::header::{Extracted, extract, shared};
+pub(crate) use self::header::{Extracted, Reads, extract, shared};
 pub use self::header::{Global, Header, global, header};
 pub use self::or::Or;
 pub use self::peer_ip::{PeerIp, peer_ip};
