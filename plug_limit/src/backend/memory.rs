@@ -192,9 +192,9 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     } else {
         Decision::Deny
     };
-    let extra = match verdict.granted {
-        Some(units) => vec![Value::Int(units.into())],
-        None => Vec::new(),
+    let extra: Box<[Value]> = match verdict.granted {
+        Some(units) => Box::new([Value::Int(units.into())]),
+        None => Box::default(),
     };
     Ok(Outcome::from_twin(
         decision,

@@ -127,12 +127,12 @@ impl Outcome {
         decision: Decision,
         names: Names,
         report: Report,
-        extra: Vec<Value>,
+        extra: impl Into<Box<[Value]>>,
     ) -> Self {
         Self {
             decision,
             headers: Headers::reported(names, report),
-            extra: extra.into_boxed_slice(),
+            extra: extra.into(),
             pending: None,
         }
     }
@@ -155,7 +155,7 @@ impl Outcome {
         names: Names,
         values: Fields,
         window: u32,
-        extra: Vec<Value>,
+        extra: Box<[Value]>,
     ) -> Self {
         let report = Report::unchecked(values, window);
         debug_assert_eq!(report.check(), Ok(()), "a twin's values out of contract");
