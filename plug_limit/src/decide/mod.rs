@@ -96,10 +96,10 @@ impl Decider {
     }
 
     /// A request's check up to its dispatch: the limiter, the rules, the key (with `reads`,
-    /// which a stack's limits share, a header read once); then `then` of the request, handed over where
-    /// it is made rather than moved out and in again (the request is some three hundred
-    /// bytes). `Err` when the preparation settles the check: refused, or let through
-    /// uncounted.
+    /// which a stack's limits share, the header the limit before read is not read again);
+    /// then `then` of the request, handed over where it is made rather than moved out and in
+    /// again (the request is some three hundred bytes). `Err` when the preparation settles
+    /// the check: refused, or let through uncounted.
     #[inline]
     fn prepare<'a, T>(
         &'a self,

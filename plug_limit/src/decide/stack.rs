@@ -43,7 +43,7 @@ impl Decider {
             return Step::Done(Ok(None));
         }
         let mut requests: Few<Request<'a>> = Few::new();
-        // Limits keyed by one header read it once.
+        // A limit keyed by the header the limit before it read does not read it again.
         let mut reads = Reads::default();
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose

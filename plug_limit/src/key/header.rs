@@ -134,7 +134,7 @@ fn header_text<'p>(
 /// [`extract`](KeyExtractor::extract) returns. Either way the same text, so a key's budget
 /// does not depend on which way it was read.
 ///
-/// With `reads`, a header read before (by another limit of a stack) is not read again.
+/// With `reads`, the header the stack's limit before read is not read again.
 pub(crate) fn extract<'p>(
     extractor: &dyn KeyExtractor,
     parts: &'p Parts,
@@ -155,10 +155,10 @@ pub(crate) fn extract<'p>(
     extractor.extract(parts).map(Extracted::Owned)
 }
 
-/// What one request's check has read of its headers: the limits of a stack keyed by one
-/// header read it once, where each read (a hash, a probe and the value's check) cost a
-/// stacked memory check a tenth of its instructions.
-#[derive(Debug, Default)]
+/// What one request's check has read of its headers: a stack's limit keyed by the header
+/// the limit before it read does not read it again (a read is a hash of the name, a probe and
+/// the value's check: about 290 instructions). Not `Debug`: the value may be a credential.
+#[derive(Default)]
 pub(crate) struct Reads<'p> {
     /// The last header read to a key: its name, and its value.
     header: Option<(&'static str, &'p str)>,
