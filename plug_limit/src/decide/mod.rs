@@ -318,11 +318,6 @@ impl Decider {
         backend: &Backend,
         result: Result<Outcome, Error>,
     ) -> Result<Outcome, Error> {
-        // Inline, so that a request that owes nothing after its response (most of them) does
-        // not move its result in and out of a call.
-        if request.lease.is_none() && !request.terms.owes() {
-            return result;
-        }
         let caches_denials = request.cached.is_some();
         self.admitted(
             backend,
@@ -337,6 +332,7 @@ impl Decider {
     /// the lease `call` took, what `terms` say, and (`caches_denials`) the deny cache its refund
     /// must lift. A call that failed may still have taken its lease (a reply lost on the way
     /// back): it is given back at once.
+    #[inline]
     fn admitted(
         &self,
         backend: &Backend,
@@ -345,9 +341,23 @@ impl Decider {
         caches_denials: bool,
         result: Result<Outcome, Error>,
     ) -> Result<Outcome, Error> {
+        // Inline, so that a call that owes nothing after its response (most of them) does not
+        // move its result in and out of a call.
         if call.lease.is_none() && !terms.owes() {
             return result;
         }
+        self.owing(backend, call, terms, caches_denials, result)
+    }
+
+    /// [`admitted`](Self::admitted) of a call that owes something after its response.
+    fn owing(
+        &self,
+        backend: &Backend,
+        call: Call<'_>,
+        terms: Terms,
+        caches_denials: bool,
+        result: Result<Outcome, Error>,
+    ) -> Result<Outcome, Error> {
         match result {
             Ok(outcome) if outcome.is_allowed() => {
                 let pending = self.owed(backend, call, terms, caches_denials, &outcome);
