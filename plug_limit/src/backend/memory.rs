@@ -88,9 +88,8 @@ impl MemoryBackend {
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
     /// key locked (in one order, so two stacks never wait on each other in a cycle).
     pub(crate) fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
-        // Each of a stack's few collections is filled by `push`, not `collect`: `SmallVec`'s
-        // `extend` reserves from the size hint first, which cost more than the items
-        // (`benches/README.md`).
+        // Pushed one by one, as `sharded::few` fills a collection (why, there): this loop fills
+        // three at once, and the one for `slots` below reads the locked shards.
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.

@@ -91,6 +91,18 @@ pub(crate) struct LockedAll<'a, V> {
 /// How many keys a [`LockedAll`] holds without an allocation: a stack's limits, most often.
 pub(crate) const FEW: usize = 4;
 
+/// `items`, held inline, pushed one by one: `SmallVec`'s `collect` (its `extend`) reserves
+/// from the size hint first, which cost more than a stack's few items (`benches/README.md`, "A
+/// stack's collections").
+#[inline]
+pub(crate) fn few<T>(items: impl IntoIterator<Item = T>) -> SmallVec<[T; FEW]> {
+    let mut few = SmallVec::new();
+    for item in items {
+        few.push(item);
+    }
+    few
+}
+
 impl<V> Sharded<V> {
     /// A map without a bound on its entries: only expiry removes them.
     #[cfg(test)]
@@ -159,24 +171,14 @@ impl<V> Sharded<V> {
     /// The shards that hold the keys of `digests` (each [`digest`](Self::digest)), each locked
     /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
     pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
-        // Filled by `push`, not `collect`: `SmallVec`'s `extend` reserves from the size hint
-        // first, which cost more than a stack's few items.
-        let mut indices: SmallVec<[usize; FEW]> = SmallVec::new();
-        for &digest in digests {
-            indices.push(shard_index(digest, self.shards.len()));
-        }
+        let shard = |digest| shard_index(digest, self.shards.len());
+        let mut indices = few(digests.iter().map(|&digest| shard(digest)));
         indices.sort_unstable();
         indices.dedup();
-        let mut keys = SmallVec::new();
-        for &digest in digests {
-            let index = shard_index(digest, self.shards.len());
-            // Every key's shard is among `indices`.
-            keys.push((digest, indices.binary_search(&index).unwrap_or_default()));
-        }
-        let mut guards = SmallVec::new();
-        for index in indices {
-            guards.push((index, self.lock_shard(index)));
-        }
+        // Every key's shard is among `indices`.
+        let at = |digest| indices.binary_search(&shard(digest)).unwrap_or_default();
+        let keys = few(digests.iter().map(|&digest| (digest, at(digest))));
+        let guards = few(indices.iter().map(|&index| (index, self.lock_shard(index))));
         LockedAll { guards, keys }
     }
 

@@ -12,6 +12,7 @@ use smallvec::SmallVec;
 use tracing::{Instrument, Span};
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
+use crate::backend::sharded::few;
 use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
@@ -285,11 +286,7 @@ impl Decider {
         if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
             ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
         }
-        // Pushed, not collected: `SmallVec`'s `extend` costs more than a stack's few items.
-        let mut entries: Few<&Entry> = Few::new();
-        for (_, request, _, _) in &ran {
-            entries.push(request.entry);
-        }
+        let entries = few(ran.iter().map(|(_, request, _, _)| request.entry));
         let merged = merge(
             ran.into_iter()
                 .map(|(_, _, tightness, outcome)| (tightness, outcome)),
@@ -388,18 +385,13 @@ type Ran<'r, 'a> = (usize, &'r Request<'a>, Tightness, Outcome);
 
 /// The stack's parts, as the backend takes them.
 fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Few<StackPart<'r>> {
-    // Pushed, not collected: `SmallVec`'s `extend` costs more than a stack's few items.
-    let mut parts = Few::new();
-    for request in requests {
-        parts.push(StackPart {
-            program: &request.entry.program,
-            keys: &request.keys,
-            opts: request.opts,
-            cost: request.cost,
-            soft: request.entry.shadow,
-        });
-    }
-    parts
+    few(requests.iter().map(|request| StackPart {
+        program: &request.entry.program,
+        keys: &request.keys,
+        opts: request.opts,
+        cost: request.cost,
+        soft: request.entry.shadow,
+    }))
 }
 
 /// Ends the watch of every request in `requests` without a decision.
