@@ -2,6 +2,7 @@
 //! back on a default; and what a limiter's hook makes of a result.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry::Vacant;
 use std::sync::Arc;
 
 use plug_limit_options::Builtin;
@@ -128,16 +129,16 @@ const _: () = {
 impl Registry {
     /// Registers `entry` under its name; `false` when the name was taken.
     pub(crate) fn insert(&mut self, entry: Entry) -> bool {
-        if self.contains(entry.name()) {
-            return false;
-        }
         let place = self.entries.len();
+        let Vacant(name) = self.by_name.entry(entry.name().into()) else {
+            return false;
+        };
+        name.insert(place);
         if let Some(builtin) = Builtin::from_name(entry.name())
             && let Some(slot) = self.builtins.get_mut(builtin as usize)
         {
             *slot = Some(place);
         }
-        self.by_name.insert(entry.name().into(), place);
         self.entries.push(entry);
         true
     }
