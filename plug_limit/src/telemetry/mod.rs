@@ -170,7 +170,9 @@ pub(crate) fn script_reloaded(limiter: &str) {
 /// Every check that reaches a limiter ends in exactly one [`decided`](Self::decided) or
 /// [`undecided`](Self::undecided): each records one latency sample.
 pub(crate) struct Watch<'a> {
-    span: Span,
+    /// `None` when nothing would record it (see [`span`]): a check then makes, enters, records
+    /// into and drops no span at all.
+    span: Option<Span>,
     #[cfg(feature = "metrics")]
     metrics: Option<record::Check<'a>>,
     #[cfg(not(feature = "metrics"))]
@@ -197,7 +199,7 @@ impl<'a> Watch<'a> {
     pub(crate) fn call(telemetry: &'a Telemetry, limiter: &str, scope: &str, cost: Charge) -> Self {
         if !matches!(cost, Charge::Take(1..)) {
             return Self {
-                span: Span::none(),
+                span: None,
                 #[cfg(feature = "metrics")]
                 metrics: None,
                 #[cfg(not(feature = "metrics"))]
@@ -219,23 +221,31 @@ impl<'a> Watch<'a> {
 
     /// The check's span, to enter or to instrument its wait on Redis with.
     pub(crate) fn span(&self) -> &Span {
-        &self.span
+        self.span.as_ref().unwrap_or(&NO_SPAN)
+    }
+
+    /// Records `value` as the span's `field`, when there is a span.
+    #[inline]
+    fn record(&self, field: &'static str, value: &'static str) {
+        if let Some(span) = &self.span {
+            span.record(field, value);
+        }
     }
 
     /// The check's span entered, until the guard drops; `None` when nothing would record it,
     /// which spares a disabled span's clone, enter, exit and drop on every check.
     pub(crate) fn entered(&self) -> Option<EnteredSpan> {
-        (!self.span.is_none()).then(|| self.span.clone().entered())
+        self.span.as_ref().map(|span| span.clone().entered())
     }
 
     /// The check goes to the backend named `backend` (`redis` or `memory`).
     pub(crate) fn dispatched(&self, backend: &'static str) {
-        self.span.record("backend", backend);
+        self.record("backend", backend);
     }
 
     /// The local deny cache answered: a denial that cost the backend nothing.
     pub(crate) fn deny_cache_hit(&self) {
-        self.span.record("backend", "deny_cache");
+        self.record("backend", "deny_cache");
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
             check.deny_cache_hit();
@@ -244,7 +254,7 @@ impl<'a> Watch<'a> {
 
     /// The backend, or the key extraction (`cause` [`KEY_CAUSE`]), failed with `cause`.
     pub(crate) fn failed(&self, cause: &'static str) {
-        self.span.record("cause", cause);
+        self.record("cause", cause);
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
             check.failed(cause);
@@ -253,7 +263,7 @@ impl<'a> Watch<'a> {
 
     /// The memory fallback of [`crate::FailurePolicy::Memory`] decides in the backend's stead.
     pub(crate) fn fell_back(&self) {
-        self.span.record("backend", "fallback");
+        self.record("backend", "fallback");
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
             check.fell_back();
@@ -262,7 +272,7 @@ impl<'a> Watch<'a> {
 
     /// The check ended with `label`.
     pub(crate) fn decided(&self, label: DecisionLabel) {
-        self.span.record("decision", label.as_str());
+        self.record("decision", label.as_str());
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
             check.decided(label);
@@ -271,7 +281,7 @@ impl<'a> Watch<'a> {
 
     /// The check ended without a decision (its failure policy passed or refused it).
     pub(crate) fn undecided(&self) {
-        self.span.record("decision", "failed");
+        self.record("decision", "failed");
         #[cfg(feature = "metrics")]
         if let Some(check) = &self.metrics {
             check.ended();
@@ -297,14 +307,14 @@ impl<'a> Watch<'a> {
 /// A disabled span still records its fields for `log`, looks up each field it is given by
 /// name, and checks the `log` level each time it is entered (`tracing`'s `log` feature, which
 /// axum's default features turn on, prints spans that no subscriber takes). When no subscriber
-/// takes it and no `log` logger would print it either, it is [`Span::none`], which does none
+/// takes it and no `log` logger would print it either, there is none (`None`), which does none
 /// of that; when nothing anywhere is enabled at `DEBUG`, it is not even made. The `log` level
 /// is read once, as the check starts: a level raised while a check runs shows from the next
 /// check on.
-fn span(limiter: &str, scope: &str) -> Span {
+fn span(limiter: &str, scope: &str) -> Option<Span> {
     let log_quiet = log::max_level() < log::LevelFilter::Debug;
     if log_quiet && LevelFilter::current() < LevelFilter::DEBUG {
-        return Span::none();
+        return None;
     }
     let span = tracing::debug_span!(
         target: "plug_limit::decide",
@@ -316,7 +326,10 @@ fn span(limiter: &str, scope: &str) -> Span {
         cause = Empty,
     );
     if log_quiet && span.is_disabled() {
-        return Span::none();
+        return None;
     }
-    span
+    Some(span)
 }
+
+/// The span of a check that has none, for [`Watch::span`]'s callers.
+static NO_SPAN: Span = Span::none();
