@@ -52,17 +52,15 @@ impl MemoryBackend {
     /// built-in reads).
     pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
         let algorithm = call.program.builtin_only()?;
-        let mut verdict = Err(String::new());
-        call.keys.first_bytes(self.head, &mut |key| {
-            verdict = self.evaluate(algorithm, key, call)
-        });
+        let key = call.keys.first_digest(self.head, self.states.digests());
+        let verdict = self.evaluate(algorithm, key, call);
         outcome(verdict.map_err(Error::Input)?, &call.program.headers)
     }
 
-    fn evaluate(&self, algorithm: Builtin, key: &[u8], call: Call<'_>) -> Result<Verdict, String> {
+    fn evaluate(&self, algorithm: Builtin, key: Digest, call: Call<'_>) -> Result<Verdict, String> {
         let (opts, cost, lease) = (call.opts, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
-        let mut shard = self.states.lock_bytes(key);
+        let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         // An existing key is evaluated in place: one lookup, no allocation.
         if let Some(slot) = shard.get_mut() {
@@ -102,9 +100,7 @@ impl MemoryBackend {
                 cost: part.cost,
                 soft: part.soft,
             });
-            let mut digest = (0, 0);
-            part.keys
-                .first_bytes(self.head, &mut |key| digest = self.states.digest(key));
+            let digest = part.keys.first_digest(self.head, self.states.digests());
             let slot = keys.iter().position(|key| *key == digest);
             slot_of.push(slot.unwrap_or_else(|| {
                 keys.push(digest);
@@ -152,7 +148,7 @@ impl MemoryBackend {
 
     /// Deletes `key`'s state.
     pub(crate) fn reset(&self, key: &str) {
-        self.states.lock_bytes(past_head(key, self.head)).remove();
+        self.states.lock_text(past_head(key, self.head)).remove();
     }
 
     /// Forgets every key; returns how many held state.

@@ -15,11 +15,13 @@ use crate::limit::{Charge, Opt};
 use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
+pub(crate) use self::digest::{Digest, KeyDigests};
 pub(crate) use self::memory::MemoryBackend;
 pub use self::redis::EvictionPolicy;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
 
 mod breaker;
+pub(crate) mod digest;
 mod memory;
 mod redis;
 pub(crate) mod sharded;
@@ -75,19 +77,18 @@ pub(crate) struct Call<'a> {
 /// One limit of stacked limits: its program (a built-in), its key, options and cost, and
 /// whether its denial denies the stack (`soft`: shadow mode, it does not).
 /// The keys of a call, as the backend reads them: every key's text (Redis), or only the first
-/// key's bytes (the memory backend hashes them, and a request's keys need not be composed on
-/// the heap for it).
+/// key's digest (the in-process stores, for which a request's keys need not be composed).
 pub(crate) trait KeyText: Sync + std::fmt::Debug {
     /// Every key's text.
     fn all(&self) -> &[String];
 
-    /// Calls `f` with the first key's bytes past its first `head` (its `{prefix}:{TAG}:`, which
-    /// the memory backend leaves out); empty without keys.
-    fn first_bytes(&self, head: usize, f: &mut dyn FnMut(&[u8])) {
-        f(past_head(
+    /// The digest by `digests` of the first key past its first `head` bytes (its
+    /// `{prefix}:{TAG}:`, which the in-process stores leave out); of an empty key without keys.
+    fn first_digest(&self, head: usize, digests: &KeyDigests) -> Digest {
+        digests.of_text(past_head(
             self.all().first().map_or("", String::as_str),
             head,
-        ));
+        ))
     }
 }
 

@@ -2,17 +2,17 @@
 //! traffic flows and, when the map is bounded, the soonest-expiring entries evicted to make room:
 //! the store of the memory backend, of the local deny cache and of local batches.
 
-use std::hash::{BuildHasher, RandomState};
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::ops::DerefMut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashTable;
-use siphasher::sip128::SipHasher13;
 use smallvec::SmallVec;
 
 use super::KeyText;
+pub(crate) use super::digest::Digest;
+use super::digest::KeyDigests;
 
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
@@ -24,22 +24,10 @@ const EVICT_SHARE: usize = 8;
 
 /// Independent locks, so concurrent requests for different keys rarely wait on each other.
 ///
-/// A key is stored as its [`Digest`], not as its text: 128 bits of SipHash-1-3 under a key
-/// drawn at random per map. Keys come from clients, and SipHash is a keyed pseudorandom
-/// function, so a client that does not know the key can neither choose where its keys land nor
-/// find two keys that share a digest (by chance, two of ten million keys share one with odds
-/// below 10^-24). The key is never printed: the map's `Debug` leaves it out, and no digest
-/// leaves the process. One compression round a block and three to finish are the rounds
-/// Rust's `HashMap` runs against the same adversary (a client choosing keys to collide, who
-/// sees neither key nor digest); here they give 128 bits, where the `HashMap` keeps 64. The
-/// stake is higher here: a collision there costs speed, here two keys would share a budget.
-/// No published analysis finds collisions of SipHash-1-3 under a secret key, but its margin
-/// is thinner than SipHash-2-4's, which read a typical key in about 110 more instructions,
-/// 3% of what a check added to a bare route (`benches/README.md`): a trade made on purpose,
-/// and one to revisit should that analysis change. An entry holds
-/// no allocation of its own, and a lookup compares the digest where the table holds it,
-/// without a second read from the heap: at ten thousand keys and more, that read missed the
-/// CPU's caches on most checks.
+/// A key is stored as its [`Digest`] (see [`KeyDigests`]), not as its text: an entry holds no
+/// allocation of its own, and a lookup compares the digest where the table holds it, without
+/// a second read from the heap: at ten thousand keys and more, that read missed the CPU's
+/// caches on most checks.
 ///
 /// One hash per operation: the digest picks the shard (from the high bits of its first half)
 /// and probes the shard's table (which reads that half's low bits and its top seven). A client
@@ -47,11 +35,8 @@ const EVICT_SHARE: usize = 8;
 /// evenly over a spray.
 pub(crate) struct Sharded<V> {
     shards: Box<[Mutex<Shard<V>>]>,
-    hasher: SipHasher13,
+    digests: KeyDigests,
 }
-
-/// What a key is stored as: its two 64-bit halves of SipHash-1-3-128.
-pub(crate) type Digest = (u64, u64);
 
 /// One shard: its entries, when it sweeps next, and how many entries it may hold.
 ///
@@ -134,33 +119,34 @@ impl<V> Sharded<V> {
                     })
                 })
                 .collect(),
-            hasher: SipHasher13::new_with_keys(random_u64(), random_u64()),
+            digests: KeyDigests::new(),
         }
     }
 
-    /// What `key` is stored as in this map.
-    pub(crate) fn digest(&self, key: &[u8]) -> Digest {
-        let hash = self.hasher.hash(key);
-        (hash.h1, hash.h2)
+    /// How this map digests keys.
+    pub(crate) fn digests(&self) -> &KeyDigests {
+        &self.digests
     }
 
     /// The locked shard that holds `key`, ready for operations on `key`.
     #[cfg(test)]
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
-        self.lock_bytes(key.as_bytes())
+        self.lock_text(key.as_bytes())
     }
 
-    /// The locked shard that holds the first of `keys` past its first `head` bytes, found by
-    /// the key written on the stack when it was not composed yet.
+    /// The locked shard that holds `key` (a composed key past its head), ready for operations
+    /// on `key`.
+    pub(crate) fn lock_text(&self, key: &[u8]) -> Locked<'_, V> {
+        self.lock_digest(self.digests.of_text(key))
+    }
+
+    /// The locked shard that holds the first of `keys` past its first `head` bytes.
     pub(crate) fn lock_first(&self, keys: &dyn KeyText, head: usize) -> Locked<'_, V> {
-        let mut locked = None;
-        keys.first_bytes(head, &mut |key| locked = Some(self.lock_bytes(key)));
-        locked.unwrap_or_else(|| self.lock_bytes(&[]))
+        self.lock_digest(keys.first_digest(head, &self.digests))
     }
 
-    /// The locked shard that holds `key` (its bytes), ready for operations on `key`.
-    pub(crate) fn lock_bytes(&self, key: &[u8]) -> Locked<'_, V> {
-        let digest = self.digest(key);
+    /// The locked shard that holds the key of `digest`, ready for operations on that key.
+    pub(crate) fn lock_digest(&self, digest: Digest) -> Locked<'_, V> {
         Locked {
             shard: self.lock_shard(shard_index(digest, self.shards.len())),
             digest,
@@ -168,7 +154,7 @@ impl<V> Sharded<V> {
         }
     }
 
-    /// The shards that hold the keys of `digests` (each [`digest`](Self::digest)), each locked
+    /// The shards that hold the keys of `digests` (each of [`digests`](Self::digests)), each locked
     /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
     pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
         let shard = |digest| shard_index(digest, self.shards.len());
@@ -244,13 +230,6 @@ fn shard_index((hash, _): Digest, shards: usize) -> usize {
     #[allow(clippy::cast_possible_truncation)]
     let index = (hash >> 32) as usize % shards;
     index
-}
-
-/// A value no client can predict: SipHash of a fixed text under std's hasher keys, which the
-/// OS's randomness seeds (once per thread; each new `RandomState` steps them), so each call
-/// gives another value and none reveals the keys.
-fn random_u64() -> u64 {
-    RandomState::new().hash_one("plug_limit::sharded")
 }
 
 impl<V> LockedAll<'_, V> {

@@ -23,24 +23,21 @@
 //!   `#` and the hex SHA-1 of its text: a 300 kB header costs 41 bytes of key, and a verbatim
 //!   part never looks like a digest.
 //!
-//! A request's keys are composed when first read: the memory backend only hashes the first
-//! one past its `{prefix}:{TAG}:` head, so for it that text is written to the stack and
-//! hashed there (`first_bytes`), with no allocation and nothing to free; Redis, the deny cache, local batches and what a
-//! request owes after its response read the composed text.
+//! A request's keys are composed when first read: the in-process stores (the memory backend,
+//! the deny cache, local batches) read only the first key's digest, made of its pieces
+//! (`first_digest`, see `backend/digest.rs`) with no key composed, no allocation and nothing
+//! to free; Redis and what a request owes after its response read the composed text.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::backend::{KeyText, head_len, past_head};
+use crate::backend::digest::{Full, KeyOut, Route};
+use crate::backend::{Digest, KeyDigests, KeyText, head_len, past_head};
 use crate::key::Extracted;
 use crate::limit::{Opt, push_digest, write_key_text};
 
 /// The longest client key part stored as it is.
 const MAX_VERBATIM: usize = 64;
-
-/// The longest key the memory backend hashes from the stack; a longer one (a long prefix or
-/// scope) is composed on the heap, as for Redis.
-const ON_STACK: usize = 256;
 
 /// A request's namespaced keys, one per part of its client key, composed when first read.
 #[derive(Debug)]
@@ -134,21 +131,24 @@ impl KeyText for Keys<'_> {
         self.as_slice()
     }
 
-    /// The first key's bytes past its head: written on the stack when the text was not
-    /// composed yet and fits, so that hashing them allocates nothing (the head, a prefix and a
-    /// tag, is never written).
-    fn first_bytes(&self, head: usize, f: &mut dyn FnMut(&[u8])) {
+    /// The first key's digest: by its pieces, the key never composed, when it was not composed
+    /// yet (the head, a prefix and a tag, is no part of it).
+    fn first_digest(&self, head: usize, digests: &KeyDigests) -> Digest {
         if self.composed.get().is_none()
             && let Some(plan) = &self.plan
         {
             debug_assert_eq!(head, head_len(plan.prefix), "a head of another prefix");
-            let mut text = StackText::default();
-            let first = plan.key.first();
-            if write_counted(&mut text, plan.limit, &plan.scope, first).is_ok() {
-                return f(text.as_bytes());
-            }
+            let opts = plan.limit.opts_text();
+            let route = Route {
+                limiter: plan.limit.limiter,
+                opts: &opts,
+                scope: &plan.scope,
+            };
+            return client_part(plan.key.first(), |client| {
+                digests.of_parts(route, client.as_bytes())
+            });
         }
-        f(past_head(self.first(), head));
+        digests.of_text(past_head(self.first(), head))
     }
 }
 
@@ -180,75 +180,6 @@ impl Plan<'_> {
     }
 }
 
-/// Where a key's text is written: a `String`, or [`StackText`]. Writing to a `String` never
-/// fails; writing to the stack fails past its room.
-trait KeyOut {
-    fn put(&mut self, text: &str) -> Result<(), Full>;
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full>;
-}
-
-/// A key too long for [`StackText`].
-#[derive(Debug)]
-struct Full;
-
-impl KeyOut for String {
-    #[inline]
-    fn put(&mut self, text: &str) -> Result<(), Full> {
-        self.push_str(text);
-        Ok(())
-    }
-
-    #[inline]
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
-        self.extend(bytes.map(char::from));
-        Ok(())
-    }
-}
-
-/// A key's text on the stack: [`ON_STACK`] bytes at most, a longer one refused.
-struct StackText {
-    bytes: [u8; ON_STACK],
-    len: usize,
-}
-
-impl Default for StackText {
-    fn default() -> Self {
-        Self {
-            bytes: [0; ON_STACK],
-            len: 0,
-        }
-    }
-}
-
-impl StackText {
-    fn as_bytes(&self) -> &[u8] {
-        &self.bytes[..self.len]
-    }
-
-    #[inline]
-    fn put_bytes(&mut self, bytes: &[u8]) -> Result<(), Full> {
-        let end = self.len + bytes.len();
-        self.bytes
-            .get_mut(self.len..end)
-            .ok_or(Full)?
-            .copy_from_slice(bytes);
-        self.len = end;
-        Ok(())
-    }
-}
-
-impl KeyOut for StackText {
-    #[inline]
-    fn put(&mut self, text: &str) -> Result<(), Full> {
-        self.put_bytes(text.as_bytes())
-    }
-
-    #[inline]
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
-        self.put_bytes(&bytes)
-    }
-}
-
 /// What a key names of its limit: the limiter and its options, with the options' part of the
 /// key when the limit wrote it ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made).
 #[derive(Debug, Clone, Copy)]
@@ -256,6 +187,18 @@ pub(crate) struct Named<'a> {
     pub(crate) limiter: &'a str,
     pub(crate) opts: &'a [Opt],
     pub(crate) opts_key: Option<&'a str>,
+}
+
+impl Named<'_> {
+    /// The options as the key holds them: written ahead, or written now.
+    fn opts_text(&self) -> Cow<'_, str> {
+        if let Some(text) = self.opts_key {
+            return Cow::Borrowed(text);
+        }
+        let mut text = String::new();
+        write_key_text(&mut text, self.opts);
+        Cow::Owned(text)
+    }
 }
 
 fn sha1(text: &str) -> [u8; 20] {
@@ -314,34 +257,32 @@ fn write_tagged(
 }
 
 /// Writes the part of a key after its head: limiter, options, scope and client, what tells
-/// keys of one prefix apart. A long or `#`-led client part is stored as its SHA-1: collision
-/// resistant, since two clients whose parts shared a digest would share a budget.
+/// keys of one prefix apart.
 fn write_counted(
     out: &mut impl KeyOut,
     limit: Named<'_>,
     scope: &str,
     part: &str,
 ) -> Result<(), Full> {
-    out.put(limit.limiter)?;
-    out.put(":")?;
-    if let Some(text) = limit.opts_key {
-        out.put(text)?;
-    } else {
-        let mut text = String::new();
-        write_key_text(&mut text, limit.opts);
-        out.put(&text)?;
+    let opts = limit.opts_text();
+    Route {
+        limiter: limit.limiter,
+        opts: &opts,
+        scope,
     }
-    out.put(":")?;
-    out.put(itoa::Buffer::new().format(scope.len()))?;
-    out.put(":")?;
-    out.put(scope)?;
-    out.put(":")?;
+    .write(out)?;
+    client_part(part, |client| out.put(client))
+}
+
+/// `f` of a client part as a key holds it: as it is, or when long or `#`-led as its SHA-1
+/// (collision resistant, since two clients whose parts shared a digest would share a budget).
+fn client_part<T>(part: &str, f: impl FnOnce(&str) -> T) -> T {
     if is_verbatim(part) {
-        out.put(part)
+        f(part)
     } else {
         let mut digest = String::with_capacity(41);
         push_digest(&mut digest, sha1(part));
-        out.put(&digest)
+        f(&digest)
     }
 }
 
@@ -374,11 +315,17 @@ mod tests {
         let [key] = keys.as_slice() else {
             panic!("one key expected, got {keys:?}");
         };
-        // What the memory backend hashes is the same text past its head, written on the stack.
+        // What the in-process stores digest is the same key past its head, never composed.
         let head = head_len("p");
-        let mut bytes = Vec::new();
-        keys.first_bytes(head, &mut |first| bytes = first.to_vec());
-        assert_eq!(bytes, &key.as_bytes()[head..]);
+        let digests = KeyDigests::new();
+        let fresh = Keys::namespaced(
+            Extracted::Owned(Key::from(client)),
+            "p",
+            limit,
+            Cow::Borrowed(scope),
+        );
+        let digest = fresh.first_digest(head, &digests);
+        assert_eq!(digest, digests.of_text(&key.as_bytes()[head..]));
         assert!(
             key[..head].starts_with("p:{") && key[..head].ends_with("}:"),
             "{key}"
@@ -390,7 +337,7 @@ mod tests {
             Cow::Borrowed(scope),
         );
         composed.first();
-        composed.first_bytes(head, &mut |first| assert_eq!(first, bytes));
+        assert_eq!(composed.first_digest(head, &digests), digest);
         key.clone()
     }
 
