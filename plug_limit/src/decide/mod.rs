@@ -251,6 +251,12 @@ impl Decider {
         let outcome = entry
             .style
             .finish(|| request.keys.first(), request.opts, outcome);
+        // Most checks: allowed, and no hook to hear of it. Returned at once, the outcome is
+        // moved once rather than through every arm below.
+        if entry.hook.is_none() && outcome.is_allowed() {
+            request.watch.decided(DecisionLabel::Allowed);
+            return Ok(Some(outcome));
+        }
         // The hook speaks first; the default path still counts, caches and logs the decision.
         let hooked = entry
             .hooked(&outcome)
