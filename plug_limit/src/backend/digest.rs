@@ -6,7 +6,7 @@
 //!
 //! A key past its head reads `{limiter}:{options}:{scope length}:{scope}:{client}`
 //! (`decide/keys.rs` composes it); its route part is everything before `{client}`, written by
-//! [`Route::write`] and found in a composed key by [`split`].
+//! [`Route::write_to`] and found in a composed key by [`split`].
 
 use std::cell::RefCell;
 use std::hash::{BuildHasher, RandomState};
@@ -107,8 +107,7 @@ impl KeyDigests {
             return self.route_text(text.as_bytes());
         }
         let mut text = String::new();
-        // Writing to a `String` cannot fail.
-        let _ = route.write(&mut text);
+        route.write_to(&mut text);
         self.route_text(text.as_bytes())
     }
 }
@@ -126,7 +125,12 @@ impl Route<'_> {
     /// Writes `{limiter}:{options}:{scope length}:{scope}:`: the scope is written with its
     /// length, so `scope = "/v1/items"` with client `batch:x` can never meet
     /// `scope = "/v1/items:batch"` with client `x`.
-    pub(crate) fn write(&self, out: &mut impl KeyOut) -> Result<(), Full> {
+    fn write(&self, out: &mut impl KeyOut) -> Result<(), Full> {
+        // What `split` reads the route part back by.
+        debug_assert!(
+            !self.limiter.contains(':') && !self.opts.contains(':'),
+            "a `:` in a limiter's name or a key's options: {self:?}",
+        );
         out.put(self.limiter)?;
         out.put(":")?;
         out.put(self.opts)?;
@@ -136,10 +140,16 @@ impl Route<'_> {
         out.put(self.scope)?;
         out.put(":")
     }
+
+    /// [`write`](Self::write) to a `String`.
+    pub(crate) fn write_to(&self, out: &mut String) {
+        // Writing to a `String` cannot fail.
+        let _ = self.write(out);
+    }
 }
 
 /// A composed key past its head split where its client part begins: its route part (what
-/// [`Route::write`] writes) and its client part. Neither a limiter (a registered name) nor
+/// [`Route::write_to`] writes) and its client part. Neither a limiter (a registered name) nor
 /// the options (see `limit::write_key_text`) hold a `:`, and the scope is read by its length,
 /// so the split finds the route part the key was composed of. A text not of that form (none
 /// the library composes) is all client part: any split works, as long as one text always
@@ -163,16 +173,15 @@ pub(crate) fn split(key: &[u8]) -> (&[u8], &[u8]) {
     key.split_at(route_len().unwrap_or(0))
 }
 
-/// Where a key's text is written: a `String`, or [`StackText`]. Writing to a `String` never
+/// Where a route part is written: a `String`, or [`StackText`]. Writing to a `String` never
 /// fails; writing to the stack fails past its room.
-pub(crate) trait KeyOut {
+trait KeyOut {
     fn put(&mut self, text: &str) -> Result<(), Full>;
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full>;
 }
 
-/// A key too long for [`StackText`].
+/// A text too long for [`StackText`].
 #[derive(Debug)]
-pub(crate) struct Full;
+struct Full;
 
 impl KeyOut for String {
     #[inline]
@@ -180,19 +189,13 @@ impl KeyOut for String {
         self.push_str(text);
         Ok(())
     }
-
-    #[inline]
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
-        self.extend(bytes.map(char::from));
-        Ok(())
-    }
 }
 
-/// The longest text written on the stack; a longer one (a long prefix or scope) is written
-/// on the heap.
+/// The longest route part written on the stack; a longer one (a long scope or options) is
+/// written on the heap.
 const ON_STACK: usize = 256;
 
-/// A key's text on the stack: [`ON_STACK`] bytes at most, a longer one refused.
+/// A route part's text on the stack: [`ON_STACK`] bytes at most, a longer one refused.
 struct StackText {
     bytes: [u8; ON_STACK],
     len: usize,
@@ -228,11 +231,6 @@ impl KeyOut for StackText {
     #[inline]
     fn put(&mut self, text: &str) -> Result<(), Full> {
         self.put_bytes(text.as_bytes())
-    }
-
-    #[inline]
-    fn put_ascii(&mut self, bytes: [u8; 4]) -> Result<(), Full> {
-        self.put_bytes(&bytes)
     }
 }
 
@@ -337,7 +335,7 @@ mod tests {
 
     fn written(route: Route<'_>) -> String {
         let mut text = String::new();
-        route.write(&mut text).unwrap();
+        route.write_to(&mut text);
         text
     }
 
@@ -384,7 +382,8 @@ mod tests {
     #[test]
     fn a_key_by_its_parts_digests_as_its_text_does() {
         let digests = KeyDigests::new();
-        let long_scope = "/s".repeat(100);
+        // Past a slot's room, and past the stack's: hashed each time, written on the heap.
+        let long_scope = "/s".repeat(150);
         for scope in ["/v1/items", "", "/users/{id}", long_scope.as_str()] {
             let route = route("fixed_window", "10,60", scope);
             for client in ["alice", "", "b:c"] {

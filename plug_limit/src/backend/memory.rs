@@ -26,9 +26,10 @@ const _: () = assert!(size_of::<Option<Stored>>() == size_of::<Stored>());
 /// shard evicts the state that expires soonest (see
 /// [`Builder::memory_capacity`](crate::Builder::memory_capacity)).
 ///
-/// A key is told apart by its text past its `{prefix}:{TAG}:` head: one handle's keys share
-/// its prefix, and the tag is a function of the client part that ends the key, so the head
-/// tells no two keys apart and hashing it would only cost. A memory backend serves one handle.
+/// A key is told apart by the digest of its text past its `{prefix}:{TAG}:` head (see
+/// `digest.rs`): one handle's keys share its prefix, and the tag is a function of the client
+/// part that ends the key, so the head tells no two keys apart and hashing it would only cost.
+/// A memory backend serves one handle.
 pub(crate) struct MemoryBackend {
     /// `None` only while an evaluation runs: a key whose state it deletes is removed.
     states: Sharded<Option<Stored>>,

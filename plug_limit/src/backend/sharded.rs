@@ -1,4 +1,4 @@
-//! A string-keyed map split over independently locked shards, with expired entries swept as
+//! A map keyed by keys' digests, split over independently locked shards, with expired entries swept as
 //! traffic flows and, when the map is bounded, the soonest-expiring entries evicted to make room:
 //! the store of the memory backend, of the local deny cache and of local batches.
 
@@ -29,7 +29,7 @@ const EVICT_SHARE: usize = 8;
 /// a second read from the heap: at ten thousand keys and more, that read missed the CPU's
 /// caches on most checks.
 ///
-/// One hash per operation: the digest picks the shard (from the high bits of its first half)
+/// One digest per operation: it picks the shard (from the high bits of its first half)
 /// and probes the shard's table (which reads that half's low bits and its top seven). A client
 /// cannot choose which shard its keys land in, which is what spreads a bound kept per shard
 /// evenly over a spray.
@@ -214,7 +214,7 @@ impl<V> Sharded<V> {
 
 impl<V> std::fmt::Debug for Sharded<V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // Not the hasher: its key is what keeps digests unpredictable.
+        // Not the digests' hash keys: they are what keeps digests unpredictable.
         f.debug_struct("Sharded")
             .field("shards", &self.shards.len())
             .finish_non_exhaustive()

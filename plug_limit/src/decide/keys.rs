@@ -16,7 +16,7 @@
 //!   their text, an empty one, one starting with `#`, or more than 64 bytes of them in all are
 //!   stored as `#` and the hex SHA-1 of each option's length and text: the part never holds a
 //!   `:` and tells every list of options apart (`limit::write_key_text`). A limit writes it
-//!   once: a typed one at compile time (`Limit::OPTS_KEY`), a `RuntimeLimit` when made.
+//!   once: a typed one at compile time (`limit::OptsKey`), a `RuntimeLimit` when made.
 //! - The scope is length-prefixed, so `scope = "/v1/items"` with client `batch:x` can never
 //!   meet `scope = "/v1/items:batch"` with client `x`: the composition is injective.
 //! - A client part longer than [`MAX_VERBATIM`] bytes, or one starting with `#`, is stored as
@@ -31,7 +31,7 @@
 use std::borrow::Cow;
 use std::sync::OnceLock;
 
-use crate::backend::digest::{Full, KeyOut, Route};
+use crate::backend::digest::Route;
 use crate::backend::{Digest, KeyDigests, KeyText, head_len, past_head};
 use crate::key::Extracted;
 use crate::limit::{Opt, push_digest, write_key_text};
@@ -159,8 +159,7 @@ impl Plan<'_> {
         let tag = tag(first);
         let one = |part: &str| {
             let mut key = String::with_capacity(self.len_of(part));
-            // Writing to a `String` cannot fail.
-            let _ = write_tagged(&mut key, self.prefix, tag, self.limit, &self.scope, part);
+            write_tagged(&mut key, self.prefix, tag, self.limit, &self.scope, part);
             key
         };
         let first_key = one(first);
@@ -181,7 +180,7 @@ impl Plan<'_> {
 }
 
 /// What a key names of its limit: the limiter and its options, with the options' part of the
-/// key when the limit wrote it ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made).
+/// key when the limit wrote it ahead (`limit::OptsKey`, a `RuntimeLimit` when made).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Named<'a> {
     pub(crate) limiter: &'a str,
@@ -241,37 +240,32 @@ fn key_len(prefix: &str, limit: Named<'_>, scope: &str, part: &str) -> usize {
 
 /// Writes one key under `tag` to `out`: its head (`prefix`, `tag`), then the rest.
 fn write_tagged(
-    out: &mut impl KeyOut,
+    out: &mut String,
     prefix: &str,
     tag: [u8; 4],
     limit: Named<'_>,
     scope: &str,
     part: &str,
-) -> Result<(), Full> {
-    out.put(prefix)?;
-    out.put(":{")?;
+) {
+    out.push_str(prefix);
+    out.push_str(":{");
     // The tag is ASCII hex digits.
-    out.put_ascii(tag)?;
-    out.put("}:")?;
-    write_counted(out, limit, scope, part)
+    out.extend(tag.map(char::from));
+    out.push_str("}:");
+    write_counted(out, limit, scope, part);
 }
 
 /// Writes the part of a key after its head: limiter, options, scope and client, what tells
 /// keys of one prefix apart.
-fn write_counted(
-    out: &mut impl KeyOut,
-    limit: Named<'_>,
-    scope: &str,
-    part: &str,
-) -> Result<(), Full> {
+fn write_counted(out: &mut String, limit: Named<'_>, scope: &str, part: &str) {
     let opts = limit.opts_text();
     Route {
         limiter: limit.limiter,
         opts: &opts,
         scope,
     }
-    .write(out)?;
-    client_part(part, |client| out.put(client))
+    .write_to(out);
+    client_part(part, |client| out.push_str(client));
 }
 
 /// `f` of a client part as a key holds it: as it is, or when long or `#`-led as its SHA-1
@@ -487,16 +481,17 @@ mod tests {
         );
     }
 
-    /// The options' part a limit writes ahead (`Limit::OPTS_KEY`, a `RuntimeLimit` when made)
+    /// The options' part a limit writes ahead (`limit::OptsKey`, a `RuntimeLimit` when made)
     /// makes the key a key makes without it.
     #[test]
     fn options_written_ahead_make_the_same_key() {
-        use crate::limit::{FixedWindow, Limit};
+        use crate::limit::{FixedWindow, LimitRef};
 
-        assert_eq!(<FixedWindow<10, 60>>::OPTS_KEY, Some("10,60"));
+        let opts_key = LimitRef::of::<FixedWindow<10, 60>>().opts_key;
+        assert_eq!(opts_key, Some("10,60"));
         // Written ahead or not, one key.
         let ahead = Named {
-            opts_key: <FixedWindow<10, 60>>::OPTS_KEY,
+            opts_key,
             ..limit("fixed_window", TEN_A_MINUTE)
         };
         assert_eq!(one_of(ahead, "/", "ann"), one("/", "ann"));

@@ -98,10 +98,15 @@ pub trait Limit: Send + Sync + 'static {
     /// [`Usage`](crate::Usage) the handler reports to: they must have one
     /// [`COST`](Self::COST) (a stack of settling limits of different costs does not compile).
     const SETTLE: bool = false;
+}
 
-    /// [`OPTS`](Self::OPTS) as a key holds them, written once at compile time.
-    #[doc(hidden)]
-    const OPTS_KEY: Option<&'static str> = match &key_text(Self::OPTS) {
+/// `L::OPTS` as a key holds them, written once at compile time. Not a member of [`Limit`], so
+/// no implementation writes other text: the in-process stores find a key's options by the
+/// text [`write_key_text`] writes, which holds no `:` (see `backend/digest.rs`).
+struct OptsKey<L>(std::marker::PhantomData<L>);
+
+impl<L: Limit> OptsKey<L> {
+    const TEXT: Option<&'static str> = match &key_text(L::OPTS) {
         Some((text, len)) => match std::str::from_utf8(text.split_at(*len).0) {
             Ok(text) => Some(text),
             Err(_) => None,
@@ -219,7 +224,7 @@ pub struct LimitRef<'a> {
     /// a typed one), so that a check finds its limiter without hashing the name.
     pub(crate) builtin: Option<Builtin>,
     pub(crate) opts: &'a [Opt],
-    /// The options as the key holds them, when written ahead (see `Limit::OPTS_KEY`).
+    /// The options as the key holds them, when written ahead (see `OptsKey`).
     pub(crate) opts_key: Option<&'a str>,
     pub(crate) cost: u32,
     pub(crate) scope: Option<&'a str>,
@@ -245,7 +250,7 @@ impl LimitRef<'static> {
             limiter: L::LIMITER,
             builtin: Builtin::from_name(L::LIMITER),
             opts: L::OPTS,
-            opts_key: L::OPTS_KEY,
+            opts_key: OptsKey::<L>::TEXT,
             cost: L::COST,
             scope: L::SCOPE,
             key: L::KEY,

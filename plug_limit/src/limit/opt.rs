@@ -38,7 +38,7 @@ impl Opt {
 pub(crate) const KEY_TEXT_MAX: usize = 64;
 
 /// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`),
-/// for `Limit::OPTS_KEY`: what [`write_key_text`] writes, where it writes their text. `None`
+/// for `OptsKey`: what [`write_key_text`] writes, where it writes their text. `None`
 /// when a key holds their digest instead (a text with `,` or `:`, empty or `#`-led, or more
 /// than [`KEY_TEXT_MAX`] bytes in all) or the options are made at run time (`Opt::Text`),
 /// which a `const fn` cannot read: [`write_key_text`] then writes them (a test holds the two
