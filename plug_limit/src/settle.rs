@@ -183,7 +183,21 @@ impl Owing for Pending {
 /// Leaves in `extensions` the [`Usage`] a handler reports to: `pending`'s, or, for a limit
 /// that `settles` but counted nothing (limits disabled, failed open, a shadow denial), one whose
 /// reports go nowhere. Returns it.
+#[inline]
 pub(crate) fn leave_usage(
+    extensions: &mut http::Extensions,
+    pending: Option<&dyn Owing>,
+    settles: bool,
+) -> Option<Usage> {
+    // Inline to here: most requests owe nothing and take no usage.
+    if pending.is_none() && !settles {
+        return None;
+    }
+    usage_left(extensions, pending, settles)
+}
+
+/// [`leave_usage`] of a request that owes something or takes a usage.
+fn usage_left(
     extensions: &mut http::Extensions,
     pending: Option<&dyn Owing>,
     settles: bool,

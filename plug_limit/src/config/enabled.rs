@@ -49,15 +49,23 @@ impl Enabled {
 
     /// Whether limits apply now.
     #[must_use]
+    #[inline]
     pub fn is_enabled(&self) -> bool {
+        // Inline, as every check asks: a fixed answer costs no call.
         match self {
             Self::Fixed(on) => *on,
-            Self::Env { env, default } => match std::env::var(env).as_deref() {
-                Ok("true" | "1") => true,
-                Ok("false" | "0") => false,
-                _ => *default,
-            },
+            Self::Env { env, default } => from_env(env, *default),
         }
+    }
+}
+
+/// Whether `env` says limits apply now: `default` unless it is set to `true`, `1`, `false` or
+/// `0`.
+fn from_env(env: &str, default: bool) -> bool {
+    match std::env::var(env).as_deref() {
+        Ok("true" | "1") => true,
+        Ok("false" | "0") => false,
+        _ => default,
     }
 }
 

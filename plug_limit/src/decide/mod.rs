@@ -189,9 +189,16 @@ impl Decider {
         }))
     }
 
-    /// The local deny cache's answer to `request`, if it holds a denial for it.
+    /// The local deny cache's answer to `request`, if it holds a denial for it. Inline, so
+    /// that a limiter without the cache (the memory backend's) pays no call to learn it.
+    #[inline]
     fn cached_denial(&self, request: &Request<'_>) -> Option<Decided> {
         let (opts, now_ms) = request.cached?;
+        self.cached_denial_at(request, opts, now_ms)
+    }
+
+    /// [`cached_denial`](Self::cached_denial) of a limiter with the cache.
+    fn cached_denial_at(&self, request: &Request<'_>, opts: u64, now_ms: i64) -> Option<Decided> {
         let outcome = self
             .denials
             .get(&request.keys, opts, request.cost, now_ms)?;

@@ -182,6 +182,7 @@ pub(crate) struct Watch<'a> {
 impl<'a> Watch<'a> {
     /// A request's check of `limiter` within `scope`.
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    #[inline]
     pub(crate) fn request(telemetry: &'a Telemetry, limiter: &str, scope: &str) -> Self {
         Self {
             span: span(limiter, scope),
@@ -234,6 +235,7 @@ impl<'a> Watch<'a> {
 
     /// The check's span entered, until the guard drops; `None` when nothing would record it,
     /// which spares a disabled span's clone, enter, exit and drop on every check.
+    #[inline(always)]
     pub(crate) fn entered(&self) -> Option<EnteredSpan> {
         self.span.as_ref().map(|span| span.clone().entered())
     }
@@ -311,11 +313,18 @@ impl<'a> Watch<'a> {
 /// of that; when nothing anywhere is enabled at `DEBUG`, it is not even made. The `log` level
 /// is read once, as the check starts: a level raised while a check runs shows from the next
 /// check on.
+#[inline(always)]
 fn span(limiter: &str, scope: &str) -> Option<Span> {
+    // Inline to here: with nothing enabled at `DEBUG` (most of the time), no call is made.
     let log_quiet = log::max_level() < log::LevelFilter::Debug;
     if log_quiet && LevelFilter::current() < LevelFilter::DEBUG {
         return None;
     }
+    made_span(limiter, scope, log_quiet)
+}
+
+/// [`span`] once something may take it.
+fn made_span(limiter: &str, scope: &str, log_quiet: bool) -> Option<Span> {
     let span = tracing::debug_span!(
         target: "plug_limit::decide",
         "plug_limit.decide",
