@@ -242,7 +242,7 @@ impl Decider {
 
     /// Turns an evaluation into the request's fate: allowed, denied (and remembered by the
     /// deny cache), or failed by the limiter's policy.
-    #[inline]
+    #[inline(always)]
     fn conclude(&self, request: &Request<'_>, result: Result<Outcome, Error>) -> Decided {
         match result {
             Ok(outcome) => self.verdict(request, outcome),
