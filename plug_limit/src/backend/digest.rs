@@ -243,14 +243,25 @@ const _: () = assert!(SLOTS.is_power_of_two());
 /// route part is hashed on every check.
 const ROOM: usize = 112;
 
-/// The slot that keeps `route`'s part for map `map`: picked by where its options' and scope's
-/// text live, which for a typed limit on a route is the same text on every check. Only a hint:
-/// a slot is read only once its pieces compare equal, so a route whose text moved is hashed
-/// again and kept where it now points, and two routes that share a slot are only hashed
-/// again. Hashing the pieces' bytes to pick the slot cost as much as hashing the route part.
+/// The slot that keeps `route`'s part for map `map`: a mix of the map, the pieces' lengths, the
+/// options' last byte and the scope's second and middle bytes (where route templates tend to
+/// differ: `/users/{id}`, `/posts/{id}`).
+/// Only a hint: a slot is read once its pieces compare equal, so two routes that share one are
+/// only hashed again. Not their address, which would move the slots with every run's layout
+/// (and a count of instructions with it), nor a hash of every byte, which cost about what
+/// hashing the route part does.
 fn slot_of(map: u64, route: Route<'_>) -> usize {
-    let at = |text: &str| text.as_ptr() as u64;
-    let mixed = (map ^ at(route.opts) ^ at(route.scope).rotate_left(29)).wrapping_mul(MIX);
+    let at = |text: &str, index: usize| u64::from(text.as_bytes().get(index).copied().unwrap_or(0));
+    let (limiter, opts, scope) = (route.limiter, route.opts, route.scope);
+    let len = |text: &str| text.len() as u64;
+    let mixed = (map
+        ^ len(limiter)
+        ^ len(opts) << 8
+        ^ len(scope) << 16
+        ^ at(opts, opts.len().wrapping_sub(1)) << 24
+        ^ at(scope, 1) << 32
+        ^ at(scope, scope.len() / 2) << 40)
+        .wrapping_mul(MIX);
     // The top bits, which the multiplication mixed most: `SLOTS` is a power of two.
     usize::try_from(mixed >> (u64::BITS - SLOTS.trailing_zeros())).unwrap_or_default()
 }
