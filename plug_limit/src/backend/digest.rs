@@ -245,11 +245,10 @@ const ROOM: usize = 112;
 
 /// The slot that keeps `route`'s part for map `map`: a mix of the map, the pieces' lengths, the
 /// options' last byte and the scope's second and middle bytes (where route templates tend to
-/// differ: `/users/{id}`, `/posts/{id}`).
-/// Only a hint: a slot is read once its pieces compare equal, so two routes that share one are
-/// only hashed again. Not their address, which would move the slots with every run's layout
-/// (and a count of instructions with it), nor a hash of every byte, which cost about what
-/// hashing the route part does.
+/// differ: `/users/{id}`, `/posts/{id}`). Only a hint: a slot is read once its pieces compare
+/// equal, so two routes that share one are only hashed again. Not their address, which would
+/// move the slots with every run's layout (and a count of instructions with it), nor a hash of
+/// every byte, which cost about what hashing the route part does.
 fn slot_of(map: u64, route: Route<'_>) -> usize {
     let at = |text: &str, index: usize| u64::from(text.as_bytes().get(index).copied().unwrap_or(0));
     let (limiter, opts, scope) = (route.limiter, route.opts, route.scope);

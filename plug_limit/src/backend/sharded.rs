@@ -1,6 +1,6 @@
-//! A map keyed by keys' digests, split over independently locked shards, with expired entries swept as
-//! traffic flows and, when the map is bounded, the soonest-expiring entries evicted to make room:
-//! the store of the memory backend, of the local deny cache and of local batches.
+//! A map keyed by keys' digests, split over independently locked shards, with expired entries
+//! swept as traffic flows and, when the map is bounded, the soonest-expiring entries evicted to
+//! make room: the store of the memory backend, of the local deny cache and of local batches.
 
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;

@@ -46,7 +46,8 @@ struct Inner {
     /// The check's timeout: how long a request waits for its key's reservation, and how
     /// long a give-back may take to land.
     timeout: Duration,
-    /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend keys it).
+    /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend
+    /// keys it).
     slots: Sharded<Arc<Slot>>,
     /// The length of its keys' head.
     head: usize,

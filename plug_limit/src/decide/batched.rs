@@ -22,7 +22,7 @@ impl Decider {
         match batches.spend(&request.keys, opts) {
             Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
             Err(slot) => {
-                let span = request.watch.span().clone();
+                let span = request.watch.span().cloned();
                 waiting(span, async move {
                     let result = batches.reserve(slot, redis, request.call(), opts).await;
                     self.conclude(&request, result)

@@ -21,8 +21,8 @@ const SHARDS: usize = 16;
 /// cache holds about the keys denied within their waits.
 #[derive(Debug)]
 pub(crate) struct DenyCache {
-    /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend keys it): the
-    /// denials of each limit (options) counting under it.
+    /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend
+    /// keys it): the denials of each limit (options) counting under it.
     denials: Sharded<Vec<Denial>>,
     /// The length of its keys' head.
     head: usize,

@@ -230,7 +230,7 @@ impl Decider {
                 Step::Done(self.conclude(&request, result))
             }
             Started::Redis(redis) => {
-                let span = request.watch.span().clone();
+                let span = request.watch.span().cloned();
                 waiting(span, async move {
                     let result = redis.eval(request.call()).await;
                     let result = self.admit(&request, backend, result);
@@ -456,7 +456,7 @@ impl Decider {
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(|| keys.first(), opts, outcome))
         };
-        let result = traced(watch.span().clone(), work).await;
+        let result = traced(watch.span().cloned(), work).await;
         watch.checked(&result);
         result
     }
@@ -607,20 +607,22 @@ fn opts_id(opts: &[Opt]) -> u64 {
 }
 
 /// A check waiting on Redis (see [`traced`]).
-fn waiting<'a>(span: tracing::Span, call: impl Future<Output = Decided> + Send + 'a) -> Step<'a> {
+fn waiting<'a>(
+    span: Option<tracing::Span>,
+    call: impl Future<Output = Decided> + Send + 'a,
+) -> Step<'a> {
     Step::Waiting(Box::pin(traced(span, call)))
 }
 
-/// `work` within `span` when anything records it: entering and leaving a disabled span on
-/// every poll cost a Redis check about 400 instructions.
+/// `work` within `span` when there is one (something would record it): entering and leaving
+/// a disabled span on every poll cost a Redis check about 400 instructions.
 fn traced<F: Future>(
-    span: tracing::Span,
+    span: Option<tracing::Span>,
     work: F,
 ) -> Either<F, tracing::instrument::Instrumented<F>> {
-    if span.is_none() {
-        Either::Left(work)
-    } else {
-        Either::Right(work.instrument(span))
+    match span {
+        None => Either::Left(work),
+        Some(span) => Either::Right(work.instrument(span)),
     }
 }
 

@@ -9,9 +9,8 @@
 
 use http::request::Parts;
 use smallvec::SmallVec;
-use tracing::{Instrument, Span};
 
-use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
+use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, traced, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Backend, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
@@ -93,7 +92,7 @@ impl Decider {
                 Step::Done(self.conclude_stack(backend, &requests, result))
             }
             Ok(StartedStack::Redis(redis)) => {
-                let span = requests[0].watch.span().clone();
+                let span = requests[0].watch.span().cloned();
                 waiting(span, async move {
                     let result = redis.eval_stack(&stack_parts(&requests)).await;
                     self.conclude_stack(backend, &requests, result)
@@ -123,10 +122,8 @@ impl Decider {
                 )
             })
             .collect();
-        let span = watches
-            .first()
-            .map_or_else(Span::none, |watch| watch.span().clone());
-        let result = self.check_stack(limits, &watches).instrument(span).await;
+        let span = watches.first().and_then(|watch| watch.span().cloned());
+        let result = traced(span, self.check_stack(limits, &watches)).await;
         if let Err(error) = &result {
             for watch in &watches {
                 watch.failed(telemetry::cause(error));

@@ -220,9 +220,10 @@ impl<'a> Watch<'a> {
         None
     }
 
-    /// The check's span, to enter or to instrument its wait on Redis with.
-    pub(crate) fn span(&self) -> &Span {
-        self.span.as_ref().unwrap_or(&NO_SPAN)
+    /// The check's span, to instrument its wait on Redis with; `None` when nothing would
+    /// record it.
+    pub(crate) fn span(&self) -> Option<&Span> {
+        self.span.as_ref()
     }
 
     /// Records `value` as the span's `field`, when there is a span.
@@ -339,6 +340,3 @@ fn made_span(limiter: &str, scope: &str, log_quiet: bool) -> Option<Span> {
     }
     Some(span)
 }
-
-/// The span of a check that has none, for [`Watch::span`]'s callers.
-static NO_SPAN: Span = Span::none();
