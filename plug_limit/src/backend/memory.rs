@@ -86,7 +86,10 @@ impl MemoryBackend {
 
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
     /// key locked (in one order, so two stacks never wait on each other in a cycle).
-    pub(crate) fn eval_stack(&self, parts: &[StackPart<'_>]) -> Stacked {
+    pub(crate) fn eval_stack<'p>(
+        &self,
+        parts: impl Iterator<Item = StackPart<'p>> + Clone,
+    ) -> Stacked {
         // Pushed one by one, as `sharded::few` fills a collection (why, there): this loop fills
         // three at once, and the one for `slots` below reads the locked shards.
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
@@ -94,7 +97,7 @@ impl MemoryBackend {
         // digest, which no two keys share.
         let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
         let mut slot_of: SmallVec<[usize; FEW]> = SmallVec::new();
-        for part in parts {
+        for part in parts.clone() {
             algorithms.push(stack::Part {
                 algorithm: part.program.builtin_only()?,
                 opts: part.opts,
@@ -125,14 +128,15 @@ impl MemoryBackend {
         let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
         for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
-            match slot {
-                Some(stored) => {
-                    if shard.get_mut().is_none() {
-                        shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
-                    }
+            match (slot, shard.get_mut()) {
+                // A key that had state gets it back where it was taken from: no second probe.
+                (Some(stored), Some(held)) => *held = Some(stored),
+                (Some(stored), None) => {
+                    shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
                     shard.insert(Some(stored));
                 }
-                None => shard.remove(),
+                (None, Some(_)) => shard.remove(),
+                (None, None) => {}
             }
         }
         let verdicts = verdicts.map_err(Error::Input)?;
@@ -141,7 +145,7 @@ impl MemoryBackend {
             outcomes.push(Some(outcome(verdict, &part.program.headers)?));
         }
         // The parts after a denial were not run.
-        while outcomes.len() < parts.len() {
+        while outcomes.len() < algorithms.len() {
             outcomes.push(None);
         }
         Ok(outcomes)

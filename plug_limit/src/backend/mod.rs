@@ -186,8 +186,14 @@ impl Backend {
 
     /// Evaluates stacked limits as far as they go without waiting: every part must be a
     /// built-in with its number of options.
-    pub(crate) fn start_stack(&self, parts: &[StackPart<'_>]) -> Result<StartedStack<'_>, Error> {
-        for part in parts {
+    ///
+    /// The parts are read as they are made, in order, once per pass over them: a stack's
+    /// parts are not collected first.
+    pub(crate) fn start_stack<'p>(
+        &self,
+        parts: impl Iterator<Item = StackPart<'p>> + Clone,
+    ) -> Result<StartedStack<'_>, Error> {
+        for part in parts.clone() {
             let algorithm = part.program.builtin_only()?;
             algorithm
                 .check_arity(part.opts.len())

@@ -85,7 +85,7 @@ impl Decider {
         for request in &requests {
             request.watch.dispatched(backend.name());
         }
-        let started = backend.start_stack(&stack_parts(&requests));
+        let started = backend.start_stack(stack_parts(&requests));
         match started {
             Err(error) => Step::Done(self.fail_stack(&requests, error)),
             Ok(StartedStack::Done(result)) => {
@@ -94,7 +94,7 @@ impl Decider {
             Ok(StartedStack::Redis(redis)) => {
                 let span = requests[0].watch.span().cloned();
                 waiting(span, async move {
-                    let result = redis.eval_stack(&stack_parts(&requests)).await;
+                    let result = redis.eval_stack(&few(stack_parts(&requests))).await;
                     self.conclude_stack(backend, &requests, result)
                 })
             }
@@ -159,7 +159,7 @@ impl Decider {
                 soft: false,
             })
             .collect();
-        let outcomes = match backend.start_stack(&parts)? {
+        let outcomes = match backend.start_stack(parts.iter().copied())? {
             StartedStack::Done(result) => result?,
             StartedStack::Redis(redis) => redis.eval_stack(&parts).await?,
         };
@@ -226,74 +226,68 @@ impl Decider {
         requests: &[Request<'_>],
         outcomes: Few<Option<Outcome>>,
     ) -> Decided {
+        let denied = |outcome: &Option<Outcome>| outcome.as_ref().is_some_and(|o| !o.is_allowed());
         let denier = requests
             .iter()
             .zip(&outcomes)
-            .position(|(request, outcome)| {
-                !request.entry.shadow
-                    && outcome
-                        .as_ref()
-                        .is_some_and(|outcome| !outcome.is_allowed())
-            });
-        let mut ran: Few<Ran<'_, '_>> = Few::new();
+            .position(|(request, outcome)| !request.entry.shadow && denied(outcome));
+        if let Some(denier) = denier {
+            return self.stack_denied(requests, outcomes, denier);
+        }
+        // A shadow limit's would-be denial speaks for nothing: the headers are those of the
+        // limits that allowed (of every limit, when each one is a shadow denial), and the
+        // request is allowed.
+        let any_allowed = outcomes.iter().flatten().any(Outcome::is_allowed);
+        // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
+        let hooks = requests.iter().any(|request| request.entry.hook.is_some());
+        let mut heard: Few<&Entry> = Few::new();
         let mut owed = Vec::new();
-        for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
+        // In one pass, the outcomes not collected: each limit's is styled and merged as it
+        // comes.
+        let merged = merge(requests.iter().zip(outcomes).filter_map(|(request, outcome)| {
             let Some(outcome) = outcome else {
                 // Not run: an earlier limit denied.
                 request.watch.undecided();
-                continue;
+                return None;
             };
-            // What an admitted stack owes each limit that settles after the response; a denied
-            // stack gave back what it took.
-            if denier.is_none() && request.terms.owes() && outcome.is_allowed() {
-                let caches_denials = request.cached.is_some();
-                owed.push(self.owed(
-                    backend,
-                    request.call(),
-                    request.terms,
-                    caches_denials,
-                    &outcome,
-                ));
-            }
-            let tightness = Tightness::of(&outcome);
-            let outcome =
-                request
-                    .entry
-                    .style
-                    .finish(|| request.keys.first(), request.opts, outcome);
-            ran.push((at, request, tightness, outcome));
-        }
-        if let Some(denier) = denier {
-            return self.stack_denied(ran, denier);
-        }
-        for (_, request, _, outcome) in &ran {
             let entry = request.entry;
             if outcome.is_allowed() {
                 request.watch.decided(DecisionLabel::Allowed);
+                // What an admitted stack owes each limit that settles after the response.
+                if request.terms.owes() {
+                    let caches_denials = request.cached.is_some();
+                    owed.push(self.owed(
+                        backend,
+                        request.call(),
+                        request.terms,
+                        caches_denials,
+                        &outcome,
+                    ));
+                }
             } else {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
                 request.watch.decided(DecisionLabel::ShadowDenied);
+                if any_allowed {
+                    return None;
+                }
             }
-        }
-        // A shadow limit's would-be denial speaks for nothing: the headers are those of the
-        // limits that allowed (of every limit, when each one is a shadow denial), and the
-        // request is allowed.
-        if ran.iter().any(|(_, _, _, outcome)| outcome.is_allowed()) {
-            ran.retain(|(_, _, _, outcome)| outcome.is_allowed());
-        }
-        let entries = few(ran.iter().map(|(_, request, _, _)| request.entry));
-        let merged = merge(
-            ran.into_iter()
-                .map(|(_, _, tightness, outcome)| (tightness, outcome)),
-        );
+            if hooks {
+                heard.push(entry);
+            }
+            let tightness = Tightness::of(&outcome);
+            let outcome = entry
+                .style
+                .finish(|| request.keys.first(), request.opts, outcome);
+            Some((tightness, outcome))
+        }));
         let merged = match Pending::stacked(owed) {
             Some(pending) => merged.owing(pending),
             None => merged,
         };
         // The first hook with an answer speaks; a shadow limiter's cannot refuse.
-        let hooked = entries.iter().find_map(|entry| {
+        let hooked = heard.iter().find_map(|entry| {
             entry
                 .hooked(&merged)
                 .filter(|decided| !(entry.shadow && decided.is_err()))
@@ -302,13 +296,18 @@ impl Decider {
     }
 
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
-    /// default answer (or its hook's), its deny cache remembers; the limits before it got back what they
-    /// took, and decided nothing.
-    fn stack_denied(&self, ran: Few<Ran<'_, '_>>, denier: usize) -> Decided {
+    /// default answer (or its hook's), its deny cache remembers; the limits before it got back
+    /// what they took, and decided nothing, as did those after it, which did not run.
+    fn stack_denied(
+        &self,
+        requests: &[Request<'_>],
+        outcomes: Few<Option<Outcome>>,
+        denier: usize,
+    ) -> Decided {
         let mut denial = None;
-        for (at, request, _, outcome) in ran {
+        for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
             if at == denier {
-                denial = Some((request, outcome));
+                denial = outcome.map(|outcome| (request, outcome));
             } else {
                 request.watch.undecided();
             }
@@ -317,6 +316,9 @@ impl Decider {
             return Ok(None);
         };
         let entry = request.entry;
+        let outcome = entry
+            .style
+            .finish(|| request.keys.first(), request.opts, outcome);
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
         request.watch.decided(DecisionLabel::Denied);
         if let Some((opts, now_ms)) = request.cached {
@@ -353,7 +355,7 @@ impl Decider {
             })
             .unwrap_or(FailurePolicy::Open);
         if policy == FailurePolicy::Memory {
-            match self.fallback().start_stack(&stack_parts(requests)) {
+            match self.fallback().start_stack(stack_parts(requests)) {
                 Ok(StartedStack::Done(Ok(outcomes))) => {
                     for request in requests {
                         request.watch.fell_back();
@@ -376,19 +378,17 @@ impl Decider {
 /// stacked limits made about twenty allocations.
 type Few<T> = SmallVec<[T; 4]>;
 
-/// A limit of a stack that ran: its position, its request, how tight it is, its styled
-/// outcome.
-type Ran<'r, 'a> = (usize, &'r Request<'a>, Tightness, Outcome);
-
-/// The stack's parts, as the backend takes them.
-fn stack_parts<'r>(requests: &'r [Request<'_>]) -> Few<StackPart<'r>> {
-    few(requests.iter().map(|request| StackPart {
+/// The stack's parts, as the backend takes them, made as they are read.
+fn stack_parts<'r>(
+    requests: &'r [Request<'_>],
+) -> impl Iterator<Item = StackPart<'r>> + Clone + use<'r> {
+    requests.iter().map(|request| StackPart {
         program: &request.entry.program,
         keys: &request.keys,
         opts: request.opts,
         cost: request.cost,
         soft: request.entry.shadow,
-    }))
+    })
 }
 
 /// Ends the watch of every request in `requests` without a decision.
