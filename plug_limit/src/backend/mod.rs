@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use crate::algorithm::{Builtin, Runtime};
+use crate::algorithm::{Builtin, Report, Runtime};
 use crate::error::Error;
 use crate::limit::{Charge, Opt};
 use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
 pub(crate) use self::digest::{Digest, KeyDigests};
-pub(crate) use self::memory::MemoryBackend;
+pub(crate) use self::memory::{MemoryBackend, Twin};
 pub use self::redis::EvictionPolicy;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
 
@@ -138,8 +138,43 @@ impl StackPart<'_> {
 /// (after a denial).
 pub(crate) type Stacked = Result<Outcomes, Error>;
 
-/// Each stacked part's outcome, a stack's few held inline.
-pub(crate) type Outcomes = SmallVec<[Option<Outcome>; 4]>;
+/// Each stacked part's answer, a stack's few held inline.
+pub(crate) type Outcomes = SmallVec<[Option<Answer>; 4]>;
+
+/// What one part of a stack answered: Redis's reply, read to an outcome, or a twin's verdict,
+/// checked as a reply is and made an outcome only when the stack keeps it. Of a stack that
+/// allows, one limit speaks for all (in the legacy style): the others' outcomes, each an
+/// allocation, would be made only to be dropped.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    Outcome(Outcome),
+    Twin(Twin),
+}
+
+impl Answer {
+    pub(crate) fn is_allowed(&self) -> bool {
+        match self {
+            Self::Outcome(outcome) => outcome.is_allowed(),
+            Self::Twin(twin) => twin.is_allowed(),
+        }
+    }
+
+    /// The numbers a built-in reported of the limit.
+    pub(crate) fn report(&self) -> Option<&Report> {
+        match self {
+            Self::Outcome(outcome) => outcome.report(),
+            Self::Twin(twin) => Some(twin.report()),
+        }
+    }
+
+    /// The outcome, its values under `names` (its limiter's header names) for a twin's.
+    pub(crate) fn into_outcome(self, names: &Names) -> Outcome {
+        match self {
+            Self::Outcome(outcome) => outcome,
+            Self::Twin(twin) => twin.into_outcome(names),
+        }
+    }
+}
 
 /// How far a backend gets without waiting: decided (memory), or to be sent to Redis.
 pub(crate) enum Started<'a> {

@@ -19,7 +19,7 @@ use tracing::Instrument;
 use axum::extract::MatchedPath;
 use http::request::Parts;
 
-use crate::algorithm::Builtin;
+use crate::algorithm::{Builtin, Report};
 use crate::backend::{Backend, Call, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
@@ -373,7 +373,7 @@ impl Decider {
     ) -> Result<Outcome, Error> {
         match result {
             Ok(outcome) if outcome.is_allowed() => {
-                let pending = self.owed(backend, call, terms, caches_denials, &outcome);
+                let pending = self.owed(backend, call, terms, caches_denials, outcome.report());
                 // A set clock, not real time, ends leases: renewals would keep them forever.
                 let pending = if self.clock.is_none() {
                     pending.renewing()
@@ -407,10 +407,9 @@ impl Decider {
         call: Call<'_>,
         terms: Terms,
         caches_denials: bool,
-        outcome: &Outcome,
+        report: Option<&Report>,
     ) -> Pending {
-        let reset_s = outcome
-            .report()
+        let reset_s = report
             .and_then(|report| u64::try_from(report.reset()).ok())
             .unwrap_or(0);
         // Less a second, as the reset is rounded, and twice the timeout: the refund is sent

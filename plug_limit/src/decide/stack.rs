@@ -12,14 +12,14 @@ use smallvec::SmallVec;
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, traced, waiting};
 use crate::backend::sharded::few;
-use crate::backend::{Backend, StackPart, Stacked, StartedStack};
+use crate::backend::{Answer, Backend, Outcomes, StackPart, Stacked, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::key::Reads;
 use crate::limit::Charge;
 use crate::limit::LimitRef;
 use crate::outcome::Outcome;
-use crate::outcome::tightest::{Tightness, merge};
+use crate::outcome::tightest::{Tightness, merge, tightest};
 use crate::rejection::RateLimitRejection;
 use crate::settle::Pending;
 use crate::telemetry::{self, DecisionLabel, Watch};
@@ -175,8 +175,9 @@ impl Decider {
         }
         let mut styled = Vec::with_capacity(outcomes.len());
         for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
-            let Some(outcome) = outcome else { continue };
-            let tightness = Tightness::of(&outcome);
+            let Some(answer) = outcome else { continue };
+            let tightness = Tightness::of(answer.report());
+            let outcome = answer.into_outcome(&entry.program.headers);
             let outcome = entry.style.finish(|| keys.first(), opts, outcome);
             if !outcome.is_allowed() {
                 return Ok(outcome);
@@ -217,41 +218,38 @@ impl Decider {
         }
     }
 
-    /// What the outcomes of a stack, decided on `backend`, mean for the request: denied by the
+    /// What the answers of a stack, decided on `backend`, mean for the request: denied by the
     /// first limit that denied (not in shadow mode), else allowed with the headers of every
     /// limit, holding what each limit that settles after the response is owed.
     fn stack_verdict(
         &self,
         backend: &Backend,
         requests: &[Request<'_>],
-        outcomes: Few<Option<Outcome>>,
+        answers: Outcomes,
     ) -> Decided {
-        let denied = |outcome: &Option<Outcome>| outcome.as_ref().is_some_and(|o| !o.is_allowed());
-        let denier = requests
-            .iter()
-            .zip(&outcomes)
-            .position(|(request, outcome)| !request.entry.shadow && denied(outcome));
+        let denier = requests.iter().zip(&answers).position(|(request, answer)| {
+            !request.entry.shadow && answer.as_ref().is_some_and(|answer| !answer.is_allowed())
+        });
         if let Some(denier) = denier {
-            return self.stack_denied(requests, outcomes, denier);
+            return self.stack_denied(requests, answers, denier);
         }
         // A shadow limit's would-be denial speaks for nothing: the headers are those of the
         // limits that allowed (of every limit, when each one is a shadow denial), and the
         // request is allowed.
-        let any_allowed = outcomes.iter().flatten().any(Outcome::is_allowed);
+        let any_allowed = answers.iter().flatten().any(Answer::is_allowed);
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
         let hooks = requests.iter().any(|request| request.entry.hook.is_some());
         let mut heard: Few<&Entry> = Few::new();
         let mut owed = Vec::new();
-        // In one pass, the outcomes not collected: each limit's is styled and merged as it
-        // comes.
-        let merged = merge(requests.iter().zip(outcomes).filter_map(|(request, outcome)| {
-            let Some(outcome) = outcome else {
+        // In one pass, the answers not collected: each limit that speaks, with how tight it is.
+        let speaking = requests.iter().zip(answers).filter_map(|(request, answer)| {
+            let Some(answer) = answer else {
                 // Not run: an earlier limit denied.
                 request.watch.undecided();
                 return None;
             };
             let entry = request.entry;
-            if outcome.is_allowed() {
+            if answer.is_allowed() {
                 request.watch.decided(DecisionLabel::Allowed);
                 // What an admitted stack owes each limit that settles after the response.
                 if request.terms.owes() {
@@ -261,7 +259,7 @@ impl Decider {
                         request.call(),
                         request.terms,
                         caches_denials,
-                        &outcome,
+                        answer.report(),
                     ));
                 }
             } else {
@@ -276,12 +274,20 @@ impl Decider {
             if hooks {
                 heard.push(entry);
             }
-            let tightness = Tightness::of(&outcome);
-            let outcome = entry
-                .style
-                .finish(|| request.keys.first(), request.opts, outcome);
-            Some((tightness, outcome))
-        }));
+            Some((Tightness::of(answer.report()), (request, answer)))
+        });
+        // In the legacy style the tightest limit speaks for all, and only its outcome is made;
+        // a limit in the draft-10 style lists every limit's policy.
+        let merged = if requests
+            .iter()
+            .any(|request| request.entry.style.lists_policies())
+        {
+            merge(
+                speaking.map(|(tightness, (request, answer))| (tightness, styled(request, answer))),
+            )
+        } else {
+            tightest(speaking, |(request, answer)| styled(request, answer))
+        };
         let merged = match Pending::stacked(owed) {
             Some(pending) => merged.owing(pending),
             None => merged,
@@ -298,27 +304,20 @@ impl Decider {
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
     /// default answer (or its hook's), its deny cache remembers; the limits before it got back
     /// what they took, and decided nothing, as did those after it, which did not run.
-    fn stack_denied(
-        &self,
-        requests: &[Request<'_>],
-        outcomes: Few<Option<Outcome>>,
-        denier: usize,
-    ) -> Decided {
+    fn stack_denied(&self, requests: &[Request<'_>], answers: Outcomes, denier: usize) -> Decided {
         let mut denial = None;
-        for (at, (request, outcome)) in requests.iter().zip(outcomes).enumerate() {
+        for (at, (request, answer)) in requests.iter().zip(answers).enumerate() {
             if at == denier {
-                denial = outcome.map(|outcome| (request, outcome));
+                denial = answer.map(|answer| (request, answer));
             } else {
                 request.watch.undecided();
             }
         }
-        let Some((request, outcome)) = denial else {
+        let Some((request, answer)) = denial else {
             return Ok(None);
         };
         let entry = request.entry;
-        let outcome = entry
-            .style
-            .finish(|| request.keys.first(), request.opts, outcome);
+        let outcome = styled(request, answer);
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
         request.watch.decided(DecisionLabel::Denied);
         if let Some((opts, now_ms)) = request.cached {
@@ -389,6 +388,15 @@ fn stack_parts<'r>(
         cost: request.cost,
         soft: request.entry.shadow,
     })
+}
+
+/// `request`'s outcome of `answer`, in its limiter's style.
+fn styled(request: &Request<'_>, answer: Answer) -> Outcome {
+    let entry = request.entry;
+    let outcome = answer.into_outcome(&entry.program.headers);
+    entry
+        .style
+        .finish(|| request.keys.first(), request.opts, outcome)
 }
 
 /// Ends the watch of every request in `requests` without a decision.

@@ -7,7 +7,7 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::algorithm::{Fields, Report};
+use crate::algorithm::Report;
 
 use self::headers::Headers;
 pub(crate) use self::headers::{Names, Reported, number};
@@ -123,6 +123,8 @@ impl Outcome {
 
     /// A built-in's outcome: its `report`'s values under `names`, made into headers when first
     /// read; the caller has checked them.
+    // Always inline: a call of its own moves the report and the outcome once more.
+    #[inline(always)]
     pub(crate) fn reported(
         decision: Decision,
         names: Names,
@@ -143,23 +145,6 @@ impl Outcome {
     pub(crate) fn sent_as(mut self, sent: Vec<(HeaderName, HeaderValue)>) -> Self {
         self.headers.set_sent(sent);
         self
-    }
-
-    /// A native twin's outcome of `values` in reply order, `window` having decided. A twin
-    /// makes every value after the first a number by construction (its scenarios and the
-    /// differential tests hold it to its script), so they are checked in debug builds only,
-    /// where a script's reply, which a server may answer with anything, is checked always
-    /// ([`Report::from_fields`]).
-    pub(crate) fn from_twin(
-        decision: Decision,
-        names: Names,
-        values: Fields,
-        window: u32,
-        extra: Box<[Value]>,
-    ) -> Self {
-        let report = Report::unchecked(values, window);
-        debug_assert_eq!(report.check(), Ok(()), "a twin's values out of contract");
-        Self::reported(decision, names, report, extra)
     }
 
     /// What a built-in reported, and how it is written; `None` for an outcome whose headers

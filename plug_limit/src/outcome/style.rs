@@ -99,6 +99,12 @@ impl Styler {
         Self { algorithm, draft10 }
     }
 
+    /// Whether its outcomes list their limit's policy (the draft-10 style), so that a stack's
+    /// headers list every limit's rather than the tightest's alone.
+    pub(crate) fn lists_policies(&self) -> bool {
+        self.draft10.is_some()
+    }
+
     /// Refuses a name that cannot name a draft-10 policy (an sf-string is printable ASCII).
     pub(crate) fn check_name(name: &str, style: HeaderStyle) -> Result<(), &'static str> {
         if style == HeaderStyle::Draft10 && !Draft10::can_name(name) {

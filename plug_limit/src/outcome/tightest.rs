@@ -7,6 +7,7 @@
 
 use super::headers::Headers;
 use super::{Decision, Outcome};
+use crate::algorithm::Report;
 
 /// How tight a limit is after a request, by its report: what remains, and how long until it
 /// resets.
@@ -17,9 +18,9 @@ pub(crate) struct Tightness {
 }
 
 impl Tightness {
-    /// The tightness `outcome` reports (an outcome without a report counts as the loosest).
-    pub(crate) fn of(outcome: &Outcome) -> Self {
-        outcome.report().map_or(
+    /// The tightness `report` tells (a limit without a report counts as the loosest).
+    pub(crate) fn of(report: Option<&Report>) -> Self {
+        report.map_or(
             Self {
                 remaining: i64::MAX,
                 reset: 0,
@@ -39,14 +40,40 @@ impl Tightness {
     }
 }
 
+/// The outcome of an allowed stack in the legacy style, from each limit's tightness and what
+/// makes its outcome: the tightest's, the only one made. Allowed, whatever it said (a shadow
+/// limit's would-be denial).
+pub(crate) fn tightest<T>(
+    limits: impl IntoIterator<Item = (Tightness, T)>,
+    outcome: impl FnOnce(T) -> Outcome,
+) -> Outcome {
+    // In one pass, keeping only the tightest so far: a stack's limits are not collected.
+    let mut tightest: Option<(Tightness, T)> = None;
+    for (tightness, limit) in limits {
+        if tightest
+            .as_ref()
+            .is_none_or(|(best, _)| tightness.is_tighter_than(*best))
+        {
+            tightest = Some((tightness, limit));
+        }
+    }
+    // A stack has at least one limit (its callers hold to it); without any, an allow without
+    // headers rather than a panic.
+    debug_assert!(tightest.is_some(), "a stack without a limit");
+    let Some((_, limit)) = tightest else {
+        return Outcome::new(Decision::Allow, Vec::new());
+    };
+    let mut outcome = outcome(limit);
+    outcome.decision = Decision::Allow;
+    outcome
+}
+
 /// The outcome of an allowed stack, from each limit's tightness and outcome: the tightest
 /// outcome's report, with the draft-10 items of every outcome, in order.
 /// Allowed, whatever the tightest said (a shadow limit's would-be denial).
 pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> Outcome {
-    // In one pass, keeping only the tightest so far: a stack's outcomes are not collected.
-    let mut tightest: Option<(Tightness, Outcome)> = None;
     let mut items = None;
-    for (tightness, outcome) in limits {
+    let gathered = limits.into_iter().inspect(|(_, outcome)| {
         if let Some(theirs) = outcome
             .reported_as()
             .and_then(|reported| reported.draft10.as_ref())
@@ -56,20 +83,8 @@ pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> O
                 Some(items) => items.append(theirs),
             }
         }
-        if tightest
-            .as_ref()
-            .is_none_or(|(best, _)| tightness.is_tighter_than(*best))
-        {
-            tightest = Some((tightness, outcome));
-        }
-    }
-    // A stack has at least one limit (its callers hold to it); without any, an allow without
-    // headers rather than a panic.
-    debug_assert!(tightest.is_some(), "a stack without a limit");
-    let Some((_, mut outcome)) = tightest else {
-        return Outcome::new(Decision::Allow, Vec::new());
-    };
-    outcome.decision = Decision::Allow;
+    });
+    let mut outcome = tightest(gathered, |outcome| outcome);
     let Some(items) = items else {
         return outcome;
     };
@@ -114,7 +129,7 @@ mod tests {
         merge(
             limits
                 .into_iter()
-                .map(|outcome| (Tightness::of(&outcome), outcome)),
+                .map(|outcome| (Tightness::of(outcome.report()), outcome)),
         )
     }
 

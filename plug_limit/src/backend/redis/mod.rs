@@ -37,7 +37,7 @@ pub(crate) use self::connection::Pools;
 use self::eviction::Eviction;
 pub use self::eviction::EvictionPolicy;
 use super::breaker::{Admit, Breaker};
-use super::{Call, Program, StackPart, Stacked};
+use super::{Answer, Call, Program, StackPart, Stacked};
 use crate::algorithm::{self, Builtin, stack};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{CircuitBreaker, LogLevel};
@@ -172,7 +172,7 @@ impl RedisBackend {
                 .any(|part| zoned(part).is_some())
                 .then(|| SystemClock.now_ms()),
         };
-        let mut outcomes: super::Outcomes = std::iter::repeat_n(None, parts.len()).collect();
+        let mut outcomes: super::Outcomes = (0..parts.len()).map(|_| None).collect();
         let groups = slot_groups(parts, self.connections.is_cluster());
         // A group on a master whose breaker is open would fail the stack: it fails before any
         // group counts, rather than after the groups before it counted for nothing.
@@ -216,7 +216,7 @@ impl RedisBackend {
             for (&i, record) in group.iter().zip(&records) {
                 let outcome = parse_record(record, &parts[i].program.headers)?;
                 denied |= !outcome.is_allowed() && !parts[i].soft;
-                outcomes[i] = Some(outcome);
+                outcomes[i] = Some(Answer::Outcome(outcome));
             }
             answered_in_full(group.len(), records.len(), denied)?;
             if denied {
