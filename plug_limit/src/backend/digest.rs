@@ -63,14 +63,39 @@ impl KeyDigests {
 
     /// The digest of the key of route part `route` and client part `client` (the text a
     /// composed key ends with): [`of_text`](Self::of_text) of that key, without composing it,
-    /// and with the route part's value kept by the thread.
-    pub(crate) fn of_parts(&self, route: Route<'_>, client: &[u8]) -> Digest {
-        self.with_client(self.route(route), client)
+    /// and with the route part's value kept by the thread. With a `memo`, the client part's
+    /// value is that of the text hashed last when it is the same text (a stack's limits keyed
+    /// alike).
+    #[inline(always)]
+    pub(crate) fn of_parts<'t>(
+        &self,
+        route: Route<'_>,
+        client: &'t [u8],
+        memo: Option<&mut ClientMemo<'t>>,
+    ) -> Digest {
+        let (high, low) = self.route(route);
+        let (client_high, client_low) = match memo {
+            None => self.client_value(client),
+            Some(memo) => match memo.last {
+                Some((text, value)) if text == client => value,
+                _ => {
+                    let value = self.client_value(client);
+                    memo.last = Some((client, value));
+                    value
+                }
+            },
+        };
+        (high ^ client_high, low ^ client_low)
     }
 
     fn with_client(&self, (high, low): Digest, client: &[u8]) -> Digest {
-        let client = self.client.hash(client);
-        (high ^ client.h1, low ^ client.h2)
+        let (client_high, client_low) = self.client_value(client);
+        (high ^ client_high, low ^ client_low)
+    }
+
+    fn client_value(&self, client: &[u8]) -> Digest {
+        let hash = self.client.hash(client);
+        (hash.h1, hash.h2)
     }
 
     fn route_text(&self, route: &[u8]) -> Digest {
@@ -110,6 +135,15 @@ impl KeyDigests {
         route.write_to(&mut text);
         self.route_text(text.as_bytes())
     }
+}
+
+/// The client part one map hashed last, and its value: the limits of a stack are most often
+/// keyed alike (by one header, one address), so the client part of each after the first is
+/// then hashed once. Compared by its bytes, so that only the same text reads the value; kept
+/// for one operation on one map.
+#[derive(Debug, Default)]
+pub(crate) struct ClientMemo<'t> {
+    last: Option<(&'t [u8], Digest)>,
 }
 
 /// A key's route part by its pieces: its limiter, its options as the key holds them (see
@@ -401,7 +435,7 @@ mod tests {
                 // Twice: hashed, then kept by the thread.
                 for _ in 0..2 {
                     assert_eq!(
-                        digests.of_parts(route, client.as_bytes()),
+                        digests.of_parts(route, client.as_bytes(), None),
                         digests.of_text(key.as_bytes()),
                         "{key}"
                     );
@@ -423,7 +457,7 @@ mod tests {
         ];
         let all: Vec<Digest> = keys
             .iter()
-            .map(|&(route, client)| digests.of_parts(route, client.as_bytes()))
+            .map(|&(route, client)| digests.of_parts(route, client.as_bytes(), None))
             .collect();
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
@@ -437,10 +471,40 @@ mod tests {
         let (one, other) = (KeyDigests::new(), KeyDigests::new());
         let route = route("fixed_window", "10,60", "/a");
         // Each map's value of the route part, though one thread keeps both.
-        let [a, b, a_again] = [&one, &other, &one].map(|map| map.of_parts(route, b"x"));
+        let [a, b, a_again] = [&one, &other, &one].map(|map| map.of_parts(route, b"x", None));
         assert_ne!(a, b);
         assert_eq!(a, a_again);
         assert_eq!(b, other.of_text(format!("{}x", written(route)).as_bytes()));
+    }
+
+    #[test]
+    fn a_memo_of_the_client_part_gives_each_key_its_own_digest() {
+        let digests = KeyDigests::new();
+        let (a, b) = (
+            route("fixed_window", "10,60", "/a"),
+            route("gcra", "5,1", "/a"),
+        );
+        // A stack's keys in turn: alike, then another client, then the first again, then
+        // texts that share a prefix or a length.
+        let keys = [
+            (a, "alice"),
+            (b, "alice"),
+            (a, "bob"),
+            (b, "alice"),
+            (a, "alic"),
+            (b, "alicf"),
+            (a, ""),
+            (b, ""),
+        ];
+        let mut memo = ClientMemo::default();
+        for (route, client) in keys {
+            let key = format!("{}{client}", written(route));
+            assert_eq!(
+                digests.of_parts(route, client.as_bytes(), Some(&mut memo)),
+                digests.of_text(key.as_bytes()),
+                "{key}"
+            );
+        }
     }
 
     #[test]
@@ -452,7 +516,7 @@ mod tests {
             for scope in &scopes {
                 let route = route("fixed_window", "10,60", scope);
                 assert_eq!(
-                    digests.of_parts(route, b"c"),
+                    digests.of_parts(route, b"c", None),
                     digests.of_text(format!("{}c", written(route)).as_bytes())
                 );
             }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deadpool_redis::redis::Value;
 
 use super::sharded::{Digest, FEW, Sharded};
-use super::{Answer, Call, StackPart, Stacked, head_len, past_head};
+use super::{Answer, Call, ClientMemo, StackPart, Stacked, head_len, past_head};
 use crate::algorithm::{Builtin, Field, Report, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -97,6 +97,7 @@ impl MemoryBackend {
         // digest, which no two keys share.
         let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
         let mut slot_of: SmallVec<[usize; FEW]> = SmallVec::new();
+        let mut memo = ClientMemo::default();
         for part in parts.clone() {
             algorithms.push(stack::Part {
                 algorithm: part.program.builtin_only()?,
@@ -104,7 +105,9 @@ impl MemoryBackend {
                 cost: part.cost,
                 soft: part.soft,
             });
-            let digest = part.keys.first_digest(self.head, self.states.digests());
+            let digest = part
+                .keys
+                .first_digest_shared(self.head, self.states.digests(), &mut memo);
             let slot = keys.iter().position(|key| *key == digest);
             slot_of.push(slot.unwrap_or_else(|| {
                 keys.push(digest);

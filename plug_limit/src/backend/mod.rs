@@ -15,7 +15,7 @@ use crate::limit::{Charge, Opt};
 use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
-pub(crate) use self::digest::{Digest, KeyDigests};
+pub(crate) use self::digest::{ClientMemo, Digest, KeyDigests};
 pub(crate) use self::memory::{MemoryBackend, Twin};
 pub use self::redis::EvictionPolicy;
 pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
@@ -89,6 +89,18 @@ pub(crate) trait KeyText: Sync + std::fmt::Debug {
             self.all().first().map_or("", String::as_str),
             head,
         ))
+    }
+
+    /// [`first_digest`](Self::first_digest), one of several on one map (a stack's): a client
+    /// part `memo` holds from the key before is not hashed again.
+    fn first_digest_shared<'s>(
+        &'s self,
+        head: usize,
+        digests: &KeyDigests,
+        memo: &mut ClientMemo<'s>,
+    ) -> Digest {
+        let _ = memo;
+        self.first_digest(head, digests)
     }
 }
 

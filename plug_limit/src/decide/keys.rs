@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::backend::digest::Route;
-use crate::backend::{Digest, KeyDigests, KeyText, head_len, past_head};
+use crate::backend::{ClientMemo, Digest, KeyDigests, KeyText, head_len, past_head};
 use crate::key::Extracted;
 use crate::limit::{Opt, push_digest, write_key_text};
 
@@ -134,6 +134,28 @@ impl KeyText for Keys<'_> {
     /// The first key's digest: by its pieces, the key never composed, when it was not composed
     /// yet (the head, a prefix and a tag, is no part of it).
     fn first_digest(&self, head: usize, digests: &KeyDigests) -> Digest {
+        self.digest_of_first(head, digests, None)
+    }
+
+    fn first_digest_shared<'s>(
+        &'s self,
+        head: usize,
+        digests: &KeyDigests,
+        memo: &mut ClientMemo<'s>,
+    ) -> Digest {
+        self.digest_of_first(head, digests, Some(memo))
+    }
+}
+
+impl Keys<'_> {
+    /// [`KeyText::first_digest`], with a `memo` of the client part hashed last when given.
+    #[inline(always)]
+    fn digest_of_first<'m>(
+        &'m self,
+        head: usize,
+        digests: &KeyDigests,
+        memo: Option<&mut ClientMemo<'m>>,
+    ) -> Digest {
         if self.composed.get().is_none()
             && let Some(plan) = &self.plan
         {
@@ -144,8 +166,14 @@ impl KeyText for Keys<'_> {
                 opts: &opts,
                 scope: &plan.scope,
             };
-            return client_part(plan.key.first(), |client| {
-                digests.of_parts(route, client.as_bytes())
+            let client = plan.key.first();
+            // A client part the key holds as it is, borrowed from the request: only such a
+            // text, which outlives the memo, is kept in it.
+            if is_verbatim(client) {
+                return digests.of_parts(route, client.as_bytes(), memo);
+            }
+            return client_part(client, |client| {
+                digests.of_parts(route, client.as_bytes(), None)
             });
         }
         digests.of_text(past_head(self.first(), head))
@@ -320,6 +348,11 @@ mod tests {
         );
         let digest = fresh.first_digest(head, &digests);
         assert_eq!(digest, digests.of_text(&key.as_bytes()[head..]));
+        // As a stack's limits keyed alike digest it: hashed, then read from the memo.
+        let mut memo = ClientMemo::default();
+        for _ in 0..2 {
+            assert_eq!(fresh.first_digest_shared(head, &digests, &mut memo), digest);
+        }
         assert!(
             key[..head].starts_with("p:{") && key[..head].ends_with("}:"),
             "{key}"
