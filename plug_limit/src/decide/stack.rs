@@ -19,7 +19,7 @@ use crate::key::Reads;
 use crate::limit::Charge;
 use crate::limit::LimitRef;
 use crate::outcome::Outcome;
-use crate::outcome::tightest::{Tightness, merge, tightest};
+use crate::outcome::tightest::{Tightest, Tightness, for_the_stack, merge};
 use crate::rejection::RateLimitRejection;
 use crate::settle::Pending;
 use crate::telemetry::{self, DecisionLabel, Watch};
@@ -237,16 +237,18 @@ impl Decider {
         // limits that allowed (of every limit, when each one is a shadow denial), and the
         // request is allowed.
         let any_allowed = answers.iter().flatten().any(Answer::is_allowed);
+        let speaks = |answer: &Answer| !any_allowed || answer.is_allowed();
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
         let hooks = requests.iter().any(|request| request.entry.hook.is_some());
         let mut heard: Few<&Entry> = Few::new();
         let mut owed = Vec::new();
-        // In one pass, the answers not collected: each limit that speaks, with how tight it is.
-        let speaking = requests.iter().zip(answers).filter_map(|(request, answer)| {
+        // Read in place: only the answer that speaks is moved out, and made an outcome.
+        let mut tightest = Tightest::default();
+        for (at, (request, answer)) in requests.iter().zip(&answers).enumerate() {
             let Some(answer) = answer else {
                 // Not run: an earlier limit denied.
                 request.watch.undecided();
-                return None;
+                continue;
             };
             let entry = request.entry;
             if answer.is_allowed() {
@@ -267,15 +269,14 @@ impl Decider {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
                 request.watch.decided(DecisionLabel::ShadowDenied);
-                if any_allowed {
-                    return None;
+            }
+            if speaks(answer) {
+                if hooks {
+                    heard.push(entry);
                 }
+                tightest.offer(Tightness::of(answer.report()), at);
             }
-            if hooks {
-                heard.push(entry);
-            }
-            Some((Tightness::of(answer.report()), (request, answer)))
-        });
+        }
         // In the legacy style the tightest limit speaks for all, and only its outcome is made;
         // a limit in the draft-10 style lists every limit's policy.
         let merged = if requests
@@ -283,10 +284,21 @@ impl Decider {
             .any(|request| request.entry.style.lists_policies())
         {
             merge(
-                speaking.map(|(tightness, (request, answer))| (tightness, styled(request, answer))),
+                requests
+                    .iter()
+                    .zip(answers)
+                    .filter_map(|(request, answer)| {
+                        let answer = answer.filter(|answer| speaks(answer))?;
+                        Some((Tightness::of(answer.report()), styled(request, answer)))
+                    }),
             )
         } else {
-            tightest(speaking, |(request, answer)| styled(request, answer))
+            let mut answers = answers;
+            let speaking = tightest.take().and_then(|at| {
+                let answer = answers.get_mut(at)?.take()?;
+                Some(styled(requests.get(at)?, answer))
+            });
+            for_the_stack(speaking)
         };
         let merged = match Pending::stacked(owed) {
             Some(pending) => merged.owing(pending),

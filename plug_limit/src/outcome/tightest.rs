@@ -40,30 +40,44 @@ impl Tightness {
     }
 }
 
-/// The outcome of an allowed stack in the legacy style, from each limit's tightness and what
-/// makes its outcome: the tightest's, the only one made. Allowed, whatever it said (a shadow
-/// limit's would-be denial).
-pub(crate) fn tightest<T>(
-    limits: impl IntoIterator<Item = (Tightness, T)>,
-    outcome: impl FnOnce(T) -> Outcome,
-) -> Outcome {
-    // In one pass, keeping only the tightest so far: a stack's limits are not collected.
-    let mut tightest: Option<(Tightness, T)> = None;
-    for (tightness, limit) in limits {
-        if tightest
+/// The tightest of the limits offered, in one pass, each told by its tightness: less remains,
+/// or as much and its reset is further away; of two as tight, the first offered.
+pub(crate) struct Tightest<T> {
+    best: Option<(Tightness, T)>,
+}
+
+impl<T> Default for Tightest<T> {
+    fn default() -> Self {
+        Self { best: None }
+    }
+}
+
+impl<T> Tightest<T> {
+    pub(crate) fn offer(&mut self, tightness: Tightness, limit: T) {
+        if self
+            .best
             .as_ref()
             .is_none_or(|(best, _)| tightness.is_tighter_than(*best))
         {
-            tightest = Some((tightness, limit));
+            self.best = Some((tightness, limit));
         }
     }
+
+    /// The tightest limit offered; `None` when none was.
+    pub(crate) fn take(self) -> Option<T> {
+        self.best.map(|(_, limit)| limit)
+    }
+}
+
+/// The outcome of an allowed stack, from the outcome of its tightest limit: allowed, whatever
+/// that said (a shadow limit's would-be denial).
+pub(crate) fn for_the_stack(tightest: Option<Outcome>) -> Outcome {
     // A stack has at least one limit (its callers hold to it); without any, an allow without
     // headers rather than a panic.
     debug_assert!(tightest.is_some(), "a stack without a limit");
-    let Some((_, limit)) = tightest else {
+    let Some(mut outcome) = tightest else {
         return Outcome::new(Decision::Allow, Vec::new());
     };
-    let mut outcome = outcome(limit);
     outcome.decision = Decision::Allow;
     outcome
 }
@@ -72,8 +86,10 @@ pub(crate) fn tightest<T>(
 /// outcome's report, with the draft-10 items of every outcome, in order.
 /// Allowed, whatever the tightest said (a shadow limit's would-be denial).
 pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> Outcome {
+    // In one pass, keeping only the tightest so far: a stack's outcomes are not collected.
+    let mut tightest = Tightest::default();
     let mut items = None;
-    let gathered = limits.into_iter().inspect(|(_, outcome)| {
+    for (tightness, outcome) in limits {
         if let Some(theirs) = outcome
             .reported_as()
             .and_then(|reported| reported.draft10.as_ref())
@@ -83,8 +99,9 @@ pub(crate) fn merge(limits: impl IntoIterator<Item = (Tightness, Outcome)>) -> O
                 Some(items) => items.append(theirs),
             }
         }
-    });
-    let mut outcome = tightest(gathered, |outcome| outcome);
+        tightest.offer(tightness, outcome);
+    }
+    let mut outcome = for_the_stack(tightest.take());
     let Some(items) = items else {
         return outcome;
     };
