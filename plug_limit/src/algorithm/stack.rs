@@ -60,17 +60,19 @@ pub(crate) type Verdicts = SmallVec<[Verdict; 4]>;
 /// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
 /// distinct key and `slot_of[i]` says which is part `i`'s.
 ///
-/// Returns the verdict of every part run, in order: fewer than `parts` when the last one
-/// denied. Every part before a (not soft) denial that took units gets them back, the latest
-/// first, as the script's parts do: by its own refund, or for a token bucket by the state it
-/// held before (see [`restored`]); a part's error gives back the same way and is returned.
+/// Pushes the verdict of every part run onto `verdicts` (empty when called), in order: fewer
+/// than `parts` when the last one denied. Every part before a (not soft) denial that took
+/// units gets them back, the latest first, as the script's parts do: by its own refund, or for
+/// a token bucket by the state it held before (see [`restored`]); a part's error gives back the
+/// same way and is returned. The caller's `verdicts` are filled where they lie: a stack's few
+/// verdicts returned would be copied on the way.
 pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
     slots: &mut [Option<Stored>],
     slot_of: &[usize],
-) -> Result<Verdicts, String> {
-    let mut verdicts = Verdicts::new();
+    verdicts: &mut Verdicts,
+) -> Result<(), String> {
     let mut saved: SmallVec<[GiveBack; 4]> = SmallVec::new();
     for (i, part) in parts.iter().enumerate() {
         let slot = &mut slots[slot_of[i]];
@@ -91,21 +93,21 @@ pub(crate) fn evaluate(
             .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
         {
             Err(error) => {
-                give_back(&parts[..i], &verdicts, saved, now_ms, slots, slot_of);
+                give_back(&parts[..i], verdicts, saved, now_ms, slots, slot_of);
                 return Err(error);
             }
             Ok(verdict) => {
                 let denied = !verdict.allow && !part.soft;
                 if denied {
-                    give_back(&parts[..i], &verdicts, saved, now_ms, slots, slot_of);
+                    give_back(&parts[..i], verdicts, saved, now_ms, slots, slot_of);
                     verdicts.push(verdict);
-                    return Ok(verdicts);
+                    return Ok(());
                 }
                 verdicts.push(verdict);
             }
         }
     }
-    Ok(verdicts)
+    Ok(())
 }
 
 /// Whether a stack gives `algorithm`'s units back by restoring the state it held before its

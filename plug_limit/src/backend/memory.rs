@@ -8,7 +8,7 @@ use std::sync::Arc;
 use deadpool_redis::redis::Value;
 
 use super::sharded::{Digest, FEW, Sharded};
-use super::{Answer, Call, ClientMemo, StackPart, Stacked, head_len, past_head};
+use super::{Answer, Call, ClientMemo, Outcomes, StackPart, head_len, past_head};
 use crate::algorithm::{Builtin, Field, Report, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
@@ -85,11 +85,14 @@ impl MemoryBackend {
     }
 
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
-    /// key locked (in one order, so two stacks never wait on each other in a cycle).
+    /// key locked (in one order, so two stacks never wait on each other in a cycle). Pushes
+    /// each part's answer onto `answers` (empty when called), in order, `None` for those not
+    /// run (after a denial).
     pub(crate) fn eval_stack<'p>(
         &self,
         parts: impl Iterator<Item = StackPart<'p>> + Clone,
-    ) -> Stacked {
+        answers: &mut Outcomes,
+    ) -> Result<(), Error> {
         // Pushed one by one, as `sharded::few` fills a collection (why, there): this loop fills
         // three at once, and the one for `slots` below reads the locked shards.
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
@@ -128,7 +131,8 @@ impl MemoryBackend {
             let stored = locked.key(i).get_mut().and_then(Option::take);
             slots.push(stored.filter(|stored| stored.expires_at_ms > now_ms));
         }
-        let verdicts = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of);
+        let mut verdicts = stack::Verdicts::new();
+        let evaluated = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of, &mut verdicts);
         for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
             match (slot, shard.get_mut()) {
@@ -142,17 +146,16 @@ impl MemoryBackend {
                 (None, None) => {}
             }
         }
-        let verdicts = verdicts.map_err(Error::Input)?;
-        let mut outcomes = SmallVec::new();
+        evaluated.map_err(Error::Input)?;
         for (verdict, part) in verdicts.into_iter().zip(parts) {
             let twin = Twin::checked(verdict, &part.program.headers)?;
-            outcomes.push(Some(Answer::Twin(twin)));
+            answers.push(Some(Answer::Twin(twin)));
         }
         // The parts after a denial were not run.
-        while outcomes.len() < algorithms.len() {
-            outcomes.push(None);
+        while answers.len() < algorithms.len() {
+            answers.push(None);
         }
-        Ok(outcomes)
+        Ok(())
     }
 
     /// Deletes `key`'s state.

@@ -194,12 +194,10 @@ pub(crate) enum Started<'a> {
     Redis(&'a RedisBackend),
 }
 
-/// How far stacked limits get without waiting: decided (memory), or to be sent to Redis.
-// Returned once and matched at once, never stored: boxing the outcomes would add back the
-// allocation that holding them inline saves.
-#[allow(clippy::large_enum_variant)]
+/// How far stacked limits get without waiting: decided (memory, its answers in the caller's
+/// collection, or its error), or to be sent to Redis.
 pub(crate) enum StartedStack<'a> {
-    Done(Stacked),
+    Done(Result<(), Error>),
     Redis(&'a RedisBackend),
 }
 
@@ -232,13 +230,16 @@ impl Backend {
     }
 
     /// Evaluates stacked limits as far as they go without waiting: every part must be a
-    /// built-in with its number of options.
+    /// built-in with its number of options. Decided in memory, each part's answer is pushed
+    /// onto `answers` (empty when called), where the caller holds them: a stack's few answers,
+    /// returned, would be copied at each step on the way.
     ///
     /// The parts are read as they are made, in order, once per pass over them: a stack's
     /// parts are not collected first.
     pub(crate) fn start_stack<'p>(
         &self,
         parts: impl Iterator<Item = StackPart<'p>> + Clone,
+        answers: &mut Outcomes,
     ) -> Result<StartedStack<'_>, Error> {
         for part in parts.clone() {
             let algorithm = part.program.builtin_only()?;
@@ -253,7 +254,7 @@ impl Backend {
             }
         }
         Ok(match self {
-            Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts)),
+            Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts, answers)),
             Self::Redis(redis) => StartedStack::Redis(redis),
         })
     }

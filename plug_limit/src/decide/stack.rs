@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, traced, waiting};
 use crate::backend::sharded::few;
-use crate::backend::{Answer, Backend, Outcomes, StackPart, Stacked, StartedStack};
+use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::key::Reads;
@@ -85,17 +85,21 @@ impl Decider {
         for request in &requests {
             request.watch.dispatched(backend.name());
         }
-        let started = backend.start_stack(stack_parts(&requests));
-        match started {
-            Err(error) => Step::Done(self.fail_stack(&requests, error)),
-            Ok(StartedStack::Done(result)) => {
-                Step::Done(self.conclude_stack(backend, &requests, result))
+        let mut answers = Outcomes::new();
+        match backend.start_stack(stack_parts(&requests), &mut answers) {
+            Err(error) | Ok(StartedStack::Done(Err(error))) => {
+                Step::Done(self.fail_stack(&requests, error))
+            }
+            Ok(StartedStack::Done(Ok(()))) => {
+                Step::Done(self.stack_verdict(backend, &requests, &mut answers))
             }
             Ok(StartedStack::Redis(redis)) => {
                 let span = requests[0].watch.span().cloned();
                 waiting(span, async move {
-                    let result = redis.eval_stack(&few(stack_parts(&requests))).await;
-                    self.conclude_stack(backend, &requests, result)
+                    match redis.eval_stack(&few(stack_parts(&requests))).await {
+                        Ok(mut answers) => self.stack_verdict(backend, &requests, &mut answers),
+                        Err(error) => self.fail_stack(&requests, error),
+                    }
                 })
             }
         }
@@ -159,10 +163,11 @@ impl Decider {
                 soft: false,
             })
             .collect();
-        let outcomes = match backend.start_stack(parts.iter().copied())? {
+        let mut outcomes = Outcomes::new();
+        match backend.start_stack(parts.iter().copied(), &mut outcomes)? {
             StartedStack::Done(result) => result?,
-            StartedStack::Redis(redis) => redis.eval_stack(&parts).await?,
-        };
+            StartedStack::Redis(redis) => outcomes = redis.eval_stack(&parts).await?,
+        }
         let denier = outcomes
             .iter()
             .position(|outcome| outcome.as_ref().is_some_and(|o| !o.is_allowed()));
@@ -206,18 +211,6 @@ impl Decider {
         }
     }
 
-    fn conclude_stack(
-        &self,
-        backend: &Backend,
-        requests: &[Request<'_>],
-        result: Stacked,
-    ) -> Decided {
-        match result {
-            Ok(outcomes) => self.stack_verdict(backend, requests, outcomes),
-            Err(error) => self.fail_stack(requests, error),
-        }
-    }
-
     /// What the answers of a stack, decided on `backend`, mean for the request: denied by the
     /// first limit that denied (not in shadow mode), else allowed with the headers of every
     /// limit, holding what each limit that settles after the response is owed.
@@ -225,11 +218,14 @@ impl Decider {
         &self,
         backend: &Backend,
         requests: &[Request<'_>],
-        answers: Outcomes,
+        answers: &mut Outcomes,
     ) -> Decided {
-        let denier = requests.iter().zip(&answers).position(|(request, answer)| {
-            !request.entry.shadow && answer.as_ref().is_some_and(|answer| !answer.is_allowed())
-        });
+        let denier = requests
+            .iter()
+            .zip(answers.iter())
+            .position(|(request, answer)| {
+                !request.entry.shadow && answer.as_ref().is_some_and(|answer| !answer.is_allowed())
+            });
         if let Some(denier) = denier {
             return self.stack_denied(requests, answers, denier);
         }
@@ -244,7 +240,7 @@ impl Decider {
         let mut owed = Vec::new();
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
-        for (at, (request, answer)) in requests.iter().zip(&answers).enumerate() {
+        for (at, (request, answer)) in requests.iter().zip(answers.iter()).enumerate() {
             let Some(answer) = answer else {
                 // Not run: an earlier limit denied.
                 request.watch.undecided();
@@ -286,14 +282,13 @@ impl Decider {
             merge(
                 requests
                     .iter()
-                    .zip(answers)
+                    .zip(answers.iter_mut())
                     .filter_map(|(request, answer)| {
-                        let answer = answer.filter(|answer| speaks(answer))?;
+                        let answer = answer.take().filter(|answer| speaks(answer))?;
                         Some((Tightness::of(answer.report()), styled(request, answer)))
                     }),
             )
         } else {
-            let mut answers = answers;
             let speaking = tightest.take().and_then(|at| {
                 let answer = answers.get_mut(at)?.take()?;
                 Some(styled(requests.get(at)?, answer))
@@ -316,16 +311,19 @@ impl Decider {
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
     /// default answer (or its hook's), its deny cache remembers; the limits before it got back
     /// what they took, and decided nothing, as did those after it, which did not run.
-    fn stack_denied(&self, requests: &[Request<'_>], answers: Outcomes, denier: usize) -> Decided {
-        let mut denial = None;
-        for (at, (request, answer)) in requests.iter().zip(answers).enumerate() {
-            if at == denier {
-                denial = answer.map(|answer| (request, answer));
-            } else {
+    fn stack_denied(
+        &self,
+        requests: &[Request<'_>],
+        answers: &mut Outcomes,
+        denier: usize,
+    ) -> Decided {
+        for (at, request) in requests.iter().enumerate() {
+            if at != denier {
                 request.watch.undecided();
             }
         }
-        let Some((request, answer)) = denial else {
+        let answer = answers.get_mut(denier).and_then(Option::take);
+        let Some((request, answer)) = requests.get(denier).zip(answer) else {
             return Ok(None);
         };
         let entry = request.entry;
@@ -366,12 +364,16 @@ impl Decider {
             })
             .unwrap_or(FailurePolicy::Open);
         if policy == FailurePolicy::Memory {
-            match self.fallback().start_stack(stack_parts(requests)) {
-                Ok(StartedStack::Done(Ok(outcomes))) => {
+            let mut answers = Outcomes::new();
+            match self
+                .fallback()
+                .start_stack(stack_parts(requests), &mut answers)
+            {
+                Ok(StartedStack::Done(Ok(()))) => {
                     for request in requests {
                         request.watch.fell_back();
                     }
-                    return self.stack_verdict(self.fallback(), requests, outcomes);
+                    return self.stack_verdict(self.fallback(), requests, &mut answers);
                 }
                 Ok(StartedStack::Done(Err(error))) | Err(error) => {
                     lead.failures.log(lead.log_level, lead.name(), &error);
