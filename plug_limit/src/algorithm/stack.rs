@@ -21,6 +21,8 @@ pub(crate) struct Part<'a> {
     pub(crate) cost: u32,
     /// Its denial does not deny the stack (shadow mode).
     pub(crate) soft: bool,
+    /// Which of the stack's states is its key's: parts of one key share one.
+    pub(crate) slot: usize,
 }
 
 /// The stack's script: `algorithm(name)`, which makes the function of the built-in `name` (its
@@ -58,7 +60,7 @@ pub(crate) fn script() -> &'static Arc<Lua> {
 pub(crate) type Verdicts = SmallVec<[Verdict; 4]>;
 
 /// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
-/// distinct key and `slot_of[i]` says which is part `i`'s.
+/// distinct key, each part's at its [`Part::slot`].
 ///
 /// Pushes the verdict of every part run onto `verdicts` (empty when called), in order: fewer
 /// than `parts` when the last one denied. Every part before a (not soft) denial that took
@@ -70,12 +72,13 @@ pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
     slots: &mut [Option<Stored>],
-    slot_of: &[usize],
     verdicts: &mut Verdicts,
 ) -> Result<(), String> {
-    let mut saved: SmallVec<[GiveBack; 4]> = SmallVec::new();
+    // The state each part given back by restoring it held before its take, by position; the
+    // others give back by their refund.
+    let mut saved: SmallVec<[(usize, Option<Stored>); 2]> = SmallVec::new();
     for (i, part) in parts.iter().enumerate() {
-        let slot = &mut slots[slot_of[i]];
+        let slot = &mut slots[part.slot];
         // A state past its expiry is a key Redis no longer has.
         if slot
             .as_ref()
@@ -83,23 +86,21 @@ pub(crate) fn evaluate(
         {
             *slot = None;
         }
-        saved.push(if restored(part.algorithm) && i + 1 < parts.len() {
-            GiveBack::Restore(slot.clone())
-        } else {
-            GiveBack::Refund
-        });
+        if restored(part.algorithm) && i + 1 < parts.len() {
+            saved.push((i, slot.clone()));
+        }
         match part
             .algorithm
             .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
         {
             Err(error) => {
-                give_back(&parts[..i], verdicts, saved, now_ms, slots, slot_of);
+                give_back(&parts[..i], verdicts, saved, now_ms, slots);
                 return Err(error);
             }
             Ok(verdict) => {
                 let denied = !verdict.allow && !part.soft;
                 if denied {
-                    give_back(&parts[..i], verdicts, saved, now_ms, slots, slot_of);
+                    give_back(&parts[..i], verdicts, saved, now_ms, slots);
                     verdicts.push(verdict);
                     return Ok(());
                 }
@@ -117,39 +118,80 @@ fn restored(algorithm: Builtin) -> bool {
     algorithm == Builtin::TokenBucket
 }
 
-/// How a part of a stack gives back what it took when a later part denies.
-enum GiveBack {
-    /// By its own refund.
-    Refund,
-    /// By the state it held before its take.
-    Restore(Option<Stored>),
-}
-
 /// Gives back what each of `parts` took (an allow of a cost above 0), the latest first, as the
-/// script does, so a key two parts share ends as it began: the state `saved` before its take,
-/// or its refund.
+/// script does, so a key two parts share ends as it began: the state `saved` before its take
+/// (a part of [`restored`]), or its refund.
 fn give_back(
     parts: &[Part<'_>],
     verdicts: &[Verdict],
-    saved: SmallVec<[GiveBack; 4]>,
+    mut saved: SmallVec<[(usize, Option<Stored>); 2]>,
     now_ms: i64,
     slots: &mut [Option<Stored>],
-    slot_of: &[usize],
 ) {
-    let taken = parts.iter().zip(verdicts).zip(saved).enumerate();
-    for (i, ((part, verdict), give_back)) in taken.rev() {
+    let taken = parts.iter().zip(verdicts).enumerate();
+    for (i, (part, verdict)) in taken.rev() {
+        let before = saved
+            .iter_mut()
+            .find(|(at, _)| *at == i)
+            .map(|(_, before)| before.take());
         if !(verdict.allow && part.cost > 0) {
             continue;
         }
-        let slot = &mut slots[slot_of[i]];
-        match give_back {
-            GiveBack::Restore(before) => *slot = before,
-            GiveBack::Refund => {
+        let slot = &mut slots[part.slot];
+        match before {
+            Some(before) => *slot = before,
+            None => {
                 // The options just took: their refund cannot be refused.
                 let _ = part
                     .algorithm
                     .evaluate(part.opts, Charge::Refund(part.cost), now_ms, slot);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUCKET: &[Opt] = &[Opt::Int(10), Opt::Int(10), Opt::Int(2)];
+    const WINDOW: &[Opt] = &[Opt::Int(10), Opt::Int(60)];
+
+    fn part(algorithm: Builtin, opts: &'static [Opt], slot: usize) -> Part<'static> {
+        Part {
+            algorithm,
+            opts,
+            cost: 1,
+            soft: false,
+            slot,
+        }
+    }
+
+    #[test]
+    fn a_denial_restores_each_token_bucket_before_it_as_it_was() {
+        let now = 1_000_000;
+        let mut slots = [None, None, None];
+        // The first bucket took a unit 300 ms ago: its refund now would move its last refill
+        // to now, where restoring keeps it 300 ms back. The second is drained: it denies,
+        // and is not the last part.
+        Builtin::TokenBucket
+            .evaluate(BUCKET, Charge::Take(1), now - 300, &mut slots[0])
+            .unwrap();
+        Builtin::TokenBucket
+            .evaluate(BUCKET, Charge::Take(2), now, &mut slots[1])
+            .unwrap();
+        let before = slots.clone();
+        let parts = [
+            part(Builtin::TokenBucket, BUCKET, 0),
+            part(Builtin::TokenBucket, BUCKET, 1),
+            part(Builtin::FixedWindow, WINDOW, 2),
+        ];
+        let mut verdicts = Verdicts::new();
+        evaluate(&parts, now, &mut slots, &mut verdicts).unwrap();
+        let allowed: Vec<bool> = verdicts.iter().map(|verdict| verdict.allow).collect();
+        assert_eq!(allowed, [true, false]);
+        assert_eq!(slots[0], before[0]);
+        // Not run after the denial.
+        assert_eq!(slots[2], None);
     }
 }

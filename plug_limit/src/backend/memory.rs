@@ -99,23 +99,22 @@ impl MemoryBackend {
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.
         let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
-        let mut slot_of: SmallVec<[usize; FEW]> = SmallVec::new();
         let mut memo = ClientMemo::default();
         for part in parts.clone() {
+            let digest = part
+                .keys
+                .first_digest_shared(self.head, self.states.digests(), &mut memo);
+            let slot = keys.iter().position(|key| *key == digest);
             algorithms.push(stack::Part {
                 algorithm: part.program.builtin_only()?,
                 opts: part.opts,
                 cost: part.cost,
                 soft: part.soft,
+                slot: slot.unwrap_or_else(|| {
+                    keys.push(digest);
+                    keys.len() - 1
+                }),
             });
-            let digest = part
-                .keys
-                .first_digest_shared(self.head, self.states.digests(), &mut memo);
-            let slot = keys.iter().position(|key| *key == digest);
-            slot_of.push(slot.unwrap_or_else(|| {
-                keys.push(digest);
-                keys.len() - 1
-            }));
         }
         let count = keys.len();
         let now_ms = self.clock.now_ms();
@@ -132,7 +131,7 @@ impl MemoryBackend {
             slots.push(stored.filter(|stored| stored.expires_at_ms > now_ms));
         }
         let mut verdicts = stack::Verdicts::new();
-        let evaluated = stack::evaluate(&algorithms, now_ms, &mut slots, &slot_of, &mut verdicts);
+        let evaluated = stack::evaluate(&algorithms, now_ms, &mut slots, &mut verdicts);
         for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
             match (slot, shard.get_mut()) {
