@@ -94,7 +94,7 @@ impl MemoryBackend {
         answers: &mut Outcomes,
     ) -> Result<(), Error> {
         // Pushed one by one, as `sharded::few` fills a collection (why, there): this loop fills
-        // three at once, and the one for `slots` below reads the locked shards.
+        // two at once, and the one for `slots` below reads the locked shards.
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.

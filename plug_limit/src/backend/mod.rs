@@ -146,7 +146,7 @@ impl StackPart<'_> {
     }
 }
 
-/// What stacked limits answered: each part's outcome, in order, `None` for those not run
+/// What stacked limits answered: each part's answer, in order, `None` for those not run
 /// (after a denial).
 pub(crate) type Stacked = Result<Outcomes, Error>;
 

@@ -10,6 +10,7 @@
 use http::request::Parts;
 use smallvec::SmallVec;
 
+use super::keys::Keys;
 use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, traced, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
@@ -17,7 +18,7 @@ use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::key::Reads;
 use crate::limit::Charge;
-use crate::limit::LimitRef;
+use crate::limit::{LimitRef, Opt};
 use crate::outcome::Outcome;
 use crate::outcome::tightest::{Tightest, Tightness, for_the_stack, merge};
 use crate::rejection::RateLimitRejection;
@@ -178,18 +179,17 @@ impl Decider {
                 None => watch.decided(DecisionLabel::Allowed),
             }
         }
-        let mut styled = Vec::with_capacity(outcomes.len());
+        let mut allowed = Vec::with_capacity(outcomes.len());
         for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
             let Some(answer) = outcome else { continue };
             let tightness = Tightness::of(answer.report());
-            let outcome = answer.into_outcome(&entry.program.headers);
-            let outcome = entry.style.finish(|| keys.first(), opts, outcome);
+            let outcome = styled(entry, keys, opts, answer);
             if !outcome.is_allowed() {
                 return Ok(outcome);
             }
-            styled.push((tightness, outcome));
+            allowed.push((tightness, outcome));
         }
-        Ok(merge(styled))
+        Ok(merge(allowed))
     }
 
     /// The one backend every limit of a stack runs on, or the error naming a limit that runs
@@ -285,13 +285,13 @@ impl Decider {
                     .zip(answers.iter_mut())
                     .filter_map(|(request, answer)| {
                         let answer = answer.take().filter(|answer| speaks(answer))?;
-                        Some((Tightness::of(answer.report()), styled(request, answer)))
+                        Some((Tightness::of(answer.report()), request.styled(answer)))
                     }),
             )
         } else {
             let speaking = tightest.take().and_then(|at| {
                 let answer = answers.get_mut(at)?.take()?;
-                Some(styled(requests.get(at)?, answer))
+                Some(requests.get(at)?.styled(answer))
             });
             for_the_stack(speaking)
         };
@@ -327,7 +327,7 @@ impl Decider {
             return Ok(None);
         };
         let entry = request.entry;
-        let outcome = styled(request, answer);
+        let outcome = request.styled(answer);
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
         request.watch.decided(DecisionLabel::Denied);
         if let Some((opts, now_ms)) = request.cached {
@@ -404,13 +404,18 @@ fn stack_parts<'r>(
     })
 }
 
-/// `request`'s outcome of `answer`, in its limiter's style.
-fn styled(request: &Request<'_>, answer: Answer) -> Outcome {
-    let entry = request.entry;
+impl Request<'_> {
+    /// Its outcome of `answer`, in its limiter's style.
+    fn styled(&self, answer: Answer) -> Outcome {
+        styled(self.entry, &self.keys, self.opts, answer)
+    }
+}
+
+/// The outcome of `answer`, a limit's of `entry` counted under `keys` with `opts`, in the
+/// limiter's style.
+fn styled(entry: &Entry, keys: &Keys<'_>, opts: &[Opt], answer: Answer) -> Outcome {
     let outcome = answer.into_outcome(&entry.program.headers);
-    entry
-        .style
-        .finish(|| request.keys.first(), request.opts, outcome)
+    entry.style.finish(|| keys.first(), opts, outcome)
 }
 
 /// Ends the watch of every request in `requests` without a decision.
