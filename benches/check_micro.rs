@@ -266,7 +266,37 @@ fn benches(c: &mut Criterion) {
     group.finish();
 }
 
+/// `--count <function> <checks>`: that many `hit` checks of one function outside criterion, in
+/// [`measured`], for callgrind to count their instructions (`valgrind --tool=callgrind
+/// --collect-atstart=no --toggle-collect='check_micro::measured*'`): a figure that does not
+/// move with the machine's load.
+fn count(function: &str, checks: usize) {
+    assert!(FUNCTIONS.contains(&function), "unknown function {function}");
+    let key = "client-0".to_owned();
+    let limiter = Side::of(function).limiter(DEFAULT_CAPACITY);
+    // The key's first count, and `governor`'s clock calibrating itself, fall outside the count.
+    for _ in 0..1_000 {
+        limiter.check(&key);
+    }
+    measured(&limiter, &key, checks);
+}
+
+/// The checks `--count` counts the instructions of: nothing else runs inside.
+#[inline(never)]
+fn measured(limiter: &Limiter, key: &String, checks: usize) {
+    for _ in 0..checks {
+        limiter.check(black_box(key));
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, function, checks] = args.as_slice()
+        && flag == "--count"
+    {
+        count(function, checks.parse().expect("a number of checks"));
+        return;
+    }
     let Some(run) = criterion_results::run(benches) else {
         return;
     };
