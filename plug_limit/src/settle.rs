@@ -22,7 +22,7 @@ use http::StatusCode;
 
 use crate::backend::{Backend, Call, Program, Started};
 use crate::decide::DenyCache;
-use crate::limit::{Charge, Opt};
+use crate::limit::{Charge, Opt, ReadAhead};
 use crate::outcome::{Owing, Usage};
 
 pub(crate) use self::body::hold;
@@ -63,6 +63,7 @@ struct Admission {
     program: Program,
     keys: [String; 1],
     opts: Box<[Opt]>,
+    read_ahead: Option<ReadAhead>,
     /// The lease the admission took, given back whole.
     lease: Option<String>,
 }
@@ -73,6 +74,7 @@ impl Admission {
             program: &self.program,
             keys: &self.keys,
             opts: &self.opts,
+            read_ahead: self.read_ahead.as_ref(),
             cost: charge,
             lease: self.lease.as_deref(),
         }
@@ -120,6 +122,7 @@ impl Pending {
                 program: call.program.clone(),
                 keys: [call.keys.all().first().cloned().unwrap_or_default()],
                 opts: call.opts.into(),
+                read_ahead: call.read_ahead.copied(),
                 lease: call.lease.map(str::to_owned),
             }),
             reserved,

@@ -233,14 +233,43 @@ impl Builtin {
     #[allow(clippy::cast_precision_loss)] // whole numbers within the bounds, exact
     #[inline]
     fn read_one(self, param: &Param, arg: Arg<'_>, limit: f64) -> Result<f64, Refusal> {
-        // Every check reads its options: a count given as an integer in bounds takes no
-        // more than this.
-        const TOP: i64 = MAX as i64;
-        #[allow(clippy::cast_precision_loss)] // 1..=MAX, exact
-        if let (Kind::Count, Arg::Int(n @ 1..=TOP)) = (param.kind, arg) {
-            return Ok(n as f64);
+        // A check of options not read ahead reads them: a count given as an integer in
+        // bounds takes no more than this.
+        if let (Kind::Count, Arg::Int(n)) = (param.kind, arg)
+            && let Some(value) = taken_as_given(Kind::Count, n, limit)
+        {
+            return Ok(value);
         }
         self.read_other(param, arg, limit)
+    }
+
+    /// Its options given as the integers `ints` (in `ARGV` order), read ahead: what
+    /// [`read`](Self::read) reads of them, when they are as many as it takes and each is one
+    /// its rule takes as given (a count from 1 to [`MAX`], a burst from 1 to the limit). For a
+    /// limit made once and checked many times, which then need not read them on each check.
+    /// `None` otherwise (another kind, a value out of bounds, an option not an integer): read
+    /// them at each check, where they are refused in the script's words if they must be.
+    #[must_use]
+    pub const fn read_ahead(self, ints: &[Option<i64>]) -> Option<[f64; 3]> {
+        let params = self.params();
+        // multi_window's one param stands for any number of rates: its kind is never taken
+        // as given.
+        if ints.len() != params.len() {
+            return None;
+        }
+        let mut values = [0.0; 3];
+        let mut position = 0;
+        while position < params.len() {
+            let Some(n) = ints[position] else {
+                return None;
+            };
+            match taken_as_given(params[position].kind, n, values[0]) {
+                Some(value) => values[position] = value,
+                None => return None,
+            }
+            position += 1;
+        }
+        Some(values)
     }
 
     /// [`read_one`](Self::read_one) of any other option.
@@ -423,9 +452,71 @@ pub fn check(builtin: Builtin, opts: &[Arg<'_>]) -> Result<(), Refusal> {
         .map(drop)
 }
 
+/// The value of an option of kind `kind` given as the integer `n` (the limit, read before it,
+/// `limit`), when its rule takes `n` as given: a count from 1 to [`MAX`], a burst from 1 to the
+/// limit. `None` when it must be read in full (`read_other`), and refused there or not. One
+/// rule for the options read on a check and those read ahead.
+#[allow(clippy::cast_precision_loss)] // at most MAX, exact
+const fn taken_as_given(kind: Kind, n: i64, limit: f64) -> Option<f64> {
+    const TOP: i64 = MAX as i64;
+    match kind {
+        Kind::Count if 1 <= n && n <= TOP => Some(n as f64),
+        Kind::Burst if 1 <= n && n <= TOP && n as f64 <= limit => Some(n as f64),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Options read ahead read as a check reads them, for every built-in and every mix of
+    /// integers in and out of each rule's bounds; and only those a check takes.
+    #[test]
+    fn options_read_ahead_read_as_a_check_reads_them() {
+        const TOP: i64 = MAX as i64;
+        let values = [-1, 0, 1, 2, 5, 60, TOP - 1, TOP, TOP + 1];
+        let mut read_ahead = 0;
+        for builtin in Builtin::ALL {
+            for len in 0..=3 {
+                for combo in 0..values.len().pow(u32::try_from(len).unwrap()) {
+                    let mut rest = combo;
+                    let ints: Vec<Option<i64>> = (0..len)
+                        .map(|_| {
+                            let n = values[rest % values.len()];
+                            rest /= values.len();
+                            Some(n)
+                        })
+                        .collect();
+                    let Some(ahead) = builtin.read_ahead(&ints) else {
+                        continue;
+                    };
+                    read_ahead += 1;
+                    assert_eq!(builtin.arity(), Some(len), "{builtin:?} {ints:?}");
+                    let arg = |position: usize| {
+                        ints.get(position)
+                            .map_or(Arg::Missing, |n| Arg::Int(n.unwrap()))
+                    };
+                    assert_eq!(builtin.read(arg), Ok(ahead), "{builtin:?} {ints:?}");
+                }
+            }
+        }
+        // Counts of 1, 2, 5, 60, TOP - 1 and TOP: fixed_window, sliding_window, sliding_log and
+        // concurrency take 36 each; token_bucket and gcra, whose burst is at most the limit, 6 x 21.
+        assert_eq!(read_ahead, 4 * 36 + 2 * 6 * 21);
+        // Not an integer, or a kind read only in full: read at each check.
+        assert_eq!(Builtin::FixedWindow.read_ahead(&[Some(10), None]), None);
+        assert_eq!(Builtin::LeakyBucket.read_ahead(&[Some(10), Some(60)]), None);
+        assert_eq!(
+            Builtin::CalendarQuota.read_ahead(&[Some(10), Some(0), Some(0)]),
+            None
+        );
+        assert_eq!(Builtin::MultiWindow.read_ahead(&[Some(10)]), None);
+        assert_eq!(
+            Builtin::TokenBucket.read_ahead(&[Some(10), Some(60), Some(5)]),
+            Some([10.0, 60.0, 5.0])
+        );
+    }
 
     fn refused(builtin: Builtin, opts: &[Arg<'_>]) -> String {
         check(builtin, opts).unwrap_err().to_string()

@@ -9,7 +9,7 @@ use plug_limit_options::{Builtin, Refusal};
 use super::Field;
 use super::state::Verdict;
 use crate::limit::Charge;
-use crate::limit::Opt;
+use crate::limit::{Opt, ReadAhead};
 
 /// The largest opt or cost: every value stays exact in a double.
 pub(super) const MAX: f64 = 2_147_483_647.0;
@@ -29,15 +29,24 @@ const BATCH_RULE: &str =
 /// The script's ARGV: the opts, then cost and now, and a concurrency lease's id.
 pub(super) struct Argv<'a> {
     opts: &'a [Opt],
+    /// The options read ahead, when the limit was made: [`options`](Self::options) reads them.
+    read_ahead: Option<&'a ReadAhead>,
     cost: Charge,
     now_ms: i64,
     lease: Option<&'a str>,
 }
 
 impl<'a> Argv<'a> {
-    pub(super) fn new(opts: &'a [Opt], cost: Charge, now_ms: i64, lease: Option<&'a str>) -> Self {
+    pub(super) fn new(
+        opts: &'a [Opt],
+        read_ahead: Option<&'a ReadAhead>,
+        cost: Charge,
+        now_ms: i64,
+        lease: Option<&'a str>,
+    ) -> Self {
         Self {
             opts,
+            read_ahead,
             cost,
             now_ms,
             lease,
@@ -64,8 +73,17 @@ impl<'a> Argv<'a> {
     }
 
     /// `builtin`'s options (a fixed number of them), read and checked as its script does:
-    /// their numbers in order (see [`Builtin::read`]).
+    /// their numbers in order (see [`Builtin::read`]), or as they were read ahead.
+    #[inline(always)]
     pub(super) fn options(&self, builtin: Builtin) -> Result<[f64; 3], String> {
+        match self.read_ahead {
+            Some(read) if read.builtin == builtin => Ok(read.values),
+            _ => self.read_options(builtin),
+        }
+    }
+
+    /// [`options`](Self::options) not read ahead.
+    fn read_options(&self, builtin: Builtin) -> Result<[f64; 3], String> {
         Ok(builtin.read(|position| self.get(position))?)
     }
 
@@ -108,6 +126,8 @@ impl<'a> Argv<'a> {
         self.read_cost(limiter, index, true)
     }
 
+    /// Inline to the twin: a call of its own returns its answer through memory.
+    #[inline(always)]
     fn read_cost(
         &self,
         limiter: &str,
@@ -125,6 +145,16 @@ impl<'a> Argv<'a> {
         {
             return Ok((Charge::Take(f64::from(n)), self.now_ms as f64));
         }
+        self.read_cost_in_full(limiter, index, batches)
+    }
+
+    /// [`read_cost`](Self::read_cost) of any other cost or time.
+    fn read_cost_in_full(
+        &self,
+        limiter: &str,
+        index: usize,
+        batches: bool,
+    ) -> Result<(Charge<f64>, f64), String> {
         let arg = self.get(index);
         let cost = match arg {
             Arg::Missing => Charge::Take(1.0),

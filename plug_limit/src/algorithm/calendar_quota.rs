@@ -106,7 +106,7 @@ pub(crate) fn zone_name(opts: &[Opt]) -> Option<&str> {
 /// The script's refusal of an option, or of a name the tz database does not know, in the
 /// words `RuntimeLimit` refuses it with when it is made.
 pub(crate) fn zone_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, String> {
-    let argv = Argv::new(opts, Charge::Take(1), now_ms, None);
+    let argv = Argv::new(opts, None, Charge::Take(1), now_ms, None);
     let [_, period, _] = argv.options(BUILTIN)?;
     let refuse = || {
         let rule = plug_limit_options::Rule::TimeZone.script_words();

@@ -214,7 +214,7 @@ mod tests {
             Some((id, false)) => (Charge::Take(cost), Some(id)),
             None => (Charge::Take(cost), None),
         };
-        Builtin::Concurrency.evaluate_leased(&OPTS, charge, lease, now_ms, slot)
+        Builtin::Concurrency.evaluate_leased(&OPTS, None, charge, lease, now_ms, slot)
     }
 
     fn said(verdict: Result<Verdict, String>) -> String {

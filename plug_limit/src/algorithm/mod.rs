@@ -21,7 +21,7 @@ use http::header::RETRY_AFTER;
 pub(crate) use plug_limit_options::Builtin;
 
 use crate::limit::Charge;
-use crate::limit::Opt;
+use crate::limit::{Opt, ReadAhead};
 use crate::lua::Lua;
 
 use self::argv::Argv;
@@ -144,8 +144,11 @@ pub(crate) trait Runtime: Copy {
     /// The names its header values are sent under, in order.
     fn headers(self) -> &'static [HeaderName];
 
-    /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms], the
-    /// cost `n`, `-n` or `+n` as `cost` takes, refunds or forces.
+    /// Evaluates one key exactly as the script does with ARGV = [opts..., cost, now_ms,
+    /// lease], the cost `n`, `-n` or `+n` as `cost` takes, refunds or forces, and `lease` a
+    /// concurrency lease's id: the lease a take takes, or a refund gives back. `read_ahead`:
+    /// `opts` as the limit read them when it was made, if it could (a check need not read
+    /// them again).
     /// `slot` is the key's state (None: no such key); it is updated in place (None: the key is
     /// deleted or was never written). The caller passes None for a slot whose
     /// `expires_at_ms <= now_ms`. Errors carry the script's error text without "ERR ".
@@ -153,6 +156,18 @@ pub(crate) trait Runtime: Copy {
     /// A slot holding another algorithm's state counts as no state (Redis keys are per
     /// limiter). Should the opts be too few for `now_ms` to land in the ARGV, the twin still
     /// takes `now_ms` where the script would read Redis `TIME`.
+    fn evaluate_leased(
+        self,
+        opts: &[Opt],
+        read_ahead: Option<&ReadAhead>,
+        cost: Charge,
+        lease: Option<&str>,
+        now_ms: i64,
+        slot: &mut Option<Stored>,
+    ) -> Result<Verdict, String>;
+
+    /// [`evaluate_leased`](Self::evaluate_leased) without a lease, its options read as given.
+    #[cfg(test)]
     fn evaluate(
         self,
         opts: &[Opt],
@@ -160,19 +175,8 @@ pub(crate) trait Runtime: Copy {
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {
-        self.evaluate_leased(opts, cost, None, now_ms, slot)
+        self.evaluate_leased(opts, None, cost, None, now_ms, slot)
     }
-
-    /// [`evaluate`](Self::evaluate) with a concurrency lease's id after `now` in the ARGV: the
-    /// lease a take takes, or a refund gives back.
-    fn evaluate_leased(
-        self,
-        opts: &[Opt],
-        cost: Charge,
-        lease: Option<&str>,
-        now_ms: i64,
-        slot: &mut Option<Stored>,
-    ) -> Result<Verdict, String>;
 }
 
 impl Runtime for Builtin {
@@ -187,12 +191,13 @@ impl Runtime for Builtin {
     fn evaluate_leased(
         self,
         opts: &[Opt],
+        read_ahead: Option<&ReadAhead>,
         cost: Charge,
         lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
     ) -> Result<Verdict, String> {
-        (spec(self).twin)(&Argv::new(opts, cost, now_ms, lease), slot)
+        (spec(self).twin)(&Argv::new(opts, read_ahead, cost, now_ms, lease), slot)
     }
 }
 

@@ -10,7 +10,7 @@ use smallvec::SmallVec;
 
 use super::{Builtin, CATALOGUE, Runtime, Stored, Verdict};
 use crate::limit::Charge;
-use crate::limit::Opt;
+use crate::limit::{Opt, ReadAhead};
 use crate::lua::Lua;
 
 /// One limit of a stack.
@@ -18,6 +18,7 @@ use crate::lua::Lua;
 pub(crate) struct Part<'a> {
     pub(crate) algorithm: Builtin,
     pub(crate) opts: &'a [Opt],
+    pub(crate) read_ahead: Option<&'a ReadAhead>,
     pub(crate) cost: u32,
     /// Its denial does not deny the stack (shadow mode).
     pub(crate) soft: bool,
@@ -89,10 +90,14 @@ pub(crate) fn evaluate(
         if restored(part.algorithm) && i + 1 < parts.len() {
             saved.push((i, slot.clone()));
         }
-        match part
-            .algorithm
-            .evaluate(part.opts, Charge::Take(part.cost), now_ms, slot)
-        {
+        match part.algorithm.evaluate_leased(
+            part.opts,
+            part.read_ahead,
+            Charge::Take(part.cost),
+            None,
+            now_ms,
+            slot,
+        ) {
             Err(error) => {
                 give_back(&parts[..i], verdicts, saved, now_ms, slots);
                 return Err(error);
@@ -142,9 +147,14 @@ fn give_back(
             Some(before) => *slot = before,
             None => {
                 // The options just took: their refund cannot be refused.
-                let _ = part
-                    .algorithm
-                    .evaluate(part.opts, Charge::Refund(part.cost), now_ms, slot);
+                let _ = part.algorithm.evaluate_leased(
+                    part.opts,
+                    part.read_ahead,
+                    Charge::Refund(part.cost),
+                    None,
+                    now_ms,
+                    slot,
+                );
             }
         }
     }
@@ -161,6 +171,7 @@ mod tests {
         Part {
             algorithm,
             opts,
+            read_ahead: None,
             cost: 1,
             soft: false,
             slot,

@@ -21,10 +21,45 @@ pub(super) fn settle(
     now_ms: i64,
     slot: &mut Option<Stored>,
 ) -> Result<Verdict, String> {
-    match Builtin::from_name(limiter) {
-        Some(algorithm) => algorithm.evaluate(opts, charge, now_ms, slot),
-        None => Err(format!("{limiter}: not a built-in limiter")),
+    let Some(algorithm) = Builtin::from_name(limiter) else {
+        return Err(format!("{limiter}: not a built-in limiter"));
+    };
+    let read_ahead = ReadAhead::of(Some(algorithm), opts);
+    let mut ahead_slot = slot.clone();
+    let verdict = algorithm.evaluate(opts, charge, now_ms, slot);
+    if read_ahead.is_some() {
+        // A limit that read its options when it was made decides as one read on each check.
+        let ahead = algorithm.evaluate_leased(
+            opts,
+            read_ahead.as_ref(),
+            charge,
+            None,
+            now_ms,
+            &mut ahead_slot,
+        );
+        assert_eq!(format!("{ahead:?}"), format!("{verdict:?}"), "{limiter} {opts:?}");
+        assert_eq!(format!("{ahead_slot:?}"), format!("{slot:?}"), "{limiter} {opts:?}");
     }
+    verdict
+}
+
+/// Options read ahead for one built-in are never read for another: the twin of the limiter
+/// a check runs reads its own.
+#[test]
+fn options_read_ahead_for_another_built_in_are_not_read() {
+    let opts = [Opt::Int(2), Opt::Int(60)];
+    let other = ReadAhead::of(Some(Builtin::TokenBucket), &[Opt::Int(9), Opt::Int(1), Opt::Int(9)]);
+    assert!(other.is_some());
+    let mut slot = None;
+    let mut allowed = Vec::new();
+    for _ in 0..3 {
+        let verdict = Builtin::FixedWindow
+            .evaluate_leased(&opts, other.as_ref(), Charge::Take(1), None, 1_000, &mut slot)
+            .expect("a valid check");
+        allowed.push(verdict.allow);
+    }
+    // fixed_window's own limit of 2, not token_bucket's 9.
+    assert_eq!(allowed, [true, true, false]);
 }
 
 /// A scenario's charge as the crate's own.

@@ -59,7 +59,7 @@ impl MemoryBackend {
     }
 
     fn evaluate(&self, algorithm: Builtin, key: Digest, call: Call<'_>) -> Result<Verdict, String> {
-        let (opts, cost, lease) = (call.opts, call.cost, call.lease);
+        let (opts, read_ahead, cost, lease) = (call.opts, call.read_ahead, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
@@ -68,14 +68,14 @@ impl MemoryBackend {
             if expires_at(slot.as_ref()) <= now_ms {
                 *slot = None;
             }
-            let verdict = algorithm.evaluate_leased(opts, cost, lease, now_ms, slot);
+            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
             if slot.is_none() {
                 shard.remove();
             }
             return verdict;
         }
         let mut slot = None;
-        let verdict = algorithm.evaluate_leased(opts, cost, lease, now_ms, &mut slot);
+        let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, &mut slot);
         if slot.is_some() {
             // Only a new key can fill a shard: a known one was evaluated in place above.
             shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
@@ -108,6 +108,7 @@ impl MemoryBackend {
             algorithms.push(stack::Part {
                 algorithm: part.program.builtin_only()?,
                 opts: part.opts,
+                read_ahead: part.read_ahead,
                 cost: part.cost,
                 soft: part.soft,
                 slot: slot.unwrap_or_else(|| {

@@ -11,7 +11,7 @@ use smallvec::SmallVec;
 
 use crate::algorithm::{Builtin, Report, Runtime};
 use crate::error::Error;
-use crate::limit::{Charge, Opt};
+use crate::limit::{Charge, Opt, ReadAhead};
 use crate::lua::Lua;
 use crate::outcome::{Names, Outcome};
 
@@ -62,14 +62,16 @@ impl Program {
     }
 }
 
-/// One evaluation: a program, the request's namespaced keys, the limit's options, the cost,
-/// and for a limiter that leases its units, the lease's id (its ARGV entry after `now`): the
-/// lease a `Take` takes, or a `Refund` gives back.
+/// One evaluation: a program, the request's namespaced keys, the limit's options (and a
+/// built-in's read ahead, for its twin), the cost, and for a limiter that leases its units,
+/// the lease's id (its ARGV entry after `now`): the lease a `Take` takes, or a `Refund` gives
+/// back.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call<'a> {
     pub(crate) program: &'a Program,
     pub(crate) keys: &'a dyn KeyText,
     pub(crate) opts: &'a [Opt],
+    pub(crate) read_ahead: Option<&'a ReadAhead>,
     pub(crate) cost: Charge,
     pub(crate) lease: Option<&'a str>,
 }
@@ -135,6 +137,7 @@ pub(crate) struct StackPart<'a> {
     pub(crate) program: &'a Program,
     pub(crate) keys: &'a dyn KeyText,
     pub(crate) opts: &'a [Opt],
+    pub(crate) read_ahead: Option<&'a ReadAhead>,
     pub(crate) cost: u32,
     pub(crate) soft: bool,
 }

@@ -53,6 +53,8 @@ impl Owner {
             program: &self.inner.program,
             keys: &self.key,
             opts: &self.opts,
+            // Sent to Redis, whose script reads the options itself.
+            read_ahead: None,
             cost: Charge::Refund(units),
             lease: None,
         };

@@ -26,7 +26,7 @@ use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
 use crate::key::{self, Extracted, KeyExtractor, Reads};
 use crate::limit::Charge;
-use crate::limit::{LimitRef, Opt};
+use crate::limit::{LimitRef, Opt, ReadAhead};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
 use crate::settle::{self, Deadline, Pending, Terms};
@@ -176,6 +176,7 @@ impl Decider {
             entry,
             keys: Keys::namespaced(key, &self.prefix, named(entry, limit), scope),
             opts: limit.opts,
+            read_ahead: limit.read_ahead,
             cost: limit.cost,
             // A shadow limiter never refuses, so it has no denials to answer from a cache.
             cached: (entry.deny_cache && !entry.shadow)
@@ -445,6 +446,7 @@ impl Decider {
                 program: &entry.program,
                 keys: &keys,
                 opts,
+                read_ahead: limit.read_ahead,
                 cost,
                 lease: lease.as_deref(),
             };
@@ -550,6 +552,7 @@ struct Request<'a> {
     entry: &'a Entry,
     keys: Keys<'a>,
     opts: &'a [Opt],
+    read_ahead: Option<&'a ReadAhead>,
     cost: u32,
     /// Set when the limiter keeps a deny cache: the limit's options as the cache tells limits
     /// apart, and the time (by the limiter's clock) it was consulted.
@@ -568,6 +571,7 @@ impl Request<'_> {
             program: &self.entry.program,
             keys: &self.keys,
             opts: self.opts,
+            read_ahead: self.read_ahead,
             cost: Charge::Take(self.cost),
             lease: self.lease.as_deref(),
         }

@@ -148,7 +148,7 @@ impl Decider {
         for &(limit, client) in limits {
             let entry = self.registry.of(limit)?;
             let keys = self.client_keys(entry, limit, client);
-            checks.push((entry, keys, limit.opts, limit.cost));
+            checks.push((entry, keys, limit));
         }
         let backend = self.stack_backend(checks.iter().map(|(entry, ..)| *entry))?;
         for watch in watches {
@@ -156,11 +156,12 @@ impl Decider {
         }
         let parts: Vec<StackPart<'_>> = checks
             .iter()
-            .map(|(entry, keys, opts, cost)| StackPart {
+            .map(|(entry, keys, limit)| StackPart {
                 program: &entry.program,
                 keys,
-                opts,
-                cost: *cost,
+                opts: limit.opts,
+                read_ahead: limit.read_ahead,
+                cost: limit.cost,
                 soft: false,
             })
             .collect();
@@ -180,10 +181,10 @@ impl Decider {
             }
         }
         let mut allowed = Vec::with_capacity(outcomes.len());
-        for ((entry, keys, opts, _), outcome) in checks.iter().zip(outcomes) {
+        for ((entry, keys, limit), outcome) in checks.iter().zip(outcomes) {
             let Some(answer) = outcome else { continue };
             let tightness = Tightness::of(answer.report());
-            let outcome = styled(entry, keys, opts, answer);
+            let outcome = styled(entry, keys, limit.opts, answer);
             if !outcome.is_allowed() {
                 return Ok(outcome);
             }
@@ -399,6 +400,7 @@ fn stack_parts<'r>(
         program: &request.entry.program,
         keys: &request.keys,
         opts: request.opts,
+        read_ahead: request.read_ahead,
         cost: request.cost,
         soft: request.entry.shadow,
     })

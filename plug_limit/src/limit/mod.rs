@@ -13,7 +13,7 @@ pub use self::builtin::{
 pub(crate) use self::charge::Charge;
 pub use self::opt::Opt;
 use self::opt::key_text;
-pub(crate) use self::opt::{push_digest, write_key_text};
+pub(crate) use self::opt::{ReadAhead, push_digest, write_key_text};
 pub use self::runtime::RuntimeLimit;
 
 mod builtin;
@@ -100,12 +100,19 @@ pub trait Limit: Send + Sync + 'static {
     const SETTLE: bool = false;
 }
 
-/// `L::OPTS` as a key holds them, written once at compile time. Not a member of [`Limit`], so
-/// no implementation writes other text: the in-process stores find a key's options by the
-/// text [`write_key_text`] writes, which holds no `:` (see `backend/digest.rs`).
+/// `L::OPTS` as a key holds them, written once at compile time, and as a built-in's twin reads
+/// them, read once at compile time. Not a member of [`Limit`], so no implementation writes
+/// other text or reads other numbers: the in-process stores find a key's options by the text
+/// [`write_key_text`] writes, which holds no `:` (see `backend/digest.rs`).
 struct OptsKey<L>(std::marker::PhantomData<L>);
 
 impl<L: Limit> OptsKey<L> {
+    /// `L::OPTS` read ahead, when they can be (see [`ReadAhead`]).
+    const READ_AHEAD: Option<&'static ReadAhead> =
+        match &ReadAhead::of(Builtin::from_name(L::LIMITER), L::OPTS) {
+            Some(read) => Some(read),
+            None => None,
+        };
     const TEXT: Option<&'static str> = match &key_text(L::OPTS) {
         Some((text, len)) => match std::str::from_utf8(text.split_at(*len).0) {
             Ok(text) => Some(text),
@@ -224,6 +231,8 @@ pub struct LimitRef<'a> {
     /// a typed one), so that a check finds its limiter without hashing the name.
     pub(crate) builtin: Option<Builtin>,
     pub(crate) opts: &'a [Opt],
+    /// A built-in's options read ahead, when they could be: a check does not read them again.
+    pub(crate) read_ahead: Option<&'a ReadAhead>,
     /// The options as the key holds them, when written ahead (see `OptsKey`).
     pub(crate) opts_key: Option<&'a str>,
     pub(crate) cost: u32,
@@ -250,6 +259,7 @@ impl LimitRef<'static> {
             limiter: L::LIMITER,
             builtin: Builtin::from_name(L::LIMITER),
             opts: L::OPTS,
+            read_ahead: OptsKey::<L>::READ_AHEAD,
             opts_key: OptsKey::<L>::TEXT,
             cost: L::COST,
             scope: L::SCOPE,

@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use deadpool_redis::redis::{RedisWrite, ToRedisArgs};
+use plug_limit_options::Builtin;
 
 /// One option handed to a limiter's Lua script as an `ARGV` entry.
 ///
@@ -35,6 +36,40 @@ impl Opt {
 }
 
 /// The most bytes of options a key holds as they are; longer ones it holds as their digest.
+/// A built-in limit's options read ahead, when the limit is made (at compile time for a typed
+/// one): the numbers its twin would read of them on each check (see
+/// [`Builtin::read_ahead`](plug_limit_options::Builtin::read_ahead)), for that built-in only.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ReadAhead {
+    pub(crate) builtin: Builtin,
+    pub(crate) values: [f64; 3],
+}
+
+impl ReadAhead {
+    /// `opts` of `builtin` read ahead, when they are integers its rules take as given; `None`
+    /// for a custom limiter, or options each check reads in full.
+    pub(crate) const fn of(builtin: Option<Builtin>, opts: &[Opt]) -> Option<Self> {
+        let Some(builtin) = builtin else {
+            return None;
+        };
+        let mut ints = [None; 3];
+        if opts.len() > ints.len() {
+            return None;
+        }
+        let mut i = 0;
+        while i < opts.len() {
+            if let Opt::Int(n) = &opts[i] {
+                ints[i] = Some(*n);
+            }
+            i += 1;
+        }
+        match builtin.read_ahead(ints.split_at(opts.len()).0) {
+            Some(values) => Some(Self { builtin, values }),
+            None => None,
+        }
+    }
+}
+
 pub(crate) const KEY_TEXT_MAX: usize = 64;
 
 /// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`),
@@ -276,6 +311,45 @@ impl ToRedisArgs for Opt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limit::{LimitRef, RuntimeLimit};
+    use crate::{DailyQuota, FixedWindow, LeakyBucket, TokenBucket};
+
+    /// A built-in's options its rules take as given are read once, when the limit is made: a
+    /// typed limit's at compile time, a `RuntimeLimit`'s when it is made; any others at each
+    /// check.
+    #[test]
+    fn a_limit_reads_its_options_once_when_it_can() {
+        let read = |limit: LimitRef<'_>| limit.read_ahead.copied();
+        let ahead = |builtin, values| Some(ReadAhead { builtin, values });
+        assert_eq!(
+            read(LimitRef::of::<FixedWindow<10, 60>>()),
+            ahead(Builtin::FixedWindow, [10.0, 60.0, 0.0])
+        );
+        assert_eq!(
+            read(LimitRef::of::<TokenBucket<10, 60, 5>>()),
+            ahead(Builtin::TokenBucket, [10.0, 60.0, 5.0])
+        );
+        let made = RuntimeLimit::new("gcra", [10, 60, 2]).expect("valid options");
+        assert_eq!(read(made.as_ref()), ahead(Builtin::Gcra, [10.0, 60.0, 2.0]));
+        let scoped = RuntimeLimit::from(FixedWindow::<3, 1>).scope("/a");
+        assert_eq!(
+            read(scoped.as_ref()),
+            ahead(Builtin::FixedWindow, [3.0, 1.0, 0.0])
+        );
+        // leaky_bucket's window is read with its limit (their product is bounded), a quota's
+        // period is a word, a number may be given as text, a custom script reads its own:
+        // each check reads them, as before.
+        assert_eq!(read(LimitRef::of::<LeakyBucket<10, 60>>()), None);
+        assert_eq!(read(LimitRef::of::<DailyQuota<10>>()), None);
+        let text = RuntimeLimit::new("fixed_window", [Opt::Str("10"), Opt::Int(60)]);
+        assert_eq!(read(text.expect("valid options").as_ref()), None);
+        assert_eq!(ReadAhead::of(None, &[Opt::Int(10), Opt::Int(60)]), None);
+        // Options a check refuses are left for the check to refuse, in its script's words.
+        let refused = RuntimeLimit::unchecked("fixed_window", &[Opt::Int(0), Opt::Int(60)]);
+        assert_eq!(read(refused.as_ref()), None);
+        let too_many = [Opt::Int(10), Opt::Int(60), Opt::Int(1), Opt::Int(1)];
+        assert_eq!(ReadAhead::of(Some(Builtin::Gcra), &too_many), None);
+    }
 
     #[test]
     fn opts_render_as_redis_arguments() {

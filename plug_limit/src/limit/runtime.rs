@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use plug_limit_options::{Arg, Builtin};
 
-use super::{Limit, LimitRef, Opt, write_key_text};
+use super::{Limit, LimitRef, Opt, ReadAhead, write_key_text};
 use crate::error::BuildError;
 use crate::key::KeyExtractor;
 
@@ -63,6 +63,7 @@ struct Inner {
     limiter: Box<str>,
     builtin: Option<Builtin>,
     opts: Box<[Opt]>,
+    read_ahead: Option<ReadAhead>,
     /// The options as the key holds them, written once, when the limit is made.
     opts_key: Box<str>,
     cost: u32,
@@ -79,6 +80,7 @@ impl Inner {
             limiter: limit.limiter.into(),
             builtin: limit.builtin,
             opts: limit.opts.into(),
+            read_ahead: ReadAhead::of(limit.builtin, limit.opts),
             // A typed limit's, written at compile time, or else written here: never on a
             // request.
             opts_key: limit.opts_key.map_or_else(
@@ -142,6 +144,7 @@ impl RuntimeLimit {
             limiter,
             builtin: Builtin::from_name(limiter),
             opts,
+            read_ahead: None,
             opts_key: None,
             cost: 1,
             scope: None,
@@ -248,6 +251,7 @@ impl RuntimeLimit {
             limiter: &inner.limiter,
             builtin: inner.builtin,
             opts: &inner.opts,
+            read_ahead: inner.read_ahead.as_ref(),
             opts_key: Some(&inner.opts_key),
             cost: inner.cost,
             scope: inner.scope.as_deref(),
