@@ -13,7 +13,6 @@ use std::pin::Pin;
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
-use futures_util::future::Either;
 use tracing::Instrument;
 
 use axum::extract::MatchedPath;
@@ -457,7 +456,12 @@ impl Decider {
                 self.admitted(backend, call, Terms::default(), entry.deny_cache, result)?;
             Ok(entry.style.finish(|| keys.first(), opts, outcome))
         };
-        let result = traced(watch.span().cloned(), work).await;
+        // Within the span only when something would record it (see `waiting`), and awaited
+        // where it lies: each move of the work's future is a copy of it.
+        let result = match watch.span() {
+            None => work.await,
+            Some(span) => work.instrument(span.clone()).await,
+        };
         watch.checked(&result);
         result
     }
@@ -609,24 +613,17 @@ fn opts_id(opts: &[Opt]) -> u64 {
     HASHER.hash_one(opts)
 }
 
-/// A check waiting on Redis (see [`traced`]).
+/// A check waiting on Redis, within `span` when there is one (something would record it):
+/// entering and leaving a disabled span on every poll cost a Redis check about 400
+/// instructions. Boxed where it is made: each move of the call's future is a copy of it.
 fn waiting<'a>(
     span: Option<tracing::Span>,
     call: impl Future<Output = Decided> + Send + 'a,
 ) -> Step<'a> {
-    Step::Waiting(Box::pin(traced(span, call)))
-}
-
-/// `work` within `span` when there is one (something would record it): entering and leaving
-/// a disabled span on every poll cost a Redis check about 400 instructions.
-fn traced<F: Future>(
-    span: Option<tracing::Span>,
-    work: F,
-) -> Either<F, tracing::instrument::Instrumented<F>> {
-    match span {
-        None => Either::Left(work),
-        Some(span) => Either::Right(work.instrument(span)),
-    }
+    Step::Waiting(match span {
+        None => Box::pin(call),
+        Some(span) => Box::pin(call.instrument(span)),
+    })
 }
 
 /// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory

@@ -9,9 +9,10 @@
 
 use http::request::Parts;
 use smallvec::SmallVec;
+use tracing::Instrument;
 
 use super::keys::Keys;
-use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, traced, waiting};
+use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;
@@ -127,8 +128,12 @@ impl Decider {
                 )
             })
             .collect();
-        let span = watches.first().and_then(|watch| watch.span().cloned());
-        let result = traced(span, self.check_stack(limits, &watches)).await;
+        // Within the first limit's span when something would record it (see `waiting`).
+        let work = self.check_stack(limits, &watches);
+        let result = match watches.first().and_then(Watch::span) {
+            None => work.await,
+            Some(span) => work.instrument(span.clone()).await,
+        };
         if let Err(error) = &result {
             for watch in &watches {
                 watch.failed(telemetry::cause(error));
