@@ -133,7 +133,7 @@ impl<L> RateLimited<L> {
     /// even when nothing was counted (limits disabled, failed open, a shadow denial).
     pub(crate) fn from_outcome(outcome: Option<Outcome>, parts: &mut Parts, settles: bool) -> Self {
         // Under a `SendHeadersLayer`, the headers reach the response whatever it returns.
-        if let (Some(outcome), Some(slot)) = (&outcome, parts.extensions.get::<HeaderSlot>()) {
+        if let (Some(outcome), Some(slot)) = (&outcome, HeaderSlot::of(&parts.extensions)) {
             slot.put(outcome);
         }
         let pending = outcome.as_ref().and_then(Outcome::pending);

@@ -2,6 +2,7 @@
 //! even when the handler does not return its [`RateLimited`](crate::RateLimited) value.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -91,7 +92,21 @@ impl<S: fmt::Debug> fmt::Debug for SendHeaders<S> {
 #[derive(Clone, Default)]
 pub(crate) struct HeaderSlot(Arc<Mutex<Option<Outcome>>>);
 
+/// Whether any request has passed a [`SendHeadersLayer`]: until one has, no request holds a
+/// slot, and an extractor does not search its extensions for one. Set before the first slot
+/// is left in a request, which reaches its extractor after it.
+static SLOTS_LEFT: AtomicBool = AtomicBool::new(false);
+
 impl HeaderSlot {
+    /// The slot `extensions` hold, if any.
+    #[inline]
+    pub(crate) fn of(extensions: &http::Extensions) -> Option<&Self> {
+        if !SLOTS_LEFT.load(Ordering::Relaxed) {
+            return None;
+        }
+        extensions.get::<Self>()
+    }
+
     /// Leaves `outcome` for the layer.
     pub(crate) fn put(&self, outcome: &Outcome) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome.clone());
@@ -117,6 +132,7 @@ where
 
     fn call(&mut self, mut request: Request<Body>) -> Self::Future {
         let slot = HeaderSlot::default();
+        SLOTS_LEFT.store(true, Ordering::Relaxed);
         request.extensions_mut().insert(slot.clone());
         let response = self.inner.call(request);
         Box::pin(async move {
