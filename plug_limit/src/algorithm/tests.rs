@@ -37,8 +37,16 @@ pub(super) fn settle(
             now_ms,
             &mut ahead_slot,
         );
-        assert_eq!(format!("{ahead:?}"), format!("{verdict:?}"), "{limiter} {opts:?}");
-        assert_eq!(format!("{ahead_slot:?}"), format!("{slot:?}"), "{limiter} {opts:?}");
+        assert_eq!(
+            format!("{ahead:?}"),
+            format!("{verdict:?}"),
+            "{limiter} {opts:?}"
+        );
+        assert_eq!(
+            format!("{ahead_slot:?}"),
+            format!("{slot:?}"),
+            "{limiter} {opts:?}"
+        );
     }
     verdict
 }
@@ -48,13 +56,23 @@ pub(super) fn settle(
 #[test]
 fn options_read_ahead_for_another_built_in_are_not_read() {
     let opts = [Opt::Int(2), Opt::Int(60)];
-    let other = ReadAhead::of(Some(Builtin::TokenBucket), &[Opt::Int(9), Opt::Int(1), Opt::Int(9)]);
+    let other = ReadAhead::of(
+        Some(Builtin::TokenBucket),
+        &[Opt::Int(9), Opt::Int(1), Opt::Int(9)],
+    );
     assert!(other.is_some());
     let mut slot = None;
     let mut allowed = Vec::new();
     for _ in 0..3 {
         let verdict = Builtin::FixedWindow
-            .evaluate_leased(&opts, other.as_ref(), Charge::Take(1), None, 1_000, &mut slot)
+            .evaluate_leased(
+                &opts,
+                other.as_ref(),
+                Charge::Take(1),
+                None,
+                1_000,
+                &mut slot,
+            )
             .expect("a valid check");
         allowed.push(verdict.allow);
     }

@@ -86,7 +86,7 @@ pub(crate) struct Decider {
 
 impl Decider {
     /// Runs a request's check as far as it goes without waiting.
-    fn start<'a>(&'a self, limit: LimitRef<'a>, parts: &'a Parts) -> Step<'a> {
+    fn start<'a>(&'a self, limit: &LimitRef<'a>, parts: &'a Parts) -> Step<'a> {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
@@ -102,7 +102,7 @@ impl Decider {
     #[inline]
     fn prepare<'a, T>(
         &'a self,
-        limit: LimitRef<'a>,
+        limit: &LimitRef<'a>,
         parts: &'a Parts,
         reads: Option<&mut Reads<'a>>,
         then: impl FnOnce(Request<'a>) -> T,
@@ -212,6 +212,7 @@ impl Decider {
     }
 
     /// Answers `request` from the deny cache, or sends it to its backend.
+    #[inline(always)]
     fn run<'a>(&'a self, request: Request<'a>) -> Step<'a> {
         if let Some(decided) = self.cached_denial(&request) {
             return Step::Done(decided);
@@ -252,6 +253,8 @@ impl Decider {
 
     /// What an outcome, from the backend or from the memory fallback, means for the request:
     /// allowed, let through by shadow mode, or denied (and remembered by the deny cache).
+    /// Inline to its callers: most outcomes are allowed, and are not moved into a call and out.
+    #[inline(always)]
     fn verdict(&self, request: &Request<'_>, outcome: Outcome) -> Decided {
         let entry = request.entry;
         // Styled before the deny cache keeps a denial, so its answers read as this one does.
@@ -264,6 +267,12 @@ impl Decider {
             request.watch.decided(DecisionLabel::Allowed);
             return Ok(Some(outcome));
         }
+        self.verdict_heard(request, outcome)
+    }
+
+    /// [`verdict`](Self::verdict) of a denial, or of an outcome a hook hears of.
+    fn verdict_heard(&self, request: &Request<'_>, outcome: Outcome) -> Decided {
+        let entry = request.entry;
         // The hook speaks first; the default path still counts, caches and logs the decision.
         let hooked = entry
             .hooked(&outcome)
@@ -434,7 +443,7 @@ impl Decider {
         let opts = limit.opts;
         let watch = Watch::call(&self.telemetry, limit.limiter, scope, cost);
         let work = async {
-            let entry = self.registry.of(limit)?;
+            let entry = self.registry.of(&limit)?;
             let keys = self.client_keys(entry, limit, client);
             if matches!(cost, Charge::Refund(_)) {
                 // Units given back may lift a denial this instance has cached.
@@ -469,7 +478,7 @@ impl Decider {
     /// Forgets everything `limit` counted for `client`, here and in this instance's deny
     /// cache.
     pub(crate) async fn reset(&self, limit: LimitRef<'_>, client: &str) -> Result<(), Error> {
-        let entry = self.registry.of(limit)?;
+        let entry = self.registry.of(&limit)?;
         let keys = self.client_keys(entry, limit, client);
         self.denials.remove(&keys);
         if let Some(batches) = &entry.batches {
@@ -516,7 +525,7 @@ impl Decider {
         client: &'a str,
     ) -> Keys<'a> {
         let scope = limit.scope.unwrap_or_default();
-        Keys::of_client(client, &self.prefix, named(entry, limit), scope)
+        Keys::of_client(client, &self.prefix, named(entry, &limit), scope)
     }
 
     /// The deny cache's time: the configured clock's, else a monotonic one (a wall clock
@@ -583,7 +592,7 @@ impl Request<'_> {
 }
 
 /// What the keys of `limit`, run by `entry`, name of it.
-fn named<'a>(entry: &'a Entry, limit: LimitRef<'a>) -> Named<'a> {
+fn named<'a>(entry: &'a Entry, limit: &LimitRef<'a>) -> Named<'a> {
     Named {
         limiter: entry.name(),
         opts: limit.opts,

@@ -157,7 +157,7 @@ impl Registry {
 
     /// The limiter `limit` names: [`get`](Self::get) of its name, found by its built-in's
     /// place when it names one.
-    pub(crate) fn of(&self, limit: LimitRef<'_>) -> Result<&Entry, Error> {
+    pub(crate) fn of(&self, limit: &LimitRef<'_>) -> Result<&Entry, Error> {
         let registered = limit
             .builtin
             .and_then(|builtin| *self.builtins.get(builtin as usize)?)

@@ -30,7 +30,7 @@ impl Decider {
     /// Decides one request under every limit of `limits` at once.
     pub(crate) async fn decide_all(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Decided {
         let step = match limits {
-            [limit] => self.start(*limit, parts),
+            [limit] => self.start(limit, parts),
             limits => self.start_stack(limits, parts),
         };
         match step {
@@ -50,7 +50,7 @@ impl Decider {
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
-            if let Err(Err(rejection)) = self.prepare(*limit, parts, Some(&mut reads), |request| {
+            if let Err(Err(rejection)) = self.prepare(limit, parts, Some(&mut reads), |request| {
                 requests.push(request)
             }) {
                 undecided(&requests);
@@ -151,7 +151,7 @@ impl Decider {
     ) -> Result<Outcome, Error> {
         let mut checks = Vec::with_capacity(limits.len());
         for &(limit, client) in limits {
-            let entry = self.registry.of(limit)?;
+            let entry = self.registry.of(&limit)?;
             let keys = self.client_keys(entry, limit, client);
             checks.push((entry, keys, limit));
         }
