@@ -67,7 +67,7 @@ pub(crate) trait Owing: fmt::Debug + Send + Sync {
 /// its request owes: both are settled when the outcome and every clone of it are dropped (see
 /// [`RateLimited::respond`](crate::RateLimited::respond)). Outcomes compare by decision,
 /// headers and extra values, whatever they hold.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Outcome {
     decision: Decision,
     headers: Headers,
@@ -75,6 +75,23 @@ pub struct Outcome {
     /// every outcome.
     extra: Box<[Value]>,
     pending: Option<Owes>,
+}
+
+impl Clone for Outcome {
+    fn clone(&self) -> Self {
+        Self {
+            decision: self.decision,
+            headers: self.headers.clone(),
+            // Most outcomes hold no extra values: an empty box is made, not copied (a batch
+            // answers each request with a copy of its grant's outcome).
+            extra: if self.extra.is_empty() {
+                Box::default()
+            } else {
+                self.extra.clone()
+            },
+            pending: self.pending.clone(),
+        }
+    }
 }
 
 impl PartialEq for Outcome {
