@@ -26,6 +26,10 @@ pub(super) struct Held {
     remaining: i64,
     reset: u64,
     granted_at: Instant,
+    /// Whole seconds from the grant to the last answer, and when the next one passes: an
+    /// answer reads the time since the grant again only then.
+    passed: u64,
+    next_second: Instant,
     last_spent: Instant,
     /// Requests seen since the last reservation began, and when it began.
     seen: u32,
@@ -59,6 +63,8 @@ impl Held {
             remaining: 0,
             reset: 0,
             granted_at: now,
+            passed: 0,
+            next_second: now,
             last_spent: now,
             seen: 0,
             since: now,
@@ -139,6 +145,8 @@ impl Held {
         self.remaining = report.map_or(0, |report| report.remaining());
         self.reset = reset.unwrap_or(0);
         self.granted_at = now;
+        self.passed = 0;
+        self.next_second = now;
         self.last_spent = now;
         // The reset counts from when Redis ran the call, which is after it was sent.
         let lasts = Duration::from_secs(self.reset).saturating_sub(ROUNDING);
@@ -194,9 +202,8 @@ impl Held {
     /// its remaining what Redis had left at the grant plus what this batch still holds, its
     /// reset the grant's counted down by the whole seconds since, and a `retry-after` only once
     /// the batch is spent (the grant's).
-    fn answer(&self, now: Instant) -> Outcome {
-        let passed = now.duration_since(self.granted_at).as_secs();
-        let reset = self.reset.saturating_sub(passed);
+    fn answer(&mut self, now: Instant) -> Outcome {
+        let reset = self.reset.saturating_sub(self.seconds_since_grant(now));
         let remaining = self.remaining.saturating_add(i64::from(self.units)).max(0);
         let mut answer = self
             .granted
@@ -209,6 +216,20 @@ impl Held {
                 .answered_from_batch(reset, remaining, self.units == 0);
         }
         answer
+    }
+
+    /// Whole seconds since the grant, as of `now`: measured again only once the next one has
+    /// passed, where each answer measured it (a duration's arithmetic, about as much as the
+    /// rest of an answer).
+    fn seconds_since_grant(&mut self, now: Instant) -> u64 {
+        if now >= self.next_second {
+            self.passed = now.duration_since(self.granted_at).as_secs();
+            self.next_second = self
+                .granted_at
+                .checked_add(Duration::from_secs(self.passed.saturating_add(1)))
+                .unwrap_or(now);
+        }
+        self.passed
     }
 }
 
@@ -251,6 +272,18 @@ mod tests {
                 "x-ratelimit-remaining=99"
             ]
         );
+        // The reset counts whole seconds from the grant, each read when it has passed.
+        let resets: Vec<String> = [999, 1_000, 1_999]
+            .map(|ms| values(&held.take(7, start + Duration::from_millis(ms)).unwrap())[1].clone())
+            .into();
+        assert_eq!(
+            resets,
+            [
+                "x-ratelimit-reset=10",
+                "x-ratelimit-reset=9",
+                "x-ratelimit-reset=9"
+            ]
+        );
         let later = start + Duration::from_millis(2_100);
         assert_eq!(held.take(8, later), None, "another limit's batch");
         let second = held.take(7, later).unwrap();
@@ -259,10 +292,10 @@ mod tests {
             [
                 "x-ratelimit-limit=100",
                 "x-ratelimit-reset=8",
-                "x-ratelimit-remaining=98"
+                "x-ratelimit-remaining=95"
             ]
         );
-        for _ in 0..7 {
+        for _ in 0..4 {
             held.take(7, later).unwrap();
         }
         // The last unit: the grant's retry-after comes back.
