@@ -82,6 +82,7 @@ tower_governor_no_headers route_micro bare
 memory_no_headers route_micro bare
 memory http_load bare_headers
 memory_stacked_3 http_load bare_headers
+memory_apart_3 http_load bare_headers
 deny_flood http_load bare_headers
 global_batched http_load bare_headers
 fixed_window http_load evalsha_multiplexed

@@ -18,6 +18,7 @@
 //! | `bare_headers` | `"ok"` with `x-ratelimit-limit`, `-reset` and `-remaining` from a per-server counter | `2xx` + headers |
 //! | `memory` | `RateLimited<FixedWindow<1_000_000_000, 3600>>` on the memory backend, keyed by `x-client` | `2xx` + headers |
 //! | `memory_stacked_3` | `stacked_3`'s three limits on the memory backend | `2xx` + headers |
+//! | `memory_apart_3` | the same three limits checked one after another, each by its own `RateLimited` (the first one's headers sent) | `2xx` + headers |
 //! | `deny_flood` | `RateLimited<FixedWindow<1, 3600>>` on Redis with `deny_cache(true)`, one client already denied | `429` + headers |
 //! | `tower_governor` | `"ok"` behind the `tower_governor` layer (in-process GCRA), keyed by `x-client` | `2xx` + headers |
 //! | `tower_governor_no_headers` | `tower_governor` without its headers (no `use_headers`) | `2xx` |

@@ -102,6 +102,17 @@ async fn stacked_3(limited: Stacked3Limited) -> (Stacked3Limited, &'static str) 
     (limited, "ok")
 }
 
+/// `stacked_3`'s three limits checked one after another, each by an extractor of its own:
+/// what a stack of them is measured against. The first sends its headers, as a stack sends
+/// one limit's.
+async fn apart_3(
+    first: FixedWindowLimited,
+    _second: TokenBucketLimited,
+    _third: GlobalLimited,
+) -> (FixedWindowLimited, &'static str) {
+    (first, "ok")
+}
+
 async fn token_bucket(limited: TokenBucketLimited) -> (TokenBucketLimited, &'static str) {
     (limited, "ok")
 }
@@ -194,6 +205,7 @@ pub(crate) async fn app(variant: Variant, redis_url: &str) -> Result<Router, Box
         Variant::MemoryStacked3 => Router::new()
             .route("/", get(stacked_3))
             .with_state(memory()?),
+        Variant::MemoryApart3 => Router::new().route("/", get(apart_3)).with_state(memory()?),
         Variant::MemoryNoHeaders => Router::new()
             .route("/", get(fixed_window_no_headers))
             .with_state(memory()?),

@@ -17,6 +17,7 @@ pub(crate) enum Variant {
     TowerGovernor,
     Memory,
     MemoryStacked3,
+    MemoryApart3,
     DenyFlood,
     TowerGovernorNoHeaders,
     MemoryNoHeaders,
@@ -27,11 +28,12 @@ impl Variant {
     /// machine whose speed drifts over a round skews the comparisons least. The in-process
     /// variants follow `bare` and `bare_headers`, the pair without headers last of them; each
     /// Redis limiter follows the hand-written check of its own script.
-    pub(crate) const ALL: [Self; 18] = [
+    pub(crate) const ALL: [Self; 19] = [
         Self::Bare,
         Self::BareHeaders,
         Self::Memory,
         Self::MemoryStacked3,
+        Self::MemoryApart3,
         Self::DenyFlood,
         Self::TowerGovernor,
         Self::TowerGovernorNoHeaders,
@@ -65,6 +67,7 @@ impl Variant {
             Self::TowerGovernor => "tower_governor",
             Self::Memory => "memory",
             Self::MemoryStacked3 => "memory_stacked_3",
+            Self::MemoryApart3 => "memory_apart_3",
             Self::DenyFlood => "deny_flood",
             Self::TowerGovernorNoHeaders => "tower_governor_no_headers",
             Self::MemoryNoHeaders => "memory_no_headers",
