@@ -35,7 +35,6 @@ impl Opt {
     }
 }
 
-/// The most bytes of options a key holds as they are; longer ones it holds as their digest.
 /// A built-in limit's options read ahead, when the limit is made (at compile time for a typed
 /// one): the numbers its twin would read of them on each check (see
 /// [`Builtin::read_ahead`](plug_limit_options::Builtin::read_ahead)), for that built-in only.
@@ -70,6 +69,7 @@ impl ReadAhead {
     }
 }
 
+/// The most bytes of options a key holds as they are; longer ones it holds as their digest.
 pub(crate) const KEY_TEXT_MAX: usize = 64;
 
 /// `opts` as a key holds them when they are known at compile time (integers and `Opt::Str`),
