@@ -230,13 +230,12 @@ impl Builtin {
     }
 
     /// One option of `param`'s kind, the limit (the first option) read before it.
-    #[allow(clippy::cast_precision_loss)] // whole numbers within the bounds, exact
     #[inline]
     fn read_one(self, param: &Param, arg: Arg<'_>, limit: f64) -> Result<f64, Refusal> {
-        // A check of options not read ahead reads them: a count given as an integer in
-        // bounds takes no more than this.
-        if let (Kind::Count, Arg::Int(n)) = (param.kind, arg)
-            && let Some(value) = taken_as_given(Kind::Count, n, limit)
+        // A check of options not read ahead reads them: one given as an integer its rule takes
+        // as given (as they would have been read ahead) takes no more than this.
+        if let Arg::Int(n) = arg
+            && let Some(value) = taken_as_given(param.kind, n, limit)
         {
             return Ok(value);
         }
@@ -454,8 +453,9 @@ pub fn check(builtin: Builtin, opts: &[Arg<'_>]) -> Result<(), Refusal> {
 
 /// The value of an option of kind `kind` given as the integer `n` (the limit, read before it,
 /// `limit`), when its rule takes `n` as given: a count from 1 to [`MAX`], a burst from 1 to the
-/// limit. `None` when it must be read in full (`read_other`), and refused there or not. One
-/// rule for the options read on a check and those read ahead.
+/// limit. `None` when it must be read in full (`read_other`, whose rules take every value this
+/// takes, to the same number), and refused there or not. The one shortcut of both reads, on a
+/// check ([`Builtin::read`]) and ahead of it ([`Builtin::read_ahead`]).
 #[allow(clippy::cast_precision_loss)] // at most MAX, exact
 const fn taken_as_given(kind: Kind, n: i64, limit: f64) -> Option<f64> {
     const TOP: i64 = MAX as i64;
@@ -471,7 +471,8 @@ mod tests {
     use super::*;
 
     /// Options read ahead read as a check reads them, for every built-in and every mix of
-    /// integers in and out of each rule's bounds; and only those a check takes.
+    /// integers in and out of each rule's bounds, given as integers and as text (which the
+    /// full rules read, past the shortcut both share); and only those a check takes.
     #[test]
     fn options_read_ahead_read_as_a_check_reads_them() {
         const TOP: i64 = MAX as i64;
@@ -498,6 +499,14 @@ mod tests {
                             .map_or(Arg::Missing, |n| Arg::Int(n.unwrap()))
                     };
                     assert_eq!(builtin.read(arg), Ok(ahead), "{builtin:?} {ints:?}");
+                    // The same numbers as text take no shortcut: the full rules read them alike.
+                    let texts: Vec<String> = ints.iter().map(|n| n.unwrap().to_string()).collect();
+                    let text = |position: usize| {
+                        texts
+                            .get(position)
+                            .map_or(Arg::Missing, |text| Arg::Str(text))
+                    };
+                    assert_eq!(builtin.read(text), Ok(ahead), "{builtin:?} {texts:?}");
                 }
             }
         }
