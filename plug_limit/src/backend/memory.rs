@@ -136,10 +136,16 @@ impl MemoryBackend {
         for (i, slot) in slots.into_iter().enumerate() {
             let mut shard = locked.key(i);
             match (slot, shard.get_mut()) {
-                // A key that had state gets it back where it was taken from: no second probe.
+                // A key that had state gets it back where it was taken from.
                 (Some(stored), Some(held)) => *held = Some(stored),
                 (Some(stored), None) => {
-                    shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
+                    // Not at the cost of another key of this stack, just counted or about to
+                    // be put back.
+                    shard.make_room_sparing(
+                        now_ms,
+                        |slot| expires_at(slot.as_ref()),
+                        |digest| keys.contains(digest),
+                    );
                     shard.insert(Some(stored));
                 }
                 (None, Some(_)) => shard.remove(),
@@ -253,5 +259,89 @@ impl fmt::Debug for MemoryBackend {
             .field("keys", &self.len())
             .field("now_ms", &self.clock.now_ms())
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Program;
+    use crate::clock::ManualClock;
+    use crate::limit::{Charge, Opt};
+
+    const MINUTE: &[Opt] = &[Opt::Int(5), Opt::Int(60)];
+    const HOUR: &[Opt] = &[Opt::Int(5), Opt::Int(3600)];
+
+    /// A backend of one shard holding at most `capacity` keys, so that every key shares it.
+    fn one_shard(capacity: usize) -> MemoryBackend {
+        MemoryBackend {
+            states: Sharded::bounded(1, NonZeroUsize::new(capacity).unwrap()),
+            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+            head: 0,
+        }
+    }
+
+    /// One fixed-window request of `key`: what it has left.
+    fn check(backend: &MemoryBackend, key: &str, opts: &[Opt]) -> String {
+        let program = Program::builtin(Builtin::FixedWindow);
+        let keys = [key.to_owned()];
+        let outcome = backend
+            .eval(Call {
+                program: &program,
+                keys: &keys,
+                opts,
+                read_ahead: None,
+                cost: Charge::Take(1),
+                lease: None,
+            })
+            .unwrap();
+        let remaining = outcome.header("x-ratelimit-remaining").unwrap();
+        remaining.to_str().unwrap().to_owned()
+    }
+
+    /// A stack of one fixed-window request of each of `limits`, all allowed.
+    fn stack(backend: &MemoryBackend, limits: &[(&str, &[Opt])]) {
+        let program = Program::builtin(Builtin::FixedWindow);
+        let keys: Vec<[String; 1]> = limits.iter().map(|(key, _)| [(*key).to_owned()]).collect();
+        let parts = limits.iter().zip(&keys).map(|((_, opts), keys)| StackPart {
+            program: &program,
+            keys,
+            opts,
+            read_ahead: None,
+            cost: 1,
+            soft: false,
+        });
+        let mut answers = Outcomes::new();
+        backend.eval_stack(parts, &mut answers).unwrap();
+        assert_eq!(answers.len(), limits.len());
+        assert!(answers.iter().all(|answer| matches!(
+            answer,
+            Some(Answer::Twin(twin)) if twin.is_allowed()
+        )));
+    }
+
+    #[test]
+    fn a_stack_never_evicts_a_key_it_just_counted_to_store_another() {
+        let backend = one_shard(4);
+        for filler in ["f1", "f2", "f3"] {
+            assert_eq!(check(&backend, filler, HOUR), "4");
+        }
+        assert_eq!(check(&backend, "a", MINUTE), "4");
+        // The shard is full, and `a` expires soonest: storing `b` evicts one of the fillers,
+        // not `a`, which the stack has just counted a second time.
+        stack(&backend, &[("a", MINUTE), ("b", HOUR)]);
+        assert_eq!(backend.len(), 4);
+        assert_eq!(check(&backend, "a", MINUTE), "2");
+        assert_eq!(check(&backend, "b", HOUR), "3");
+    }
+
+    #[test]
+    fn a_shard_a_stack_fills_alone_keeps_its_bound() {
+        let backend = one_shard(1);
+        assert_eq!(check(&backend, "a", MINUTE), "4");
+        stack(&backend, &[("a", MINUTE), ("b", HOUR)]);
+        // Only `a` could make room for `b`: it goes, as any other key would.
+        assert_eq!(backend.len(), 1);
+        assert_eq!(check(&backend, "b", HOUR), "3");
     }
 }

@@ -266,21 +266,47 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
     /// entries expire before it. One pass over the shard frees an eighth of it, so each new
     /// key pays for about eight entries' worth of passing, amortised.
     pub(crate) fn make_room<At: Ord + Copy>(&mut self, now: At, expires_at: impl Fn(&V) -> At) {
+        self.make_room_sparing(now, expires_at, |_| false);
+    }
+
+    /// [`make_room`](Self::make_room), sparing the entries whose digest `spare` picks: a
+    /// stack's other keys, just counted, which making room for one more of its keys must not
+    /// take back. Only a shard that its spared entries fill alone evicts them, as any other:
+    /// the shard's bound holds whatever a stack holds.
+    pub(crate) fn make_room_sparing<At: Ord + Copy>(
+        &mut self,
+        now: At,
+        expires_at: impl Fn(&V) -> At,
+        spare: impl Fn(&Digest) -> bool,
+    ) {
         let shard = &mut *self.shard;
         if shard.entries.len() < shard.capacity {
             return;
         }
-        // At least 1 and at most `capacity`, which a full shard holds: `batch - 1` indexes it.
-        let batch = shard.capacity.div_ceil(EVICT_SHARE);
         let mut expiries: Vec<At> = shard
             .entries
             .iter()
+            .filter(|(digest, _)| !spare(digest))
             .map(|(_, value)| expires_at(value))
             .collect();
+        let spared = !expiries.is_empty();
+        if !spared {
+            expiries = shard
+                .entries
+                .iter()
+                .map(|(_, value)| expires_at(value))
+                .collect();
+        }
+        // At least 1 and at most the entries counted, which a full shard holds at least one of:
+        // `batch - 1` indexes them.
+        let batch = shard.capacity.div_ceil(EVICT_SHARE).min(expiries.len());
         let (sooner, &mut cut, _) = expiries.select_nth_unstable(batch - 1);
         // Everything expiring before the cut goes; entries at the cut go until `batch` have.
         let mut at_cut = batch - sooner.iter().filter(|&&at| at < cut).count();
-        shard.entries.retain(|(_, value)| {
+        shard.entries.retain(|(digest, value)| {
+            if spared && spare(digest) {
+                return true;
+            }
             let at = expires_at(value);
             if at <= now || at < cut {
                 return false;
@@ -291,7 +317,7 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
             }
             true
         });
-        // That pass dropped every expired entry: it stands for a sweep.
+        // That pass dropped every expired entry (but those spared): it stands for a sweep.
         shard.ops_since_sweep = 0;
         shard.next_sweep = shard.entries.len().max(MIN_SWEEP);
     }
@@ -455,6 +481,28 @@ mod tests {
         store(&map, 0, [("spray7".to_owned(), 107)]);
         assert_eq!(map.lock("victim").get_mut(), None);
         assert_eq!(held(&map), (100..=107).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn making_room_spares_what_it_is_told_to_unless_that_fills_the_shard() {
+        let map = Sharded::bounded(1, NonZeroUsize::new(8).unwrap());
+        store(&map, 0, keyed(1..=8));
+        let spared = map.digests().of_text(b"1");
+        let mut shard = map.lock("9");
+        shard.make_room_sparing(0, |&at| at, |digest| *digest == spared);
+        shard.insert(9);
+        drop(shard);
+        // The soonest entry but the spared one went.
+        assert_eq!(held(&map), [1, 3, 4, 5, 6, 7, 8, 9]);
+
+        let map = Sharded::bounded(1, NonZeroUsize::new(1).unwrap());
+        store(&map, 0, keyed([1]));
+        let mut shard = map.lock("2");
+        shard.make_room_sparing(0, |&at| at, |_| true);
+        shard.insert(2);
+        drop(shard);
+        // Spared, it was all the shard held: it went, and the bound holds.
+        assert_eq!(held(&map), [2]);
     }
 
     #[test]

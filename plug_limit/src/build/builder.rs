@@ -228,6 +228,9 @@ impl Builder {
     /// pass over a shard frees an eighth of it, so eviction costs each new key a constant
     /// amount of work, amortised.
     ///
+    /// A stack of limits never evicts one of its own keys to store another: the states it
+    /// has just counted stay, unless they alone fill the shard.
+    ///
     /// The local [deny cache](Self::deny_cache) holds at most as many keys, by the same rule
     /// (the denials ending soonest go first): a dropped denial only costs its key one backend
     /// call.
