@@ -60,44 +60,80 @@ pub(crate) fn script() -> &'static Arc<Lua> {
 /// The verdicts of a stack's limits, in order: a stack's few held inline.
 pub(crate) type Verdicts = SmallVec<[Verdict; 4]>;
 
+/// Where a stack's states lie while it runs: each distinct key's, by its [`Part::slot`]. A
+/// store lends each where it holds it, as a single check's, so that no state is copied out
+/// and back.
+pub(crate) trait Slots {
+    /// Runs `f` on the state of the key of `slot` (`None` for a key without one).
+    fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R;
+}
+
+impl Slots for [Option<Stored>] {
+    fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R {
+        f(&mut self[slot])
+    }
+}
+
+/// Where a stack's verdicts go, in order, as each part is run: the caller makes each its
+/// answer where it will read it.
+pub(crate) trait Heard {
+    /// The next part's verdict.
+    fn push(&mut self, verdict: Verdict);
+
+    /// Whether the `part`-th verdict pushed allowed.
+    fn allowed(&self, part: usize) -> bool;
+}
+
+impl Heard for Verdicts {
+    fn push(&mut self, verdict: Verdict) {
+        Self::push(self, verdict);
+    }
+
+    fn allowed(&self, part: usize) -> bool {
+        self[part].allow
+    }
+}
+
 /// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
 /// distinct key, each part's at its [`Part::slot`].
 ///
-/// Pushes the verdict of every part run onto `verdicts` (empty when called), in order: fewer
+/// Pushes the verdict of every part run onto `verdicts` (none pushed yet), in order: fewer
 /// than `parts` when the last one denied. Every part before a (not soft) denial that took
 /// units gets them back, the latest first, as the script's parts do: by its own refund, or for
 /// a token bucket by the state it held before (see [`restored`]); a part's error gives back the
-/// same way and is returned. The caller's `verdicts` are filled where they lie: a stack's few
-/// verdicts returned would be copied on the way.
+/// same way and is returned.
 pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
-    slots: &mut [Option<Stored>],
-    verdicts: &mut Verdicts,
+    slots: &mut (impl Slots + ?Sized),
+    verdicts: &mut impl Heard,
 ) -> Result<(), String> {
     // The state each part given back by restoring it held before its take, by position; the
     // others give back by their refund.
     let mut saved: SmallVec<[(usize, Option<Stored>); 2]> = SmallVec::new();
     for (i, part) in parts.iter().enumerate() {
-        let slot = &mut slots[part.slot];
-        // A state past its expiry is a key Redis no longer has.
-        if slot
-            .as_ref()
-            .is_some_and(|stored| stored.expires_at_ms <= now_ms)
-        {
-            *slot = None;
-        }
-        if restored(part.algorithm) && i + 1 < parts.len() {
-            saved.push((i, slot.clone()));
-        }
-        match part.algorithm.evaluate_leased(
-            part.opts,
-            part.read_ahead,
-            Charge::Take(part.cost),
-            None,
-            now_ms,
-            slot,
-        ) {
+        let kept = restored(part.algorithm) && i + 1 < parts.len();
+        let evaluated = slots.with(part.slot, |slot| {
+            // A state past its expiry is a key Redis no longer has.
+            if slot
+                .as_ref()
+                .is_some_and(|stored| stored.expires_at_ms <= now_ms)
+            {
+                *slot = None;
+            }
+            if kept {
+                saved.push((i, slot.clone()));
+            }
+            part.algorithm.evaluate_leased(
+                part.opts,
+                part.read_ahead,
+                Charge::Take(part.cost),
+                None,
+                now_ms,
+                slot,
+            )
+        });
+        match evaluated {
             Err(error) => {
                 give_back(&parts[..i], verdicts, saved, now_ms, slots);
                 return Err(error);
@@ -128,22 +164,20 @@ fn restored(algorithm: Builtin) -> bool {
 /// (a part of [`restored`]), or its refund.
 fn give_back(
     parts: &[Part<'_>],
-    verdicts: &[Verdict],
+    verdicts: &impl Heard,
     mut saved: SmallVec<[(usize, Option<Stored>); 2]>,
     now_ms: i64,
-    slots: &mut [Option<Stored>],
+    slots: &mut (impl Slots + ?Sized),
 ) {
-    let taken = parts.iter().zip(verdicts).enumerate();
-    for (i, (part, verdict)) in taken.rev() {
+    for (i, part) in parts.iter().enumerate().rev() {
         let before = saved
             .iter_mut()
             .find(|(at, _)| *at == i)
             .map(|(_, before)| before.take());
-        if !(verdict.allow && part.cost > 0) {
+        if !(verdicts.allowed(i) && part.cost > 0) {
             continue;
         }
-        let slot = &mut slots[part.slot];
-        match before {
+        slots.with(part.slot, |slot| match before {
             Some(before) => *slot = before,
             None => {
                 // The options just took: their refund cannot be refused.
@@ -156,7 +190,7 @@ fn give_back(
                     slot,
                 );
             }
-        }
+        });
     }
 }
 
@@ -198,7 +232,7 @@ mod tests {
             part(Builtin::FixedWindow, WINDOW, 2),
         ];
         let mut verdicts = Verdicts::new();
-        evaluate(&parts, now, &mut slots, &mut verdicts).unwrap();
+        evaluate(&parts, now, &mut slots[..], &mut verdicts).unwrap();
         let allowed: Vec<bool> = verdicts.iter().map(|verdict| verdict.allow).collect();
         assert_eq!(allowed, [true, false]);
         assert_eq!(slots[0], before[0]);

@@ -3,11 +3,12 @@
 
 use std::fmt;
 use std::num::NonZeroUsize;
+use std::ops::DerefMut;
 use std::sync::Arc;
 
 use deadpool_redis::redis::Value;
 
-use super::sharded::{Digest, FEW, Sharded};
+use super::sharded::{self, Digest, FEW, LockedAll, Sharded};
 use super::{Answer, Call, ClientMemo, Outcomes, StackPart, head_len, past_head};
 use crate::algorithm::{Builtin, Field, Report, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
@@ -63,25 +64,12 @@ impl MemoryBackend {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
-        // An existing key is evaluated in place: one lookup, no allocation.
-        if let Some(slot) = shard.get_mut() {
-            if expires_at(slot.as_ref()) <= now_ms {
-                *slot = None;
-            }
-            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
-            if slot.is_none() {
-                shard.remove();
-            }
-            return verdict;
-        }
-        let mut slot = None;
-        let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, &mut slot);
-        if slot.is_some() {
-            // Only a new key can fill a shard: a known one was evaluated in place above.
-            shard.make_room(now_ms, |slot| expires_at(slot.as_ref()));
-            shard.insert(slot);
-        }
-        verdict
+        in_place(
+            &mut shard,
+            now_ms,
+            |_| false,
+            |slot| algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot),
+        )
     }
 
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
@@ -120,42 +108,25 @@ impl MemoryBackend {
         let count = keys.len();
         let now_ms = self.clock.now_ms();
         let mut locked = self.states.lock_all(&keys);
-        // Every sweep before any state is taken out: a sweep drops a slot being evaluated.
         for i in 0..count {
             locked
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut slots: SmallVec<[Option<Stored>; FEW]> = SmallVec::new();
-        for i in 0..count {
-            let stored = locked.key(i).get_mut().and_then(Option::take);
-            slots.push(stored.filter(|stored| stored.expires_at_ms > now_ms));
-        }
-        let mut verdicts = stack::Verdicts::new();
-        let evaluated = stack::evaluate(&algorithms, now_ms, &mut slots, &mut verdicts);
-        for (i, slot) in slots.into_iter().enumerate() {
-            let mut shard = locked.key(i);
-            match (slot, shard.get_mut()) {
-                // A key that had state gets it back where it was taken from.
-                (Some(stored), Some(held)) => *held = Some(stored),
-                (Some(stored), None) => {
-                    // Not at the cost of another key of this stack, just counted or about to
-                    // be put back.
-                    shard.make_room_sparing(
-                        now_ms,
-                        |slot| expires_at(slot.as_ref()),
-                        |digest| keys.contains(digest),
-                    );
-                    shard.insert(Some(stored));
-                }
-                (None, Some(_)) => shard.remove(),
-                (None, None) => {}
-            }
-        }
+        let mut states = Locked {
+            locked,
+            keys: &keys,
+            now_ms,
+        };
+        let mut heard = Heard {
+            parts,
+            answers,
+            refused: None,
+        };
+        let evaluated = stack::evaluate(&algorithms, now_ms, &mut states, &mut heard);
         evaluated.map_err(Error::Input)?;
-        for (verdict, part) in verdicts.into_iter().zip(parts) {
-            let twin = Twin::checked(verdict, &part.program.headers)?;
-            answers.push(Some(Answer::Twin(twin)));
+        if let Some(refused) = heard.refused {
+            return Err(refused);
         }
         // The parts after a denial were not run.
         while answers.len() < algorithms.len() {
@@ -177,6 +148,95 @@ impl MemoryBackend {
     /// How many keys hold state, expired ones not yet swept included.
     pub(crate) fn len(&self) -> usize {
         self.states.len()
+    }
+}
+
+/// Runs `f` on the state of the key `shard` is locked for, where the shard holds it, as a
+/// script runs on its Redis key: a state past its expiry reads as none, a state `f` deletes is
+/// removed, and a new one is stored, room made first for it but not at the cost of a key
+/// `spare` picks (see [`make_room_sparing`](sharded::Locked::make_room_sparing)).
+#[inline(always)]
+fn in_place<G, R>(
+    shard: &mut sharded::Locked<'_, Option<Stored>, G>,
+    now_ms: i64,
+    spare: impl Fn(&Digest) -> bool,
+    f: impl FnOnce(&mut Option<Stored>) -> R,
+) -> R
+where
+    G: DerefMut<Target = sharded::Shard<Option<Stored>>>,
+{
+    // An existing key is evaluated in place: one lookup, no allocation.
+    if let Some(slot) = shard.get_mut() {
+        if expires_at(slot.as_ref()) <= now_ms {
+            *slot = None;
+        }
+        let result = f(slot);
+        if slot.is_none() {
+            shard.remove();
+        }
+        return result;
+    }
+    let mut slot = None;
+    let result = f(&mut slot);
+    if slot.is_some() {
+        // Only a new key can fill a shard: a known one was evaluated in place above.
+        shard.make_room_sparing(now_ms, |slot| expires_at(slot.as_ref()), spare);
+        shard.insert(slot);
+    }
+    result
+}
+
+/// A stack's states where their shards hold them, every shard locked: each part runs on its
+/// key's as a single check does, and a new key's is stored as soon as it has one, sparing the
+/// stack's other keys when room is made for it.
+struct Locked<'a, 'k> {
+    locked: LockedAll<'a, Option<Stored>>,
+    keys: &'k [Digest],
+    now_ms: i64,
+}
+
+impl stack::Slots for Locked<'_, '_> {
+    #[inline]
+    fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R {
+        let keys = self.keys;
+        in_place(
+            &mut self.locked.key(slot),
+            self.now_ms,
+            |digest| keys.contains(digest),
+            f,
+        )
+    }
+}
+
+/// A stack's verdicts, each made its part's answer as it is reached, checked as a reply is.
+struct Heard<'o, I> {
+    /// The parts not yet answered, in order.
+    parts: I,
+    answers: &'o mut Outcomes,
+    /// The first verdict out of contract.
+    refused: Option<Error>,
+}
+
+impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for Heard<'_, I> {
+    #[inline]
+    fn push(&mut self, verdict: Verdict) {
+        let Some(part) = self.parts.next() else {
+            return;
+        };
+        match Twin::checked(verdict, &part.program.headers) {
+            Ok(twin) => self.answers.push(Some(Answer::Twin(twin))),
+            Err(error) => {
+                self.refused.get_or_insert(error);
+                self.answers.push(None);
+            }
+        }
+    }
+
+    fn allowed(&self, part: usize) -> bool {
+        self.answers
+            .get(part)
+            .and_then(Option::as_ref)
+            .is_some_and(Answer::is_allowed)
     }
 }
 

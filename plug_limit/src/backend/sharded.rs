@@ -157,14 +157,22 @@ impl<V> Sharded<V> {
     /// The shards that hold the keys of `digests` (each of [`digests`](Self::digests)), each locked
     /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
     pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
-        let shard = |digest| shard_index(digest, self.shards.len());
-        let mut indices = few(digests.iter().map(|&digest| shard(digest)));
-        indices.sort_unstable();
-        indices.dedup();
-        // Every key's shard is among `indices`.
-        let at = |digest| indices.binary_search(&shard(digest)).unwrap_or_default();
-        let keys = few(digests.iter().map(|&digest| (digest, at(digest))));
-        let guards = few(indices.iter().map(|&index| (index, self.lock_shard(index))));
+        let shards = self.shards.len();
+        // Each key's shard with the key's position, in the order the shards are locked.
+        let mut order = few(digests
+            .iter()
+            .enumerate()
+            .map(|(i, &digest)| (shard_index(digest, shards), i)));
+        order.sort_unstable();
+        let mut keys = few(digests.iter().map(|&digest| (digest, 0)));
+        let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard<V>>); FEW]> = SmallVec::new();
+        for &(index, i) in &order {
+            // Keys of one shard are next to each other: its guard is the last one taken.
+            if guards.last().is_none_or(|(last, _)| *last != index) {
+                guards.push((index, self.lock_shard(index)));
+            }
+            keys[i].1 = guards.len() - 1;
+        }
         LockedAll { guards, keys }
     }
 
@@ -503,6 +511,34 @@ mod tests {
         drop(shard);
         // Spared, it was all the shard held: it went, and the bound holds.
         assert_eq!(held(&map), [2]);
+    }
+
+    #[test]
+    fn locking_several_keys_locks_each_shard_once_in_order_and_finds_every_key() {
+        let map: Sharded<u32> = Sharded::new(4);
+        let keys: Vec<String> = (0..12).map(|i| format!("key{i}")).collect();
+        let digests: Vec<Digest> = keys
+            .iter()
+            .map(|key| map.digests().of_text(key.as_bytes()))
+            .collect();
+        let mut locked = map.lock_all(&digests);
+        let shards: Vec<usize> = locked.guards.iter().map(|(index, _)| *index).collect();
+        assert!(
+            shards.windows(2).all(|pair| pair[0] < pair[1]),
+            "{shards:?}"
+        );
+        for i in 0..keys.len() {
+            locked.key(i).insert(u32::try_from(i).unwrap());
+        }
+        drop(locked);
+        // Each key went to its own shard: a plain lock finds it there.
+        for (i, key) in keys.iter().enumerate() {
+            assert_eq!(
+                map.lock(key).get_mut(),
+                Some(&mut u32::try_from(i).unwrap())
+            );
+        }
+        assert_eq!(map.len(), keys.len());
     }
 
     #[test]
