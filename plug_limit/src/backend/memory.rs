@@ -94,7 +94,7 @@ impl MemoryBackend {
                 .first_digest_shared(self.head, self.states.digests(), &mut memo);
             let slot = keys.iter().position(|key| *key == digest);
             algorithms.push(stack::Part {
-                algorithm: part.program.builtin_only()?,
+                algorithm: part.builtin()?,
                 opts: part.opts,
                 read_ahead: part.read_ahead,
                 cost: part.cost,

@@ -143,6 +143,24 @@ pub(crate) struct StackPart<'a> {
 }
 
 impl StackPart<'_> {
+    /// The built-in the part runs, or why it cannot be stacked: a custom script, options
+    /// of another number than its built-in's, or a built-in that leases (its lease would
+    /// outlive the call).
+    #[inline(always)]
+    pub(crate) fn builtin(&self) -> Result<Builtin, Error> {
+        let algorithm = self.program.builtin_only()?;
+        algorithm
+            .check_arity(self.opts.len())
+            .map_err(|refusal| Error::Input(refusal.into()))?;
+        if algorithm.leases() {
+            return Err(Error::Input(format!(
+                "{}: cannot be stacked: its lease outlives the call",
+                algorithm.name()
+            )));
+        }
+        Ok(algorithm)
+    }
+
     /// The part's key, composed: what Redis reads.
     pub(crate) fn key(&self) -> &str {
         self.keys.all().first().map_or("", String::as_str)
@@ -233,8 +251,9 @@ impl Backend {
     }
 
     /// Evaluates stacked limits as far as they go without waiting: every part must be a
-    /// built-in with its number of options. Decided in memory, each part's answer is pushed
-    /// onto `answers` (empty when called), where the caller holds them: a stack's few answers,
+    /// built-in with its number of options, and one that does not lease
+    /// ([`StackPart::builtin`]). Decided in memory, each part's answer is pushed onto
+    /// `answers` (empty when called), where the caller holds them: a stack's few answers,
     /// returned, would be copied at each step on the way.
     ///
     /// The parts are read as they are made, in order, once per pass over them: a stack's
@@ -244,21 +263,15 @@ impl Backend {
         parts: impl Iterator<Item = StackPart<'p>> + Clone,
         answers: &mut Outcomes,
     ) -> Result<StartedStack<'_>, Error> {
-        for part in parts.clone() {
-            let algorithm = part.program.builtin_only()?;
-            algorithm
-                .check_arity(part.opts.len())
-                .map_err(|refusal| Error::Input(refusal.into()))?;
-            if algorithm.leases() {
-                return Err(Error::Input(format!(
-                    "{}: cannot be stacked: its lease outlives the call",
-                    algorithm.name()
-                )));
-            }
-        }
         Ok(match self {
+            // Checks each part as it reads it.
             Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts, answers)),
-            Self::Redis(redis) => StartedStack::Redis(redis),
+            Self::Redis(redis) => {
+                for part in parts {
+                    part.builtin()?;
+                }
+                StartedStack::Redis(redis)
+            }
         })
     }
 
