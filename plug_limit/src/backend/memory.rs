@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use deadpool_redis::redis::Value;
 
-use super::sharded::{self, Digest, FEW, LockedAll, Sharded};
+use super::sharded::{self, Digest, FEW, KeyAt, LockedAll, Sharded};
 use super::{Answer, Call, ClientMemo, Outcomes, StackPart, head_len, past_head};
 use crate::algorithm::{Builtin, Field, Report, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
@@ -86,13 +86,13 @@ impl MemoryBackend {
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.
-        let mut keys: SmallVec<[Digest; FEW]> = SmallVec::new();
+        let mut keys: SmallVec<[KeyAt; FEW]> = SmallVec::new();
         let mut memo = ClientMemo::default();
         for part in parts.clone() {
             let digest = part
                 .keys
                 .first_digest_shared(self.head, self.states.digests(), &mut memo);
-            let slot = keys.iter().position(|key| *key == digest);
+            let slot = keys.iter().position(|&(key, _)| key == digest);
             algorithms.push(stack::Part {
                 algorithm: part.builtin()?,
                 opts: part.opts,
@@ -100,24 +100,20 @@ impl MemoryBackend {
                 cost: part.cost,
                 soft: part.soft,
                 slot: slot.unwrap_or_else(|| {
-                    keys.push(digest);
+                    keys.push((digest, 0));
                     keys.len() - 1
                 }),
             });
         }
         let count = keys.len();
         let now_ms = self.clock.now_ms();
-        let mut locked = self.states.lock_all(&keys);
+        let mut locked = self.states.lock_all(&mut keys);
         for i in 0..count {
             locked
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut states = Locked {
-            locked,
-            keys: &keys,
-            now_ms,
-        };
+        let mut states = Locked { locked, now_ms };
         let mut heard = Heard {
             parts,
             answers,
@@ -190,19 +186,18 @@ where
 /// key's as a single check does, and a new key's is stored as soon as it has one, sparing the
 /// stack's other keys when room is made for it.
 struct Locked<'a, 'k> {
-    locked: LockedAll<'a, Option<Stored>>,
-    keys: &'k [Digest],
+    locked: LockedAll<'a, 'k, Option<Stored>>,
     now_ms: i64,
 }
 
 impl stack::Slots for Locked<'_, '_> {
     #[inline]
     fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R {
-        let keys = self.keys;
+        let keys = self.locked.keys();
         in_place(
             &mut self.locked.key(slot),
             self.now_ms,
-            |digest| keys.contains(digest),
+            |digest| keys.iter().any(|(key, _)| key == digest),
             f,
         )
     }

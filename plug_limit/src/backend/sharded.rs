@@ -64,14 +64,16 @@ pub(crate) struct Locked<'a, V, G = MutexGuard<'a, Shard<V>>> {
 
 /// The shards that hold several keys, each locked once, for one operation over all of them
 /// (a stack of limits decided together).
-pub(crate) struct LockedAll<'a, V> {
+pub(crate) struct LockedAll<'a, 'k, V> {
     /// By shard index, ascending: the order every caller locks in, so two never wait on each
     /// other in a cycle.
     guards: SmallVec<[(usize, MutexGuard<'a, Shard<V>>); FEW]>,
-    /// Each key's digest and the position of its shard's guard, in the order given: each key
-    /// is hashed once.
-    keys: SmallVec<[(Digest, usize); FEW]>,
+    keys: &'k [KeyAt],
 }
+
+/// A key locked with others ([`Sharded::lock_all`]): its digest, and the position of its
+/// shard's guard among theirs, set by the lock. Each key is hashed once, by its caller.
+pub(crate) type KeyAt = (Digest, usize);
 
 /// How many keys a [`LockedAll`] holds without an allocation: a stack's limits, most often.
 pub(crate) const FEW: usize = 4;
@@ -154,17 +156,17 @@ impl<V> Sharded<V> {
         }
     }
 
-    /// The shards that hold the keys of `digests` (each of [`digests`](Self::digests)), each locked
-    /// once, in ascending order; the `i`-th key is then reached with [`LockedAll::key`]`(i, ..)`.
-    pub(crate) fn lock_all(&self, digests: &[Digest]) -> LockedAll<'_, V> {
+    /// The shards that hold `keys` (each a digest of [`digests`](Self::digests)), each locked
+    /// once, in ascending order, with each key's guard written beside it; the `i`-th key is
+    /// then reached with [`LockedAll::key`]`(i)`.
+    pub(crate) fn lock_all<'k>(&self, keys: &'k mut [KeyAt]) -> LockedAll<'_, 'k, V> {
         let shards = self.shards.len();
         // Each key's shard with the key's position, in the order the shards are locked.
-        let mut order = few(digests
+        let mut order = few(keys
             .iter()
             .enumerate()
-            .map(|(i, &digest)| (shard_index(digest, shards), i)));
+            .map(|(i, &(digest, _))| (shard_index(digest, shards), i)));
         order.sort_unstable();
-        let mut keys = few(digests.iter().map(|&digest| (digest, 0)));
         let mut guards: SmallVec<[(usize, MutexGuard<'_, Shard<V>>); FEW]> = SmallVec::new();
         for &(index, i) in &order {
             // Keys of one shard are next to each other: its guard is the last one taken.
@@ -240,7 +242,12 @@ fn shard_index((hash, _): Digest, shards: usize) -> usize {
     index
 }
 
-impl<V> LockedAll<'_, V> {
+impl<'k, V> LockedAll<'_, 'k, V> {
+    /// The keys locked for, in the order given.
+    pub(crate) fn keys(&self) -> &'k [KeyAt] {
+        self.keys
+    }
+
     /// The locked shard of the `i`-th key locked for, ready for operations on that key.
     pub(crate) fn key(&mut self, i: usize) -> Locked<'_, V, &mut Shard<V>> {
         let (digest, at) = self.keys[i];
@@ -517,11 +524,11 @@ mod tests {
     fn locking_several_keys_locks_each_shard_once_in_order_and_finds_every_key() {
         let map: Sharded<u32> = Sharded::new(4);
         let keys: Vec<String> = (0..12).map(|i| format!("key{i}")).collect();
-        let digests: Vec<Digest> = keys
+        let mut at: Vec<KeyAt> = keys
             .iter()
-            .map(|key| map.digests().of_text(key.as_bytes()))
+            .map(|key| (map.digests().of_text(key.as_bytes()), 0))
             .collect();
-        let mut locked = map.lock_all(&digests);
+        let mut locked = map.lock_all(&mut at);
         let shards: Vec<usize> = locked.guards.iter().map(|(index, _)| *index).collect();
         assert!(
             shards.windows(2).all(|pair| pair[0] < pair[1]),
