@@ -6,6 +6,7 @@
 //! belongs to requests (the enabled flag, the deny cache's answers, the failure policy).
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::future::Future;
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
@@ -94,8 +95,9 @@ impl Decider {
             .unwrap_or_else(Step::Done)
     }
 
-    /// A request's check up to its dispatch: the limiter, the rules, the key (with `reads`,
-    /// which a stack's limits share, the header the limit before read is not read again);
+    /// A request's check up to its dispatch: the limiter, the rules, the key (with `shared`,
+    /// what a stack's limits share of reading the request: the route it matched, looked up
+    /// once, and the header the limit before read, not read again);
     /// then `then` of the request, handed over where it is made rather than moved out and in
     /// again (the request is some three hundred bytes). `Err` when the preparation settles
     /// the check: refused, or let through uncounted.
@@ -104,18 +106,27 @@ impl Decider {
         &'a self,
         limit: &LimitRef<'a>,
         parts: &'a Parts,
-        reads: Option<&mut Reads<'a>>,
+        shared: Option<&mut Shared<'a>>,
         then: impl FnOnce(Request<'a>) -> T,
     ) -> Result<T, Decided> {
+        let (matched, reads) = shared
+            .map(|shared| (&shared.matched, &mut shared.reads))
+            .unzip();
         // Scoped to the matched route by default, so two routes never share a budget by
         // accident; `*` only when the router matched nothing (a fallback).
         let route_scope = limit
             .scope
             .or_else(|| {
-                parts
-                    .extensions
-                    .get::<MatchedPath>()
-                    .map(MatchedPath::as_str)
+                let lookup = || {
+                    parts
+                        .extensions
+                        .get::<MatchedPath>()
+                        .map(MatchedPath::as_str)
+                };
+                match matched {
+                    Some(matched) => *matched.get_or_init(lookup),
+                    None => lookup(),
+                }
             })
             .unwrap_or("*");
         let entry = match self.registry.of(limit) {
@@ -557,6 +568,14 @@ impl Decider {
             )))
         })
     }
+}
+
+/// What a stack's limits share of reading their one request: each would read it alike.
+#[derive(Default)]
+struct Shared<'p> {
+    /// The route the request matched (`None`: none did), once looked up.
+    matched: OnceCell<Option<&'p str>>,
+    reads: Reads<'p>,
 }
 
 /// One request's evaluation: its limiter, keys and limit, and when it consulted the deny

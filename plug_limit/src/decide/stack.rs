@@ -12,12 +12,11 @@ use smallvec::SmallVec;
 use tracing::Instrument;
 
 use super::keys::Keys;
-use super::{Decided, Decider, Entry, Request, Step, refuse_or_pass, waiting};
+use super::{Decided, Decider, Entry, Request, Shared, Step, refuse_or_pass, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;
 use crate::error::Error;
-use crate::key::Reads;
 use crate::limit::Charge;
 use crate::limit::{LimitRef, Opt};
 use crate::outcome::Outcome;
@@ -45,12 +44,13 @@ impl Decider {
             return Step::Done(Ok(None));
         }
         let mut requests: Few<Request<'a>> = Few::new();
-        // A limit keyed by the header the limit before it read does not read it again.
-        let mut reads = Reads::default();
+        // A limit keyed by the header the limit before it read does not read it again, nor
+        // looks the matched route up again.
+        let mut shared = Shared::default();
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
-            if let Err(Err(rejection)) = self.prepare(limit, parts, Some(&mut reads), |request| {
+            if let Err(Err(rejection)) = self.prepare(limit, parts, Some(&mut shared), |request| {
                 requests.push(request)
             }) {
                 undecided(&requests);
