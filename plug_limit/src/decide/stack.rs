@@ -226,22 +226,28 @@ impl Decider {
         requests: &[Request<'_>],
         answers: &mut Outcomes,
     ) -> Decided {
-        let denier = requests
-            .iter()
-            .zip(answers.iter())
-            .position(|(request, answer)| {
-                !request.entry.shadow && answer.as_ref().is_some_and(|answer| !answer.is_allowed())
-            });
+        // One pass learns what the verdict turns on: the first limit that denied (not in
+        // shadow mode), whether any allowed, whether any has a hook, and whether any lists
+        // every limit's policy.
+        let (mut denier, mut any_allowed, mut hooks, mut lists) = (None, false, false, false);
+        for (at, (request, answer)) in requests.iter().zip(answers.iter()).enumerate() {
+            let entry = request.entry;
+            hooks |= entry.hook.is_some();
+            lists |= entry.style.lists_policies();
+            match answer {
+                Some(answer) if answer.is_allowed() => any_allowed = true,
+                Some(_) if !entry.shadow && denier.is_none() => denier = Some(at),
+                _ => {}
+            }
+        }
         if let Some(denier) = denier {
             return self.stack_denied(requests, answers, denier);
         }
         // A shadow limit's would-be denial speaks for nothing: the headers are those of the
         // limits that allowed (of every limit, when each one is a shadow denial), and the
         // request is allowed.
-        let any_allowed = answers.iter().flatten().any(Answer::is_allowed);
         let speaks = |answer: &Answer| !any_allowed || answer.is_allowed();
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
-        let hooks = requests.iter().any(|request| request.entry.hook.is_some());
         let mut heard: Few<&Entry> = Few::new();
         let mut owed = Vec::new();
         // Read in place: only the answer that speaks is moved out, and made an outcome.
@@ -281,10 +287,7 @@ impl Decider {
         }
         // In the legacy style the tightest limit speaks for all, and only its outcome is made;
         // a limit in the draft-10 style lists every limit's policy.
-        let merged = if requests
-            .iter()
-            .any(|request| request.entry.style.lists_policies())
-        {
+        let merged = if lists {
             merge(
                 requests
                     .iter()
