@@ -249,7 +249,8 @@ impl Decider {
         let speaks = |answer: &Answer| !any_allowed || answer.is_allowed();
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
         let mut heard: Few<&Entry> = Few::new();
-        let mut owed = Vec::new();
+        // Made only when a limit is owed something: most stacks owe nothing.
+        let mut owed: Option<Vec<Pending>> = None;
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
         for (at, (request, answer)) in requests.iter().zip(answers.iter()).enumerate() {
@@ -264,7 +265,7 @@ impl Decider {
                 // What an admitted stack owes each limit that settles after the response.
                 if request.terms.owes() {
                     let caches_denials = request.cached.is_some();
-                    owed.push(self.owed(
+                    owed.get_or_insert_with(Vec::new).push(self.owed(
                         backend,
                         request.call(),
                         request.terms,
@@ -304,7 +305,7 @@ impl Decider {
             });
             for_the_stack(speaking)
         };
-        let merged = match Pending::stacked(owed) {
+        let merged = match owed.and_then(Pending::stacked) {
             Some(pending) => merged.owing(pending),
             None => merged,
         };
