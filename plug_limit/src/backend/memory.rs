@@ -64,25 +64,35 @@ impl MemoryBackend {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
-        in_place(
-            &mut shard,
-            now_ms,
-            |_| false,
-            |slot| algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot),
-        )
+        // An existing key is evaluated in place: one lookup, no allocation.
+        if let Some(slot) = shard.get_mut() {
+            if expires_at(slot.as_ref()) <= now_ms {
+                *slot = None;
+            }
+            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
+            if slot.is_none() {
+                shard.remove();
+            }
+            return verdict;
+        }
+        let mut slot = None;
+        let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, &mut slot);
+        store(&mut shard, now_ms, slot, |_| false);
+        verdict
     }
 
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
     /// key locked (in one order, so two stacks never wait on each other in a cycle). Pushes
     /// each part's answer onto `answers` (empty when called), in order, `None` for those not
-    /// run (after a denial).
+    /// run (after a denial); on an error, what it pushed so far, which the caller does not
+    /// read.
     pub(crate) fn eval_stack<'p>(
         &self,
         parts: impl Iterator<Item = StackPart<'p>> + Clone,
         answers: &mut Outcomes,
     ) -> Result<(), Error> {
         // Pushed one by one, as `sharded::few` fills a collection (why, there): this loop fills
-        // two at once, and the one for `slots` below reads the locked shards.
+        // two at once.
         let mut algorithms: SmallVec<[stack::Part<'_>; FEW]> = SmallVec::new();
         // Parts counting under one key share its state, as they share the Redis key: one
         // digest, which no two keys share.
@@ -113,15 +123,20 @@ impl MemoryBackend {
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut states = Locked { locked, now_ms };
+        let mut states = Locked {
+            locked,
+            now_ms,
+            new: SmallVec::new(),
+        };
         let mut heard = Heard {
             parts,
             answers,
             refused: None,
         };
         let evaluated = stack::evaluate(&algorithms, now_ms, &mut states, &mut heard);
+        states.store_new();
         evaluated.map_err(Error::Input)?;
-        if let Some(refused) = heard.refused {
+        if let Some((refused, _)) = heard.refused {
             return Err(refused);
         }
         // The parts after a denial were not run.
@@ -147,59 +162,83 @@ impl MemoryBackend {
     }
 }
 
-/// Runs `f` on the state of the key `shard` is locked for, where the shard holds it, as a
-/// script runs on its Redis key: a state past its expiry reads as none, a state `f` deletes is
-/// removed, and a new one is stored, room made first for it but not at the cost of a key
-/// `spare` picks (see [`make_room_sparing`](sharded::Locked::make_room_sparing)).
+/// Stores a new key's state, if it has one, room made first but not at the cost of a key
+/// `spare` picks (see [`make_room_sparing`](sharded::Locked::make_room_sparing)). Only a new
+/// key can fill a shard: a known one is evaluated in place, where its shard holds it.
 #[inline(always)]
-fn in_place<G, R>(
+fn store<G>(
     shard: &mut sharded::Locked<'_, Option<Stored>, G>,
     now_ms: i64,
+    slot: Option<Stored>,
     spare: impl Fn(&Digest) -> bool,
-    f: impl FnOnce(&mut Option<Stored>) -> R,
-) -> R
-where
+) where
     G: DerefMut<Target = sharded::Shard<Option<Stored>>>,
 {
-    // An existing key is evaluated in place: one lookup, no allocation.
-    if let Some(slot) = shard.get_mut() {
-        if expires_at(slot.as_ref()) <= now_ms {
-            *slot = None;
-        }
-        let result = f(slot);
-        if slot.is_none() {
-            shard.remove();
-        }
-        return result;
-    }
-    let mut slot = None;
-    let result = f(&mut slot);
     if slot.is_some() {
-        // Only a new key can fill a shard: a known one was evaluated in place above.
         shard.make_room_sparing(now_ms, |slot| expires_at(slot.as_ref()), spare);
         shard.insert(slot);
     }
-    result
 }
 
-/// A stack's states where their shards hold them, every shard locked: each part runs on its
-/// key's as a single check does, and a new key's is stored as soon as it has one, sparing the
-/// stack's other keys when room is made for it.
+/// A stack's states, every shard locked: each part runs on its key's state where the shard
+/// holds it, as a single check does. A new key's state is held aside until every part has run
+/// and given back ([`store_new`](Self::store_new)): making room for it then evicts no key a
+/// later part reads, and a denied stack that leaves it empty evicts nothing.
 struct Locked<'a, 'k> {
     locked: LockedAll<'a, 'k, Option<Stored>>,
     now_ms: i64,
+    /// The states of the keys the shards did not hold, by their slot.
+    new: SmallVec<[(usize, Option<Stored>); 2]>,
+}
+
+impl Locked<'_, '_> {
+    /// Stores the new keys' states, sparing the stack's other keys when room is made. Inline
+    /// for a stack of known keys, which has none.
+    #[inline]
+    fn store_new(&mut self) {
+        if !self.new.is_empty() {
+            self.store_new_keys();
+        }
+    }
+
+    /// The state held aside for the new key of `slot`: none until a part gives it one.
+    fn new_state(&mut self, slot: usize) -> &mut Option<Stored> {
+        let at = self.new.iter().position(|(new, _)| *new == slot);
+        let at = at.unwrap_or_else(|| {
+            self.new.push((slot, None));
+            self.new.len() - 1
+        });
+        &mut self.new[at].1
+    }
+
+    fn store_new_keys(&mut self) {
+        let keys = self.locked.keys();
+        let spare = |digest: &Digest| keys.iter().any(|(key, _)| key == digest);
+        for (slot, state) in &mut self.new {
+            store(
+                &mut self.locked.key(*slot),
+                self.now_ms,
+                state.take(),
+                spare,
+            );
+        }
+    }
 }
 
 impl stack::Slots for Locked<'_, '_> {
     #[inline]
     fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R {
-        let keys = self.locked.keys();
-        in_place(
-            &mut self.locked.key(slot),
-            self.now_ms,
-            |digest| keys.iter().any(|(key, _)| key == digest),
-            f,
-        )
+        // A held state is run where it lies (`stack::evaluate` reads one past its expiry as
+        // none), and removed if the part deletes it.
+        let mut shard = self.locked.key(slot);
+        if let Some(state) = shard.get_mut() {
+            let result = f(state);
+            if state.is_none() {
+                shard.remove();
+            }
+            return result;
+        }
+        f(self.new_state(slot))
     }
 }
 
@@ -208,8 +247,9 @@ struct Heard<'o, I> {
     /// The parts not yet answered, in order.
     parts: I,
     answers: &'o mut Outcomes,
-    /// The first verdict out of contract.
-    refused: Option<Error>,
+    /// The first verdict out of contract, and the parts refused that allowed: each gets back
+    /// what it took if a later part denies, as any other.
+    refused: Option<(Error, SmallVec<[usize; 1]>)>,
 }
 
 impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for Heard<'_, I> {
@@ -218,20 +258,27 @@ impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for Heard<'_, I> {
         let Some(part) = self.parts.next() else {
             return;
         };
+        let allow = verdict.allow;
         match Twin::checked(verdict, &part.program.headers) {
             Ok(twin) => self.answers.push(Some(Answer::Twin(twin))),
             Err(error) => {
-                self.refused.get_or_insert(error);
+                let (_, allowed) = self.refused.get_or_insert((error, SmallVec::new()));
+                if allow {
+                    allowed.push(self.answers.len());
+                }
                 self.answers.push(None);
             }
         }
     }
 
     fn allowed(&self, part: usize) -> bool {
-        self.answers
-            .get(part)
-            .and_then(Option::as_ref)
-            .is_some_and(Answer::is_allowed)
+        match self.answers.get(part) {
+            Some(Some(answer)) => answer.is_allowed(),
+            _ => self
+                .refused
+                .as_ref()
+                .is_some_and(|(_, allowed)| allowed.contains(&part)),
+        }
     }
 }
 
@@ -354,8 +401,9 @@ mod tests {
         remaining.to_str().unwrap().to_owned()
     }
 
-    /// A stack of one fixed-window request of each of `limits`, all allowed.
-    fn stack(backend: &MemoryBackend, limits: &[(&str, &[Opt])]) {
+    /// A stack of one fixed-window request of each of `limits`: each part's allow (`None`: not
+    /// run).
+    fn stack(backend: &MemoryBackend, limits: &[(&str, &[Opt])]) -> Vec<Option<bool>> {
         let program = Program::builtin(Builtin::FixedWindow);
         let keys: Vec<[String; 1]> = limits.iter().map(|(key, _)| [(*key).to_owned()]).collect();
         let parts = limits.iter().zip(&keys).map(|((_, opts), keys)| StackPart {
@@ -368,11 +416,18 @@ mod tests {
         });
         let mut answers = Outcomes::new();
         backend.eval_stack(parts, &mut answers).unwrap();
-        assert_eq!(answers.len(), limits.len());
-        assert!(answers.iter().all(|answer| matches!(
-            answer,
-            Some(Answer::Twin(twin)) if twin.is_allowed()
-        )));
+        answers
+            .iter()
+            .map(|answer| answer.as_ref().map(Answer::is_allowed))
+            .collect()
+    }
+
+    /// Spends all five of `key`'s requests in the window of `opts`.
+    fn exhaust(backend: &MemoryBackend, key: &str, opts: &[Opt]) {
+        for _ in 0..5 {
+            check(backend, key, opts);
+        }
+        assert_eq!(check(backend, key, opts), "0");
     }
 
     #[test]
@@ -384,7 +439,10 @@ mod tests {
         assert_eq!(check(&backend, "a", MINUTE), "4");
         // The shard is full, and `a` expires soonest: storing `b` evicts one of the fillers,
         // not `a`, which the stack has just counted a second time.
-        stack(&backend, &[("a", MINUTE), ("b", HOUR)]);
+        assert_eq!(
+            stack(&backend, &[("a", MINUTE), ("b", HOUR)]),
+            [Some(true), Some(true)]
+        );
         assert_eq!(backend.len(), 4);
         assert_eq!(check(&backend, "a", MINUTE), "2");
         assert_eq!(check(&backend, "b", HOUR), "3");
@@ -394,9 +452,50 @@ mod tests {
     fn a_shard_a_stack_fills_alone_keeps_its_bound() {
         let backend = one_shard(1);
         assert_eq!(check(&backend, "a", MINUTE), "4");
-        stack(&backend, &[("a", MINUTE), ("b", HOUR)]);
+        assert_eq!(
+            stack(&backend, &[("a", MINUTE), ("b", HOUR)]),
+            [Some(true), Some(true)]
+        );
         // Only `a` could make room for `b`: it goes, as any other key would.
         assert_eq!(backend.len(), 1);
         assert_eq!(check(&backend, "b", HOUR), "3");
+    }
+
+    #[test]
+    fn a_new_key_never_evicts_a_key_a_later_part_reads() {
+        // One key a shard (as `memory_capacity(10)` makes ten shards of one): the new
+        // per-client key shares the exhausted global key's shard. Made room for before the
+        // global part ran, it would evict that key, and the global limit would allow.
+        let backend = one_shard(1);
+        exhaust(&backend, "global", MINUTE);
+        let verdicts = stack(&backend, &[("client", HOUR), ("global", MINUTE)]);
+        assert_eq!(verdicts, [Some(true), Some(false)]);
+        assert_eq!(check(&backend, "global", MINUTE), "0");
+    }
+
+    #[test]
+    fn a_denied_stack_leaves_an_earlier_key_as_it_was() {
+        let backend = one_shard(2);
+        assert_eq!(check(&backend, "a", MINUTE), "4");
+        exhaust(&backend, "denier", HOUR);
+        let verdicts = stack(&backend, &[("a", MINUTE), ("new", HOUR), ("denier", HOUR)]);
+        assert_eq!(verdicts, [Some(true), Some(true), Some(false)]);
+        assert_eq!(check(&backend, "a", MINUTE), "3");
+    }
+
+    #[test]
+    fn a_denied_stack_evicts_no_bystander() {
+        let backend = one_shard(8);
+        assert_eq!(check(&backend, "bystander", MINUTE), "4");
+        for filler in ["f1", "f2", "f3", "f4", "f5", "f6"] {
+            check(&backend, filler, HOUR);
+        }
+        exhaust(&backend, "denier", HOUR);
+        assert_eq!(backend.len(), 8);
+        let verdicts = stack(&backend, &[("new", HOUR), ("denier", HOUR)]);
+        assert_eq!(verdicts, [Some(true), Some(false)]);
+        // The new key was given back to nothing: nothing stored, nothing evicted.
+        assert_eq!(backend.len(), 8);
+        assert_eq!(check(&backend, "bystander", MINUTE), "3");
     }
 }
