@@ -64,21 +64,9 @@ impl MemoryBackend {
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
-        // An existing key is evaluated in place: one lookup, no allocation.
-        if let Some(slot) = shard.get_mut() {
-            if expires_at(slot.as_ref()) <= now_ms {
-                *slot = None;
-            }
-            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
-            if slot.is_none() {
-                shard.remove();
-            }
-            return verdict;
-        }
-        let mut slot = None;
-        let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, &mut slot);
-        store(&mut shard, now_ms, slot, |_| false);
-        verdict
+        in_place(&mut shard, now_ms, |slot| {
+            algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot)
+        })
     }
 
     /// Evaluates stacked limits as `lua/stack.lua` does: atomically, with the shards of every
@@ -160,6 +148,35 @@ impl MemoryBackend {
     pub(crate) fn len(&self) -> usize {
         self.states.len()
     }
+}
+
+/// Runs `f` on the state of the key `shard` is locked for, where the shard holds it, as a
+/// script runs on its Redis key: a state past its expiry reads as none, a state `f` deletes
+/// is removed, and a new key's state is stored ([`store`]).
+#[inline(always)]
+fn in_place<G, R>(
+    shard: &mut sharded::Locked<'_, Option<Stored>, G>,
+    now_ms: i64,
+    f: impl FnOnce(&mut Option<Stored>) -> R,
+) -> R
+where
+    G: DerefMut<Target = sharded::Shard<Option<Stored>>>,
+{
+    // An existing key is evaluated in place: one lookup, no allocation.
+    if let Some(slot) = shard.get_mut() {
+        if expires_at(slot.as_ref()) <= now_ms {
+            *slot = None;
+        }
+        let result = f(slot);
+        if slot.is_none() {
+            shard.remove();
+        }
+        return result;
+    }
+    let mut slot = None;
+    let result = f(&mut slot);
+    store(shard, now_ms, slot, |_| false);
+    result
 }
 
 /// Stores a new key's state, if it has one, room made first but not at the cost of a key
