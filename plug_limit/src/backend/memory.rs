@@ -181,7 +181,8 @@ where
 
 /// Stores a new key's state, if it has one, room made first but not at the cost of a key
 /// `spare` picks (see [`make_room_sparing`](sharded::Locked::make_room_sparing)). Only a new
-/// key can fill a shard: a known one is evaluated in place, where its shard holds it.
+/// key (or one a stack's part deleted and another gave a state again) can fill a shard: a
+/// known one is evaluated in place, where its shard holds it.
 #[inline(always)]
 fn store<G>(
     shard: &mut sharded::Locked<'_, Option<Stored>, G>,
@@ -204,13 +205,14 @@ fn store<G>(
 struct Locked<'a, 'k> {
     locked: LockedAll<'a, 'k, Option<Stored>>,
     now_ms: i64,
-    /// The states of the keys the shards did not hold, by their slot.
+    /// The states of the keys the shards did not hold, or no longer hold (a part deleted
+    /// their state), by their slot.
     new: SmallVec<[(usize, Option<Stored>); 2]>,
 }
 
 impl Locked<'_, '_> {
     /// Stores the new keys' states, sparing the stack's other keys when room is made. Inline
-    /// for a stack of known keys, which has none.
+    /// for a stack of known keys, which most often has none.
     #[inline]
     fn store_new(&mut self) {
         if !self.new.is_empty() {

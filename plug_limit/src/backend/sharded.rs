@@ -284,10 +284,11 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
         self.make_room_sparing(now, expires_at, |_| false);
     }
 
-    /// [`make_room`](Self::make_room), sparing the entries whose digest `spare` picks: a
+    /// [`make_room`](Self::make_room), sparing the live entries whose digest `spare` picks: a
     /// stack's other keys, just counted, which making room for one more of its keys must not
-    /// take back. Only a shard that its spared entries fill alone evicts them, as any other:
-    /// the shard's bound holds whatever a stack holds.
+    /// take back (an expired one goes all the same: its state is over). Only a shard that its
+    /// spared entries fill alone evicts them, as any other: the shard's bound holds whatever a
+    /// stack holds.
     pub(crate) fn make_room_sparing<At: Ord + Copy>(
         &mut self,
         now: At,
@@ -301,8 +302,10 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
         let mut expiries: Vec<At> = shard
             .entries
             .iter()
-            .filter(|(digest, _)| !spare(digest))
-            .map(|(_, value)| expires_at(value))
+            .map(|(digest, value)| (digest, expires_at(value)))
+            // A spared entry counts only once expired: it goes then, as any other.
+            .filter(|&(digest, at)| at <= now || !spare(digest))
+            .map(|(_, at)| at)
             .collect();
         let spared = !expiries.is_empty();
         if !spared {
@@ -319,11 +322,15 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
         // Everything expiring before the cut goes; entries at the cut go until `batch` have.
         let mut at_cut = batch - sooner.iter().filter(|&&at| at < cut).count();
         shard.entries.retain(|(digest, value)| {
+            let at = expires_at(value);
+            // An expired entry goes, spared or not: its state is over.
+            if at <= now {
+                return false;
+            }
             if spared && spare(digest) {
                 return true;
             }
-            let at = expires_at(value);
-            if at <= now || at < cut {
+            if at < cut {
                 return false;
             }
             if at == cut && at_cut > 0 {
@@ -332,7 +339,7 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
             }
             true
         });
-        // That pass dropped every expired entry (but those spared): it stands for a sweep.
+        // That pass dropped every expired entry: it stands for a sweep.
         shard.ops_since_sweep = 0;
         shard.next_sweep = shard.entries.len().max(MIN_SWEEP);
     }
@@ -509,6 +516,13 @@ mod tests {
         drop(shard);
         // The soonest entry but the spared one went.
         assert_eq!(held(&map), [1, 3, 4, 5, 6, 7, 8, 9]);
+
+        // Expired, a spared entry goes as any expired one, and frees the room asked for.
+        let mut shard = map.lock("10");
+        shard.make_room_sparing(1, |&at| at, |digest| *digest == spared);
+        shard.insert(10);
+        drop(shard);
+        assert_eq!(held(&map), [3, 4, 5, 6, 7, 8, 9, 10]);
 
         let map = Sharded::bounded(1, NonZeroUsize::new(1).unwrap());
         store(&map, 0, keyed([1]));
