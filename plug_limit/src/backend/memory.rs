@@ -111,12 +111,12 @@ impl MemoryBackend {
                 .key(i)
                 .sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         }
-        let mut states = Locked {
+        let mut states = StackStates {
             locked,
             now_ms,
             new: SmallVec::new(),
         };
-        let mut heard = Heard {
+        let mut heard = StackAnswers {
             parts,
             answers,
             refused: None,
@@ -202,7 +202,7 @@ fn store<G>(
 /// holds it, as a single check does. A new key's state is held aside until every part has run
 /// and given back ([`store_new`](Self::store_new)): making room for it then evicts no key a
 /// later part reads, and a denied stack that leaves it empty evicts nothing.
-struct Locked<'a, 'k> {
+struct StackStates<'a, 'k> {
     locked: LockedAll<'a, 'k, Option<Stored>>,
     now_ms: i64,
     /// The states of the keys the shards did not hold, or no longer hold (a part deleted
@@ -210,7 +210,7 @@ struct Locked<'a, 'k> {
     new: SmallVec<[(usize, Option<Stored>); 2]>,
 }
 
-impl Locked<'_, '_> {
+impl StackStates<'_, '_> {
     /// Stores the new keys' states, sparing the stack's other keys when room is made. Inline
     /// for a stack of known keys, which most often has none.
     #[inline]
@@ -244,7 +244,7 @@ impl Locked<'_, '_> {
     }
 }
 
-impl stack::Slots for Locked<'_, '_> {
+impl stack::Slots for StackStates<'_, '_> {
     #[inline]
     fn with<R>(&mut self, slot: usize, f: impl FnOnce(&mut Option<Stored>) -> R) -> R {
         // A held state is run where it lies (`stack::evaluate` reads one past its expiry as
@@ -262,7 +262,7 @@ impl stack::Slots for Locked<'_, '_> {
 }
 
 /// A stack's verdicts, each made its part's answer as it is reached, checked as a reply is.
-struct Heard<'o, I> {
+struct StackAnswers<'o, I> {
     /// The parts not yet answered, in order.
     parts: I,
     answers: &'o mut Outcomes,
@@ -271,7 +271,7 @@ struct Heard<'o, I> {
     refused: Option<(Error, SmallVec<[usize; 1]>)>,
 }
 
-impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for Heard<'_, I> {
+impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for StackAnswers<'_, I> {
     #[inline]
     fn push(&mut self, verdict: Verdict) {
         let Some(part) = self.parts.next() else {
