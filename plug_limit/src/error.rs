@@ -48,6 +48,32 @@ pub enum Error {
     UnknownLimiter(String),
 }
 
+impl Error {
+    /// The same error again, for each of several requests one failed call answers (a local
+    /// batch's reservation): the pool's errors, which do not clone, by what they say.
+    pub(crate) fn duplicate(&self) -> Self {
+        use deadpool_redis::redis::ErrorKind;
+        match self {
+            Self::Pool(PoolError::Timeout(kind)) => Self::Pool(PoolError::Timeout(*kind)),
+            Self::Pool(PoolError::Backend(error)) => Self::Pool(PoolError::Backend(error.clone())),
+            Self::Pool(PoolError::Closed) => Self::Pool(PoolError::Closed),
+            Self::Pool(PoolError::NoRuntimeSpecified) => Self::Pool(PoolError::NoRuntimeSpecified),
+            Self::Pool(other) => Self::Pool(PoolError::Backend(RedisError::from((
+                ErrorKind::Io,
+                "redis pool",
+                other.to_string(),
+            )))),
+            Self::Redis(error) => Self::Redis(error.clone()),
+            Self::CircuitOpen(open) => Self::CircuitOpen(*open),
+            Self::Timeout(timeout) => Self::Timeout(*timeout),
+            Self::Reply(error) => Self::Reply(error.clone()),
+            Self::Input(text) => Self::Input(text.clone()),
+            Self::NotBuiltIn(name) => Self::NotBuiltIn(name.clone()),
+            Self::UnknownLimiter(name) => Self::UnknownLimiter(name.clone()),
+        }
+    }
+}
+
 /// An invalid configuration, reported by [`Builder::build`](crate::Builder::build) with the
 /// field at fault and the rule it breaks.
 #[derive(Debug, thiserror::Error)]

@@ -133,6 +133,20 @@ impl Report {
         }
     }
 
+    /// The report of a batch's denial of a request it could not serve a unit in time: `reset`
+    /// as given, nothing remaining, and a retry-after of a second (the soonest another
+    /// reservation can bring units).
+    pub(crate) fn refused_from_batch(&mut self, reset: i64) {
+        self.set(1, reset);
+        self.set(2, 0);
+        if self.retry_after().is_some() {
+            self.set(3, 1);
+        } else {
+            // A report holds three or four values: there is room for a fourth.
+            let _ = self.values.add_retry_after(1);
+        }
+    }
+
     /// The report as it reads `passed` whole seconds later: its waits counted down, never
     /// below zero.
     pub(crate) fn count_down(&mut self, passed: i64) {

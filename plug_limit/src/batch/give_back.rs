@@ -32,7 +32,8 @@ impl Owner {
             loop {
                 tokio::time::sleep(every).await;
                 let units = {
-                    let mut held = slot.held();
+                    let mut state = slot.state();
+                    let held = &mut state.held;
                     let now = Instant::now();
                     match held.give_back(generation, now, every, timeout) {
                         GiveBack::Later => continue,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use crate::outcome::{Decision, Outcome};
 
 /// Redis rounds a reset to the nearest second: the window may end this much before it says.
-const ROUNDING: Duration = Duration::from_millis(500);
+pub(super) const ROUNDING: Duration = Duration::from_millis(500);
 /// Spending stops this much earlier still, for the two clocks' drift and this process's
 /// scheduling: a unit is never spent where the window may already be over.
 const MARGIN: Duration = Duration::from_millis(500);
@@ -36,6 +36,8 @@ pub(super) struct Held {
     /// Requests seen since the last reservation began, and when it began.
     seen: u32,
     since: Instant,
+    /// Whether the grant said when its window resets.
+    has_reset: bool,
     /// Bumped by every grant: a give-back acts only on its own batch.
     generation: u64,
     /// The key was reset: whatever this slot holds or is granted is of a window that no
@@ -71,6 +73,7 @@ impl Held {
             last_spent: now,
             seen: 0,
             since: now,
+            has_reset: false,
             generation: 0,
             forgotten: false,
         }
@@ -125,9 +128,10 @@ impl Held {
         wanted.max(1)
     }
 
-    /// Holds the `granted` units Redis answered `outcome` for (a call sent at `sent_at`), one
-    /// of them spent by the request that reserved them. Returns its answer, and the units to
-    /// give back at once: all but that one when the window ends too soon to spend them here.
+    /// Holds the `granted` units Redis answered `outcome` for (a call sent at `sent_at`,
+    /// arrived at `now`), none of them spent yet: the requests waiting for them take theirs
+    /// with [`take_granted`](Self::take_granted), then [`leftover`](Self::leftover) says what
+    /// cannot be spent here. A slot a reset dropped holds nothing of it.
     pub(super) fn grant(
         &mut self,
         opts: u64,
@@ -135,7 +139,7 @@ impl Held {
         granted: u32,
         sent_at: Instant,
         now: Instant,
-    ) -> (Outcome, u32) {
+    ) {
         let report = outcome.report();
         let reset = report.and_then(|report| u64::try_from(report.reset()).ok());
         self.generation += 1;
@@ -147,6 +151,7 @@ impl Held {
         self.granted = Some(kept);
         self.remaining = report.map_or(0, |report| report.remaining());
         self.reset = reset.unwrap_or(0);
+        self.has_reset = reset.is_some();
         self.granted_at = now;
         self.passed = 0;
         self.this_second = now;
@@ -156,14 +161,55 @@ impl Held {
         let lasts = Duration::from_secs(self.reset).saturating_sub(ROUNDING);
         self.window_ends = sent_at + lasts;
         self.until = sent_at + lasts.saturating_sub(MARGIN);
-        self.units = granted.saturating_sub(1);
-        let mut leftover = 0;
-        if self.forgotten {
-            self.units = 0;
-        } else if reset.is_none() || now >= self.until {
-            leftover = std::mem::take(&mut self.units);
+        self.units = if self.forgotten { 0 } else { granted };
+    }
+
+    /// A unit of the grant that just arrived, for a request that waited for it: Redis counted
+    /// it a round trip ago, so it is spent now however soon the window ends, as an exact
+    /// call's answer would be.
+    pub(super) fn take_granted(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.units == 0 || self.opts != opts {
+            return None;
         }
-        (self.answer(now), leftover)
+        self.units -= 1;
+        self.last_spent = now;
+        Some(self.answer(now))
+    }
+
+    /// Whether the batch holds units.
+    pub(super) fn holds_units(&self) -> bool {
+        self.units > 0
+    }
+
+    /// Gives back to the batch a unit taken for a request that has gone.
+    pub(super) fn put_back(&mut self) {
+        self.units = self.units.saturating_add(1);
+    }
+
+    /// The units of the grant just served that cannot be spent here: all that is left when
+    /// its window ends too soon (or says nothing of when it ends); taken out of the batch.
+    pub(super) fn leftover(&mut self, now: Instant) -> u32 {
+        if !self.has_reset || now >= self.until {
+            return std::mem::take(&mut self.units);
+        }
+        0
+    }
+
+    /// A denial, with the last grant's numbers, for a request of the limit `opts` this instance
+    /// could not serve a unit in time (its key's queue full, or its timeout spent waiting):
+    /// the limit's answer (remaining 0, a retry-after of a second), never the failure
+    /// policy's. `None` before any grant: nothing is known of the limit.
+    pub(super) fn refused(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.granted.is_none() || self.opts != opts {
+            return None;
+        }
+        let reset = self.reset.saturating_sub(self.seconds_since_grant(now));
+        let mut refused = self.granted.clone()?.answered(Decision::Deny);
+        if let Some(reported) = refused.reported_mut() {
+            let reset = i64::try_from(reset).unwrap_or(i64::MAX);
+            reported.report.refused_from_batch(reset);
+        }
+        Some(refused)
     }
 
     /// When the key was last seen or its batch could last be spent.
@@ -270,8 +316,9 @@ mod tests {
     fn answers_count_down_from_the_grant() {
         let start = Instant::now();
         let mut held = Held::new(start);
-        let (first, leftover) = held.grant(7, &granted("90", "10"), 10, start, start);
-        assert_eq!(leftover, 0);
+        held.grant(7, &granted("90", "10"), 10, start, start);
+        let first = held.take_granted(7, start).unwrap();
+        assert_eq!(held.leftover(start), 0);
         assert_eq!(
             values(&first),
             [
@@ -325,10 +372,13 @@ mod tests {
         // 3 s rounded: the window lasts at least 2.5 s; spending stops 0.5 s before.
         assert!(held.take(1, start + Duration::from_millis(1_999)).is_some());
         assert_eq!(held.take(1, start + Duration::from_millis(2_000)), None);
-        // A window ending within a second leaves nothing to spend: all but one go back.
-        let (_, leftover) = held.grant(1, &granted("0", "1"), 5, start, start);
-        assert_eq!(leftover, 4);
+        // A window ending within a second leaves nothing to spend but what the requests
+        // waiting for the grant take as it lands: the rest go back.
+        held.grant(1, &granted("0", "1"), 5, start, start);
         assert_eq!(held.take(1, start), None);
+        assert!(held.take_granted(1, start).is_some());
+        assert_eq!(held.leftover(start), 4);
+        assert_eq!(held.take_granted(1, start), None);
     }
 
     #[test]
@@ -364,6 +414,7 @@ mod tests {
         let (idle, timeout) = (Duration::from_millis(25), Duration::from_millis(100));
         let mut held = Held::new(start);
         held.grant(1, &granted("0", "60"), 5, start, start);
+        held.take_granted(1, start).unwrap();
         let generation = held.generation();
         let soon = start + Duration::from_millis(10);
         assert_eq!(

@@ -1,38 +1,47 @@
 //! Local batches for hot keys (see [`LocalBatches`](crate::LocalBatches)): one limiter's
 //! batches at this instance, one per key, and the reservations that fill them.
 //!
-//! A request takes a unit of its key's batch without waiting when there is one
-//! ([`Batches::spend`]); otherwise it reserves the next batch ([`Batches::reserve`]), one
-//! reservation per key at a time, the requests behind it waiting their turn and taking from
-//! what it brought. What a batch holds when it goes idle goes back to Redis (`give_back.rs`).
+//! A request takes a unit of its key's batch without waiting when there is one, and is
+//! answered by its key's held denial while one holds ([`Batches::spend`]); otherwise it waits
+//! for the key's one reservation on its way (`reserver.rs`), which it starts if there is none
+//! ([`Batches::reserve`]). The reservation answers every request waiting when it lands: with
+//! a unit each while the grant lasts, with the limit's denial once Redis has no more. What a
+//! batch holds when it goes idle goes back to Redis (`give_back.rs`).
 
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::Value;
+use http::HeaderValue;
+use http::header::RETRY_AFTER;
+use tokio::sync::oneshot;
 
-use self::held::Held;
+use self::denial::Refill;
+use self::reserver::Reserver;
+pub(crate) use self::slot::Slot;
+use self::slot::{Served, Waiter};
 use crate::backend::sharded::{Locked, Sharded};
 use crate::backend::{Call, KeyText, Program, RedisBackend, head_len};
 use crate::config::LocalBatches;
 use crate::error::Error;
-use crate::error::ReplyError;
 use crate::limit::Charge;
-use crate::limit::Opt;
-use crate::outcome::Outcome;
+use crate::outcome::{Decision, Outcome};
 
+mod denial;
 mod give_back;
 mod held;
+mod reserver;
+mod slot;
 
 const SHARDS: usize = 16;
-
-/// A key's batch is forgotten this long after it was last used or could be spent.
-const FORGET: Duration = Duration::from_secs(10);
 
 /// The shortest window batched: a grant's units are spent until a second before its window
 /// may end (the reset is rounded to the second), so a shorter window leaves no time to spend.
 const MIN_WINDOW_S: i64 = 2;
+
+/// How long a busy slot (a reservation on its way, requests waiting) counts as expiring
+/// from now when a full shard makes room: after every idle one.
+const BUSY: Duration = Duration::from_secs(3_600);
 
 /// One limiter's batches at this instance.
 pub(crate) struct Batches {
@@ -41,34 +50,17 @@ pub(crate) struct Batches {
 
 struct Inner {
     settings: LocalBatches,
-    /// The limiter's program, for the give-backs, which outlive the request.
+    /// The limiter's program, for the reservations and give-backs, which outlive the
+    /// request.
     program: Program,
-    /// The check's timeout: how long a request waits for its key's reservation, and how
-    /// long a give-back may take to land.
+    /// The check's timeout: the most a request waits for its key's reservation, and how long
+    /// a give-back may take to land.
     timeout: Duration,
     /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend
     /// keys it).
     slots: Sharded<Arc<Slot>>,
     /// The length of its keys' head.
     head: usize,
-}
-
-/// One key's batch, and the turn to reserve the next one.
-pub(crate) struct Slot {
-    held: Mutex<Held>,
-    reserving: tokio::sync::Mutex<()>,
-}
-
-impl Slot {
-    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        // A panic while holding it leaves a consistent batch: every update is one assignment.
-        self.held.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// When the slot may be forgotten.
-    fn forget_at(&self) -> Instant {
-        self.held().last_active() + FORGET
-    }
 }
 
 impl Batches {
@@ -93,28 +85,33 @@ impl Batches {
         }
     }
 
-    /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), and
-    /// its answer; else the key's slot, to reserve on.
+    /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), or
+    /// the denial the key holds, and its answer; else the key's slot, to reserve on.
     pub(crate) fn spend(&self, keys: &dyn KeyText, opts: u64) -> Result<Outcome, Arc<Slot>> {
         let now = Instant::now();
         let slot = self.slot(keys, now);
-        let mut held = slot.held();
-        held.note();
-        if let Some(outcome) = held.take(opts, now) {
+        let mut state = slot.state();
+        state.held.note();
+        if let Some(outcome) = state.held.take(opts, now) {
             return Ok(outcome);
         }
-        drop(held);
+        if let Some(denied) = state.denied(opts, now) {
+            return Ok(denied);
+        }
+        drop(state);
         Err(slot)
     }
 
-    /// Reserves `call`'s key a batch in one call of its script, sized by the key's rate, and
-    /// spends its first unit on this request; or, when another request's reservation for the
-    /// key brought units meanwhile, one of those. The wait for its turn and the call share the
-    /// check's timeout. A denial is Redis's own, as without batches.
+    /// Waits for the units of `call`'s key's reservation on its way, starting one if there is
+    /// none (one call of its script, sized by the key's rate and the requests waiting), and
+    /// answers by it: a unit, or the limit's denial. A request waits at most the check's
+    /// timeout, and the requests waiting on one key at most `LocalBatches::queue`: past either
+    /// it is denied, by the limit's numbers, never passed by the failure policy. A failed
+    /// reservation is every waiting request's failure, which each follows its policy for.
     ///
-    /// The call is a plain take of one unit, leaving the slot as it is, when a batch could not
-    /// be spent or would waste units: a window too short to spend one in (under 2 s), a slot
-    /// a reset dropped while this request waited, or one holding another limit's batch.
+    /// The request takes one unit exactly instead, in a call of its own, when a batch could
+    /// not be spent or would waste units: a window too short to spend one in (under 2 s), a
+    /// slot a reset dropped, or a key whose batch or reservation is another limit's.
     pub(crate) async fn reserve(
         &self,
         slot: Arc<Slot>,
@@ -123,83 +120,103 @@ impl Batches {
         opts: u64,
     ) -> Result<Outcome, Error> {
         let timeout = self.inner.timeout;
-        let started = Instant::now();
-        let _turn = tokio::time::timeout(timeout, slot.reserving.lock())
-            .await
-            .map_err(|_| Error::Timeout(timeout))?;
-        let (size, exact) = {
-            let mut held = slot.held();
-            let now = Instant::now();
-            if let Some(outcome) = held.take(opts, now) {
-                return Ok(outcome);
+        let arrived = Instant::now();
+        let deadline = arrived + timeout;
+        let receiver = match self.join(&slot, redis, call, opts, arrived) {
+            Joined::Answered(outcome) => return Ok(outcome),
+            Joined::Exact => return exact_take(redis, call, timeout).await,
+            Joined::Waiting(receiver) => receiver,
+        };
+        match tokio::time::timeout_at(deadline.into(), receiver).await {
+            Ok(Ok(Served::Answer(outcome))) => Ok(outcome),
+            Ok(Ok(Served::Failed(error))) => Err(error),
+            Ok(Ok(Served::Exact)) => {
+                let now = Instant::now();
+                let left = deadline.saturating_duration_since(now);
+                let round_trip = slot.state().round_trip.unwrap_or_default();
+                // A call that cannot come back within the timeout is not sent.
+                if left <= round_trip {
+                    let refused = refused(&mut slot.state().held, opts, now);
+                    return Ok(refused);
+                }
+                exact_take(redis, call, left).await
             }
-            let size = held.size(self.inner.settings.max, self.inner.settings.every, now);
-            let exact = held.is_forgotten()
-                || held.holds_other(opts)
-                || window_s(call.opts).is_none_or(|window| window < MIN_WINDOW_S);
-            (if exact { 1 } else { size }, exact)
-        };
-        // A batch of one is a plain take: a cold key's call is the one it makes without batches.
-        let cost = if size == 1 {
-            Charge::Take(1)
-        } else {
-            Charge::UpTo(size)
-        };
-        let sent_at = Instant::now();
-        let left = timeout.saturating_sub(started.elapsed());
-        let outcome = tokio::time::timeout(left, redis.eval(Call { cost, ..call }))
-            .await
-            .map_err(|_| Error::Timeout(timeout))??;
+            // The reservation's task ended without an answer: its runtime is shutting down.
+            Ok(Err(_)) => Err(Error::Timeout(timeout)),
+            Err(_) => {
+                let mut state = slot.state();
+                match state.reserving {
+                    // The call on its way since before this request came has not answered
+                    // within a timeout: the store's failure, which the policy answers.
+                    Some((_, sent)) if sent <= arrived => Err(Error::Timeout(timeout)),
+                    // Its turn had not come: the queue, not the store, kept it.
+                    _ => Ok(refused(&mut state.held, opts, Instant::now())),
+                }
+            }
+        }
+    }
+
+    /// Joins the requests waiting on `slot` for the limit `opts`, starting its reservation if
+    /// none is on its way; or answers at once.
+    fn join(
+        &self,
+        slot: &Arc<Slot>,
+        redis: &Arc<RedisBackend>,
+        call: Call<'_>,
+        opts: u64,
+        now: Instant,
+    ) -> Joined {
+        let mut state = slot.state();
+        // Another request's reservation may have landed since this one looked.
+        if let Some(outcome) = state.held.take(opts, now) {
+            return Joined::Answered(outcome);
+        }
+        if let Some(denied) = state.denied(opts, now) {
+            return Joined::Answered(denied);
+        }
+        let exact = state.held.is_forgotten()
+            || state.held.holds_other(opts)
+            || state.reserving.is_some_and(|(other, _)| other != opts)
+            || denial::int(call.opts, 1).is_none_or(|window| window < MIN_WINDOW_S);
         if exact {
-            return Ok(outcome);
+            return Joined::Exact;
         }
-        let granted = match cost {
-            Charge::UpTo(_) => granted(&outcome)?,
-            _ => u32::from(outcome.is_allowed()),
-        };
-        if granted == 0 {
-            // Redis's answer, as a take's: the granted count is the batch's business.
-            let decision = outcome.decision();
-            return Ok(outcome.answered(decision));
+        if state.waiting.len() >= self.inner.settings.queue as usize {
+            return Joined::Answered(refused(&mut state.held, opts, now));
         }
-        let (answer, leftover, generation) = {
-            let mut held = slot.held();
-            let (answer, leftover) = held.grant(opts, &outcome, granted, sent_at, Instant::now());
-            // Units of a window that may have ended by the time they land are not given back.
-            let leftover = if held.can_give_back(Instant::now(), timeout) {
-                leftover
-            } else {
-                0
-            };
-            (answer, leftover, held.generation())
-        };
-        let owner = give_back::Owner {
-            inner: Arc::clone(&self.inner),
-            redis: Arc::clone(redis),
-            key: call.keys.all().to_vec(),
-            opts: call.opts.to_vec(),
-        };
-        if leftover > 0 {
-            owner.refund(leftover);
-        } else if granted > 1 {
-            owner.watch(Arc::clone(&slot), generation);
+        let (answer, receiver) = oneshot::channel();
+        state.waiting.push_back(Waiter { answer });
+        if state.reserving.is_none() {
+            state.reserving = Some((opts, now));
+            drop(state);
+            Reserver {
+                inner: Arc::clone(&self.inner),
+                redis: Arc::clone(redis),
+                slot: Arc::clone(slot),
+                key: call.keys.all().to_vec(),
+                opts: call.opts.to_vec(),
+                opts_id: opts,
+                refill: Refill::of(call.program.algorithm, call.opts),
+            }
+            .start();
         }
-        Ok(answer)
+        Joined::Waiting(receiver)
     }
 
     /// Drops what this instance holds of `key` (a reset): a unit of the window that was reset
-    /// must not be spent in the next. Other instances' batches end with their windows.
+    /// must not be spent in the next, nor a denial of it answered. Other instances' batches
+    /// end with their windows.
     pub(crate) fn forget(&self, keys: &dyn KeyText) {
         let mut shard = self.lock(keys);
         if let Some(slot) = shard.get_mut() {
-            slot.held().forget();
+            forget(slot);
         }
         shard.remove();
     }
 
     /// Drops what this instance holds of every key.
     pub(crate) fn clear(&self) {
-        self.inner.slots.for_each(|slot| slot.held().forget());
+        self.inner.slots.for_each(|slot| forget(slot));
         self.inner.slots.clear();
     }
 
@@ -210,36 +227,53 @@ impl Batches {
     /// The slot of `keys`' first key, made if need be.
     fn slot(&self, keys: &dyn KeyText, now: Instant) -> Arc<Slot> {
         let mut shard = self.lock(keys);
-        shard.sweep_if_due(|slot| slot.forget_at() > now);
+        shard.sweep_if_due(|slot| slot.forget_at().is_none_or(|at| at > now));
         if let Some(slot) = shard.get_mut() {
             return Arc::clone(slot);
         }
-        shard.make_room(now, |slot| slot.forget_at());
-        let slot = Arc::new(Slot {
-            held: Mutex::new(Held::new(now)),
-            reserving: tokio::sync::Mutex::new(()),
-        });
+        shard.make_room(now, |slot| slot.forget_at().unwrap_or(now + BUSY));
+        let slot = Arc::new(Slot::new(now));
         shard.insert(Arc::clone(&slot));
         slot
     }
 }
 
-/// The window of a fixed_window or token_bucket limit, in seconds: its second option.
-fn window_s(opts: &[Opt]) -> Option<i64> {
-    match opts.get(1)? {
-        Opt::Int(window) => Some(*window),
-        text => text.as_str()?.parse().ok(),
-    }
+fn forget(slot: &Slot) {
+    let mut state = slot.state();
+    state.held.forget();
+    state.denial = None;
 }
 
-/// The units a `~n` call granted: its reply's first value after the headers.
-fn granted(outcome: &Outcome) -> Result<u32, Error> {
-    match outcome.extra().first() {
-        Some(Value::Int(units)) => u32::try_from(*units).map_err(|_| bad_grant()),
-        _ => Err(bad_grant()),
-    }
+/// What a request that found no unit comes to on joining its key's queue.
+enum Joined {
+    Answered(Outcome),
+    /// Not batched: one unit taken exactly.
+    Exact,
+    Waiting(oneshot::Receiver<Served>),
 }
 
-fn bad_grant() -> Error {
-    Error::Reply(ReplyError::NoGrant)
+/// One unit of `call`'s key taken exactly, within `left`.
+async fn exact_take(
+    redis: &RedisBackend,
+    call: Call<'_>,
+    left: Duration,
+) -> Result<Outcome, Error> {
+    let call = Call {
+        cost: Charge::Take(1),
+        ..call
+    };
+    tokio::time::timeout(left, redis.eval(call))
+        .await
+        .map_err(|_| Error::Timeout(redis.timeout()))?
+}
+
+/// The limit's denial of a request this instance could not serve a unit in time: with the
+/// last grant's numbers, or, before any, a bare `retry-after: 1`.
+fn refused(held: &mut held::Held, opts: u64, now: Instant) -> Outcome {
+    held.refused(opts, now).unwrap_or_else(|| {
+        Outcome::new(
+            Decision::Deny,
+            vec![(RETRY_AFTER, HeaderValue::from_static("1"))],
+        )
+    })
 }

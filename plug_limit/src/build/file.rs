@@ -70,7 +70,7 @@ pub struct Config {
     /// | `redis_url` | [`Limiter::pool`]: a pool of its own on that Redis |
     /// | `log_level`, `on_failure`, `on_key_failure`, `shadow`, `deny_cache`, `header_style` | the same [`Limiter`] settings |
     /// | `allow_cidrs`, `deny_cidrs` | [`Limiter::rules`]: lists replacing the global ones |
-    /// | `local_batches` | [`Limiter::local_batches`]: `{ "max": 200, "every_ms": 25 }` (`every_ms` 1 to 1000, 25 when unset) |
+    /// | `local_batches` | [`Limiter::local_batches`]: `{ "max": 200, "every_ms": 25, "queue": 1024 }` (`every_ms` 1 to 1000, 25 when unset; `queue` 1 to 1000000, 1024 when unset) |
     ///
     /// A table that breaks a rule is refused by [`Builder::build`](crate::Builder::build),
     /// naming the limiter, the key and the rule (`limiters.hot.local_batches.every_ms`).

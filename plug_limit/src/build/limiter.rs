@@ -286,6 +286,7 @@ struct LimiterFile {
 struct BatchesFile {
     max: u32,
     every_ms: Option<u64>,
+    queue: Option<u32>,
 }
 
 /// A file's limiter: what it breaks is kept, for [`Builder::build`](crate::Builder::build) to
@@ -343,6 +344,9 @@ impl From<LimiterFile> for Limiter {
                     let rule = "must be 1..=1000 (milliseconds)".to_owned();
                     return invalid(".local_batches.every_ms", rule);
                 }
+            }
+            if let Some(queue) = batches.queue {
+                settings = settings.queue(queue);
             }
             limiter = limiter.local_batches(settings);
         }

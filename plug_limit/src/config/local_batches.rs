@@ -35,17 +35,28 @@ use std::time::Duration;
 pub struct LocalBatches {
     pub(crate) max: u32,
     pub(crate) every: Duration,
+    pub(crate) queue: u32,
 }
 
 /// The default time between two reservations of one hot key.
 const EVERY: Duration = Duration::from_millis(25);
+
+/// The default bound on the requests of one key waiting for a reservation at an instance.
+const QUEUE: u32 = 1_024;
+
+/// The most [`LocalBatches::queue`] takes.
+const QUEUE_MAX: u32 = 1_000_000;
 
 impl LocalBatches {
     /// Batches of at most `max` units (1..=2147483647), reserved about every 25 ms per hot
     /// key.
     #[must_use]
     pub fn new(max: u32) -> Self {
-        Self { max, every: EVERY }
+        Self {
+            max,
+            every: EVERY,
+            queue: QUEUE,
+        }
     }
 
     /// The time to aim for between two reservations of one key (more than 0, at most a
@@ -57,10 +68,23 @@ impl LocalBatches {
         self
     }
 
+    /// The most requests of one key that wait at this instance for its next reservation
+    /// (1..=1000000, 1024 by default). Past it a request is denied at once, with the limit's
+    /// numbers and a `retry-after` of a second: the queue never grows past what a few
+    /// reservations serve, and never into a wait that ends in the failure policy.
+    #[must_use]
+    pub fn queue(mut self, queue: u32) -> Self {
+        self.queue = queue;
+        self
+    }
+
     /// The field and rule these settings break, if any.
     pub(crate) fn invalid(&self) -> Option<(&'static str, &'static str)> {
         if self.max == 0 || self.max > 2_147_483_647 {
             return Some(("max", "must be 1..=2147483647"));
+        }
+        if self.queue == 0 || self.queue > QUEUE_MAX {
+            return Some(("queue", "must be 1..=1000000"));
         }
         if self.every.is_zero() || self.every > Duration::from_secs(1) {
             return Some(("every", "must be more than 0 and at most 1 second"));
