@@ -28,6 +28,7 @@ mod keys_and_replies;
 mod layer;
 mod local_batches;
 mod local_batches_edges;
+mod local_batches_flood;
 mod memory;
 mod memory_capacity;
 #[path = "../support/metric_values.rs"]

@@ -1,11 +1,12 @@
 //! A TCP proxy in front of a real Redis that misbehaves on demand, for failure tests: slow
-//! replies, replies lost after Redis ran the command, a silent network, refused connections.
+//! replies, a slow link, replies lost after Redis ran the command, a silent network, refused
+//! connections.
 //!
 //! Every task the proxy starts ends when it is dropped: the accept loop owns the connection
 //! tasks in a `JoinSet` and is aborted on drop, which aborts them and closes their sockets.
-//! Every loop also ends by itself: a connection's on end of stream, an I/O error or
-//! [`Fault::Refuse`], and all of them, the accept loop's included, once the proxy's fault
-//! channel is closed.
+//! Every loop also ends by itself: a connection's on end of stream (once what it read is
+//! delivered), an I/O error or [`Fault::Refuse`], and all of them, the accept loop's included,
+//! once the proxy's fault channel is closed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,13 +16,18 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
 
 /// How long the proxy waits for Redis to accept its connection before giving up on the client.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
-/// The most one read moves at once; Redis commands and replies in tests are far smaller.
+/// The most one read moves at once; most Redis commands and replies in tests are far smaller.
 const CHUNK: usize = 16 * 1024;
+/// How many chunks one direction holds between reading and writing them: under
+/// [`Fault::Latency`], those read within one delay. Far more than tests send; past it, reading
+/// waits for writing, as a full TCP window does.
+const IN_FLIGHT: usize = 1024;
 
 /// What the proxy does to the traffic, switchable at run time with [`FaultProxy::set`]. A new
 /// fault applies at once to every connection, open or new.
@@ -30,12 +36,21 @@ pub enum Fault {
     /// Pass everything through.
     Forward,
     /// Hold each chunk Redis sends for this long before passing it to the client; requests
-    /// pass at once.
+    /// pass at once. The holds add up: nothing more is read from Redis meanwhile, so what
+    /// arrives during a hold waits for it to end, then is held in turn.
     Delay(Duration),
     /// Hold each chunk the client sends for this long before passing it to Redis, which runs
     /// it then, even once the client has given up and closed the connection: a command stuck
     /// on its way. Replies pass at once.
     DelayRequests(Duration),
+    /// Deliver every chunk, either way, this long after it was read: a network link with this
+    /// one-way delay, so a round trip takes twice as long. Chunks keep their order, and unlike
+    /// [`Fault::Delay`] the delays overlap rather than add up: pipelined commands and their
+    /// replies all arrive one round trip late, not one per command. A chunk read meanwhile
+    /// keeps its delivery time when the fault switches (to [`Fault::Forward`], it still waits;
+    /// to [`Fault::Blackhole`], it still arrives), except that [`Fault::Refuse`], or
+    /// [`Fault::DropReplies`] once a reply comes, ends the connection and what it held with it.
+    Latency(Duration),
     /// Pass requests to Redis, so they run, but drop Redis's reply and close the client's
     /// connection: the reply lost after Redis ran the script.
     DropReplies,
@@ -184,9 +199,12 @@ enum Direction {
 #[derive(Debug)]
 enum Action {
     Pass,
+    /// Pass once this has elapsed, reading nothing more meanwhile.
     PassAfter(Duration),
+    /// Pass this long after the chunk was read, reading on meanwhile.
+    DueAfter(Duration),
     Swallow,
-    /// Drop the chunk and end the connection.
+    /// Drop the chunk and end the connection, with what it still holds.
     Close,
 }
 
@@ -198,52 +216,125 @@ fn action(fault: Fault, direction: Direction) -> Action {
         | (Fault::DelayRequests(_), Direction::ToClient) => Action::Pass,
         (Fault::Delay(delay), Direction::ToClient)
         | (Fault::DelayRequests(delay), Direction::ToRedis) => Action::PassAfter(delay),
+        (Fault::Latency(delay), _) => Action::DueAfter(delay),
         (Fault::Blackhole, _) => Action::Swallow,
         (Fault::DropReplies, Direction::ToClient) | (Fault::Refuse, _) => Action::Close,
     }
 }
 
 /// One direction of a connection: each chunk read from `from` meets the fault current when it
-/// arrives, then goes on to `to` or not.
+/// arrives, then goes on to `to` or not. Reading and writing run side by side, joined by a
+/// queue, so that under [`Fault::Latency`] chunks are read as they come while earlier ones wait
+/// for their delivery time; every chunk passes through the queue, in the order read.
 async fn pipe(
-    mut from: OwnedReadHalf,
-    mut to: OwnedWriteHalf,
-    mut fault: watch::Receiver<Fault>,
+    from: OwnedReadHalf,
+    to: OwnedWriteHalf,
+    fault: watch::Receiver<Fault>,
     direction: Direction,
 ) {
-    let mut buf = vec![0; CHUNK];
-    while let Some(read) = next_chunk(&mut from, &mut buf, &mut fault).await {
-        let current = *fault.borrow();
-        match action(current, direction) {
-            Action::Close => return,
-            Action::Swallow => continue,
-            Action::PassAfter(delay) => tokio::time::sleep(delay).await,
-            Action::Pass => {}
+    let (queue, queued) = mpsc::channel(IN_FLIGHT);
+    let writing = deliver(queued, to);
+    tokio::pin!(writing);
+    tokio::select! {
+        // Dropping `queue` (with `read_chunks`) lets `deliver` end once it has written the rest.
+        end = read_chunks(from, queue, fault.clone(), direction) => {
+            if end == End::Drain {
+                tokio::select! {
+                    () = &mut writing => {}
+                    () = refused(fault) => {}
+                }
+            }
         }
-        if to.write_all(&buf[..read]).await.is_err() {
+        () = &mut writing => {}
+    }
+}
+
+/// Returns once the fault is [`Fault::Refuse`] or the proxy is dropped.
+async fn refused(mut fault: watch::Receiver<Fault>) {
+    while *fault.borrow_and_update() != Fault::Refuse {
+        if fault.changed().await.is_err() {
             return;
         }
     }
 }
 
-/// The next chunk from `from` into `buf`, its length; `None` once the connection should end: end
-/// of stream, an I/O error, [`Fault::Refuse`], or the proxy dropped. A change of fault while
-/// waiting is seen at once, since a read is cancelled without losing data.
+/// How the reading side of a [`pipe`] ended.
+#[derive(Debug, PartialEq, Eq)]
+enum End {
+    /// End of stream or an I/O error on reading: deliver what was read, then end.
+    Drain,
+    /// [`Fault::Refuse`], [`Fault::DropReplies`] or the proxy dropped: end now.
+    Now,
+}
+
+/// A chunk read and not yet written, with when it is due: `None` at once.
+type Queued = (Option<Instant>, Vec<u8>);
+
+/// The reading side of a [`pipe`]: reads chunks from `from` and queues those that pass, stamped
+/// with their delivery time.
+async fn read_chunks(
+    mut from: OwnedReadHalf,
+    queue: mpsc::Sender<Queued>,
+    mut fault: watch::Receiver<Fault>,
+    direction: Direction,
+) -> End {
+    let mut buf = vec![0; CHUNK];
+    loop {
+        let read = match next_chunk(&mut from, &mut buf, &mut fault).await {
+            Ok(read) => read,
+            Err(end) => return end,
+        };
+        let read_at = Instant::now();
+        let current = *fault.borrow();
+        let due = match action(current, direction) {
+            Action::Close => return End::Now,
+            Action::Swallow => continue,
+            Action::PassAfter(delay) => {
+                tokio::time::sleep(delay).await;
+                None
+            }
+            Action::DueAfter(delay) => Some(read_at + delay),
+            Action::Pass => None,
+        };
+        if queue.send((due, buf[..read].to_vec())).await.is_err() {
+            // The writing side has ended on an error: so does the connection.
+            return End::Now;
+        }
+    }
+}
+
+/// The writing side of a [`pipe`]: writes each queued chunk to `to` when due, in order. Ends
+/// once the queue is closed and empty, or on a write error.
+async fn deliver(mut queued: mpsc::Receiver<Queued>, mut to: OwnedWriteHalf) {
+    while let Some((due, chunk)) = queued.recv().await {
+        if let Some(due) = due {
+            tokio::time::sleep_until(due).await;
+        }
+        if to.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The next chunk from `from` into `buf`, its length; how the connection should end instead:
+/// [`End::Drain`] on end of stream or an I/O error, [`End::Now`] on [`Fault::Refuse`] or once
+/// the proxy is dropped. A change of fault while waiting is seen at once, since a read is
+/// cancelled without losing data.
 async fn next_chunk(
     from: &mut OwnedReadHalf,
     buf: &mut [u8],
     fault: &mut watch::Receiver<Fault>,
-) -> Option<usize> {
+) -> Result<usize, End> {
     loop {
         if *fault.borrow_and_update() == Fault::Refuse {
-            return None;
+            return Err(End::Now);
         }
         tokio::select! {
             read = from.read(buf) => return match read {
-                Ok(0) | Err(_) => None,
-                Ok(read) => Some(read),
+                Ok(0) | Err(_) => Err(End::Drain),
+                Ok(read) => Ok(read),
             },
-            changed = fault.changed() => changed.ok()?,
+            changed = fault.changed() => changed.map_err(|_| End::Now)?,
         }
     }
 }

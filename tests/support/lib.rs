@@ -5,13 +5,15 @@
 //! to use another binary.
 //!
 //! Around the servers: pools and both backends configured alike ([`backends`]), requests sent
-//! through an app without a socket ([`get`], [`send`]), captured logs ([`Logs`]), and a proxy
-//! that breaks the connection to Redis on demand ([`FaultProxy`]).
+//! through an app without a socket ([`get`], [`send`]), or on a clock, as a flood sends them
+//! ([`open_loop`]), captured logs ([`Logs`]), and a proxy that breaks the connection to Redis on
+//! demand ([`FaultProxy`]).
 
 mod backends;
 mod cluster;
 mod fault_proxy;
 mod keys;
+mod load;
 mod logs;
 mod ports;
 mod readme;
@@ -22,6 +24,7 @@ pub use backends::{backends, pool, unique_prefix};
 pub use cluster::RedisCluster;
 pub use fault_proxy::{Fault, FaultProxy};
 pub use keys::{opts_text, stored_key};
+pub use load::{Sent, open_loop};
 pub use logs::Logs;
 pub use ports::{dead_url, free_port};
 pub use redis_server::RedisServer;
