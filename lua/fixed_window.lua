@@ -28,10 +28,12 @@
 -- Batch    the cost "~n", n 1..2147483647, takes up to n: g = min(n, what the
 --          window has left) units, "allow" when g >= 1, else "deny" with
 --          nothing written. A local batch reserves its units this way. The
---          reply carries g after the headers: {decision, {headers}, g}, the
---          headers as a take of g would give them (a deny's remaining is 0).
---          GET, TTL (PEXPIRETIME) when the key exists, then INCRBY, or SET EX
---          (PXAT) for a new window (or a counter that lost its TTL).
+--          reply carries g and the milliseconds left of the window after the
+--          headers: {decision, {headers}, g, ttl_ms}, the headers as a take of
+--          g would give them (a deny's remaining is 0); ttl_ms tells a batch
+--          to the millisecond when its units stop counting. GET, PTTL
+--          (PEXPIRETIME) when the key exists, then INCRBY, or SET EX (PXAT)
+--          for a new window (or a counter that lost its TTL).
 -- Reply    {"allow"|"deny", {limit, reset, remaining}}: the x-ratelimit-limit,
 --          x-ratelimit-reset and x-ratelimit-remaining values as strings.
 --          reset is the key's TTL rounded as Redis TTL rounds it, so the window
@@ -123,24 +125,26 @@ if sign == '-' then
 end
 
 if sign == '~' then
-  local count, ttl_s, restart = tonumber(redis.call('GET', key)), window_s, true
+  local count, ttl_ms, restart = tonumber(redis.call('GET', key)), window * 1000, true
   if count and now then
     local expiry = redis.call('PEXPIRETIME', key)
     if expiry > now then
-      ttl_s, restart = fmt('%d', floor((expiry - now + 500) / 1000)), false
+      ttl_ms, restart = expiry - now, false
     else
       count = nil -- past its stored expiry: a new window
     end
   elseif count then
-    local ttl = redis.call('TTL', key)
+    local pttl = redis.call('PTTL', key)
     -- A counter without expiry keeps its count and restarts its window, as a take does.
-    if ttl >= 0 then ttl_s, restart = fmt('%d', ttl), false end
+    if pttl >= 0 then ttl_ms, restart = pttl, false end
   end
+  -- Rounded as Redis TTL rounds.
+  local ttl_s = fmt('%d', floor((ttl_ms + 500) / 1000))
   count = count or 0
   local grant = limit - count
   if grant > cost then grant = cost end
   if grant < 1 then
-    return {'deny', {limit_s, ttl_s, '0'}, 0}
+    return {'deny', {limit_s, ttl_s, '0'}, 0, ttl_ms}
   end
   if not restart then
     redis.call('INCRBY', key, grant)
@@ -149,7 +153,7 @@ if sign == '~' then
   else
     redis.call('SET', key, count + grant, 'EX', window)
   end
-  return {'allow', {limit_s, ttl_s, fmt('%d', limit - count - grant)}, grant}
+  return {'allow', {limit_s, ttl_s, fmt('%d', limit - count - grant)}, grant, ttl_ms}
 end
 
 if sign == '+' then

@@ -34,8 +34,10 @@
 -- Batch    the cost "~n", n 1..2147483647, takes up to n: g = min(n, whole
 --          tokens, remaining) units, "allow" when g >= 1, else "deny" with
 --          nothing written. A local batch reserves its units this way. The
---          reply carries g after the headers: {decision, {headers}, g}, the
---          headers as a take of g would give them, a deny's as a cost-1 deny's.
+--          reply carries g and the milliseconds left of the window after the
+--          headers: {decision, {headers}, g, ttl_ms}, the headers as a take of
+--          g would give them, a deny's as a cost-1 deny's; ttl_ms tells a
+--          batch to the millisecond when its units stop counting.
 -- Reply    {"allow"|"deny", {limit, reset, remaining[, retry_after]}}: the
 --          x-ratelimit-limit ("<limit> <limit>;w=<window>;burst=<burst>;
 --          policy=token_bucket"), x-ratelimit-reset (seconds left of the
@@ -144,7 +146,7 @@ if sign then
       if refill > 0 and remaining >= 1 then
         retry = min(math.abs(ceil((1 - floor(taken)) * window / refill - elapsed / 1000)), ttl)
       end
-      return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining > 0 and remaining or 0), fmt('%d', retry)}, 0}
+      return {'deny', {policy, fmt('%d', ttl), fmt('%d', remaining > 0 and remaining or 0), fmt('%d', retry)}, 0, expiry - now}
     end
     tokens, remaining = tokens - grant, remaining - grant
   elseif sign == '-' then
@@ -184,7 +186,7 @@ if sign then
     if tokens < 1 then
       headers[4] = fmt('%d', refill > 0 and min(ceil(window / refill), ttl) or ttl)
     end
-    return {'allow', headers, grant}
+    return {'allow', headers, grant, expiry - now}
   end
   local headers = {policy, fmt('%d', ttl), remaining > 0 and remaining_s or '0'}
   if tokens < 1 or remaining < 1 then

@@ -183,7 +183,10 @@ pub enum ReplyError {
         /// What was found instead.
         found: &'static str,
     },
-    /// A batch's reply (cost `~n`) has no count of the units granted after its headers.
-    #[error("a batch's reply must carry the units it granted, an integer, after the headers")]
+    /// A batch's reply (cost `~n`) has no count of the units granted, or no milliseconds left
+    /// of their window, after its headers.
+    #[error(
+        "a batch's reply must carry the units it granted and the milliseconds left of their window, two integers, after the headers"
+    )]
     NoGrant,
 }

@@ -261,8 +261,9 @@ impl PlugLimit {
 
     /// Takes up to `units` units at once, as many as the key has left (`fixed_window` and
     /// `token_bucket` only): what a [local batch](crate::LocalBatches) reserves. The outcome
-    /// allows when it took at least one; its first [extra](Outcome::extra) value is how many
-    /// it took (an integer, 0 on a deny), its headers those a take of that many would get.
+    /// allows when it took at least one; its [extra](Outcome::extra) values are how many it
+    /// took (an integer, 0 on a deny) and the milliseconds left of the window they count in,
+    /// its headers those a take of that many would get.
     ///
     /// # Errors
     ///
@@ -279,9 +280,11 @@ impl PlugLimit {
     /// let limits = PlugLimit::memory();
     /// let five = FixedWindow::<5, 60>;
     /// let batch = limits.take_up_to(five, "ann", 3).await?;
-    /// assert_eq!(batch.extra(), [Value::Int(3)]);
+    /// assert_eq!(batch.extra()[0], Value::Int(3));
     /// let rest = limits.take_up_to(five, "ann", 3).await?;
-    /// assert_eq!(rest.extra(), [Value::Int(2)]);
+    /// assert_eq!(rest.extra()[0], Value::Int(2));
+    /// // The window has a minute left, to the millisecond (less the time since it began).
+    /// assert!(matches!(rest.extra()[1], Value::Int(59_000..=60_000)));
     /// assert!(!limits.take_up_to(five, "ann", 3).await?.is_allowed());
     /// # Ok(())
     /// # }

@@ -284,3 +284,58 @@ async fn the_requests_waiting_on_a_key_are_bounded() {
     let counted: u32 = redis.connection().await.get(key).await.unwrap();
     assert_eq!(counted, 4);
 }
+
+/// Across a slow link, a hot key's next batch is reserved ahead, by the rate the instance sees
+/// and the round trip it measures: in steady state no request waits on the store. 200
+/// requests a second, well within the limit, through a relay adding 50 ms each way (a
+/// reservation takes 100 ms): once the batches have grown to the rate, every request is
+/// answered from a batch at once, where a batch reserved only once spent makes the requests
+/// of each round trip wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_reserved_ahead_keeps_requests_off_a_slow_link() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    proxy.set(Fault::Latency(Duration::from_millis(50)));
+    let prefix = unique_prefix("flood_ahead");
+    let limits = PlugLimit::builder(pool(&proxy.url()))
+        .prefix(&prefix)
+        .key(key::header("x-client"))
+        .timeout(TIMEOUT)
+        .limiter(
+            "flood",
+            Limiter::fixed_window().local_batches(LocalBatches::new(1_000)),
+        )
+        .build()
+        .unwrap();
+    let app = Router::new().route("/ahead", get(ahead)).with_state(limits);
+    let sent = open_loop(&[app], "/ahead", "everyone", 200, Duration::from_secs(3)).await;
+    assert!(sent.iter().all(|sent| sent.status == 200 && sent.limited));
+    // Past the first second the batches follow the rate.
+    let steady: Vec<Duration> = sent
+        .iter()
+        .filter(|sent| sent.at >= Duration::from_secs(1))
+        .map(|sent| sent.latency)
+        .collect();
+    let waited = steady
+        .iter()
+        .filter(|latency| **latency >= Duration::from_millis(40))
+        .count();
+    assert_eq!(
+        waited,
+        0,
+        "{waited} of {} requests waited on the link",
+        steady.len()
+    );
+}
+
+/// A limit of plenty: 100,000 a minute.
+struct Plenty;
+
+impl Limit for Plenty {
+    const LIMITER: &'static str = "flood";
+    const OPTS: &'static [Opt] = &[Opt::Int(100_000), Opt::Int(60)];
+}
+
+async fn ahead(limited: RateLimited<Plenty>) -> (RateLimited<Plenty>, &'static str) {
+    (limited, "ok")
+}

@@ -58,22 +58,27 @@ fn render(limiter: &str, reply: Value) -> String {
     let Value::Array(items) = reply else {
         panic!("not an array: {reply:?}")
     };
-    // A batch's `~n` reply carries the units it granted after the headers, and multi_window's
-    // every reply the window that decided.
-    let (decision, headers, after) = match items.as_slice() {
-        [decision, Value::Array(headers)] => (decision, headers, None),
-        [decision, Value::Array(headers), Value::Int(after)] => (decision, headers, Some(*after)),
-        _ => panic!("not {{decision, headers[, granted or window]}}: {items:?}"),
+    // A batch's `~n` reply carries the units it granted and the milliseconds left of their
+    // window after the headers, and multi_window's every reply the window that decided.
+    let (decision, headers, granted, window) = match items.as_slice() {
+        [decision, Value::Array(headers)] => (decision, headers, None, None),
+        [decision, Value::Array(headers), Value::Int(window)] if limiter == "multi_window" => {
+            (decision, headers, None, Some(*window))
+        }
+        [
+            decision,
+            Value::Array(headers),
+            Value::Int(granted),
+            Value::Int(window_ms),
+        ] => (
+            decision,
+            headers,
+            Some((u32::try_from(*granted).unwrap(), *window_ms)),
+            None,
+        ),
+        _ => panic!("not {{decision, headers[, granted and ms, or window]}}: {items:?}"),
     };
     let headers: Vec<String> = headers.iter().map(text).collect();
-    let (granted, window) = if limiter == "multi_window" {
-        (
-            None,
-            Some(after.expect("multi_window replies the window that decided")),
-        )
-    } else {
-        (after, None)
-    };
     scenarios::render(text(decision) == "allow", &headers, granted, window)
 }
 

@@ -208,9 +208,11 @@ pub(super) fn verdict<const N: usize>(allow: bool, headers: [Field; N]) -> Resul
     })
 }
 
-/// [`verdict`] for a batch's `~n`, which reports the units it granted after the headers.
+/// [`verdict`] for a batch's `~n`, which reports the units it granted and the milliseconds
+/// left of their window after the headers.
 pub(super) fn granted<const N: usize>(
     granted: f64,
+    window_ms: i64,
     headers: [Field; N],
 ) -> Result<Verdict, String> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX, whole
@@ -218,7 +220,7 @@ pub(super) fn granted<const N: usize>(
     Ok(Verdict {
         allow: units > 0,
         headers: headers.into(),
-        granted: Some(units),
+        granted: Some((units, window_ms)),
         window: 0,
     })
 }

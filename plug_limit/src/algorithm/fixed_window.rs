@@ -39,11 +39,12 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             // A new window holds nothing yet; a stored one keeps its count and its end.
             let (count, reset) =
                 current.map_or_else(|| (0, window_s()), |(count, at)| (count, ttl(at)));
+            let expires_at_ms = current.map_or(now + window * 1000, |(_, at)| at);
+            let window_ms = expires_at_ms - now;
             let grant = (limit - count).min(n as i64);
             if grant < 1 {
-                return granted(0.0, [limit_s, reset, Field::Int(0)]);
+                return granted(0.0, window_ms, [limit_s, reset, Field::Int(0)]);
             }
-            let expires_at_ms = current.map_or(now + window * 1000, |(_, at)| at);
             *slot = Some(Stored {
                 state: State::FixedWindow {
                     count: count + grant,
@@ -53,6 +54,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             #[allow(clippy::cast_precision_loss)] // grant <= n <= 2147483647
             return granted(
                 grant as f64,
+                window_ms,
                 [limit_s, reset, decimal(limit - count - grant)],
             );
         }

@@ -93,19 +93,20 @@ const fn up(at_ms: i64, cost: u32, expect: &'static str) -> Call {
     }
 }
 
-/// A reply as one line: `"allow 3,60,2"`, a batch's `"allow 3,60,0 ~2"` (the units it
-/// granted) and multi_window's `"allow 2,10,1 @0"` (the window that decided), which their
-/// replies carry after the headers.
+/// A reply as one line: `"allow 3,60,2"`, a batch's `"allow 3,60,0 ~2 60000ms"` (the units
+/// it granted and the milliseconds left of their window) and multi_window's
+/// `"allow 2,10,1 @0"` (the window that decided), which their replies carry after the
+/// headers.
 pub(crate) fn render(
     allow: bool,
     headers: &[String],
-    granted: Option<i64>,
+    granted: Option<(u32, i64)>,
     window: Option<i64>,
 ) -> String {
     let decision = if allow { "allow" } else { "deny" };
     let mut text = format!("{decision} {}", headers.join(","));
-    if let Some(granted) = granted {
-        text.push_str(&format!(" ~{granted}"));
+    if let Some((granted, window_ms)) = granted {
+        text.push_str(&format!(" ~{granted} {window_ms}ms"));
     }
     if let Some(window) = window {
         text.push_str(&format!(" @{window}"));
@@ -119,17 +120,17 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         limiter: "fixed_window",
         opts: &["5", "10"],
         calls: &[
-            up(0, 3, "allow 5,10,2 ~3"),
-            up(1_000, 4, "allow 5,9,0 ~2"),
-            up(1_000, 1, "deny 5,9,0 ~0"),
+            up(0, 3, "allow 5,10,2 ~3 10000ms"),
+            up(1_000, 4, "allow 5,9,0 ~2 9000ms"),
+            up(1_000, 1, "deny 5,9,0 ~0 9000ms"),
             at(1_000, 1, "deny 5,9,0"),
             back(2_000, 3, "allow 5,8,3"),
-            up(2_000, 2_147_483_647, "allow 5,8,0 ~3"),
-            up(10_000, 2, "allow 5,10,3 ~2"),
+            up(2_000, 2_147_483_647, "allow 5,8,0 ~3 8000ms"),
+            up(10_000, 2, "allow 5,10,3 ~2 10000ms"),
             at(10_500, 1, "allow 5,10,2"),
             force(11_000, 9, "deny 5,9,0"),
-            up(11_000, 1, "deny 5,9,0 ~0"),
-            up(20_000, 7, "allow 5,10,0 ~5"),
+            up(11_000, 1, "deny 5,9,0 ~0 9000ms"),
+            up(20_000, 7, "allow 5,10,0 ~5 10000ms"),
             up(
                 20_000,
                 0,
@@ -147,21 +148,37 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
         limiter: "token_bucket",
         opts: &["5", "2", "3"],
         calls: &[
-            up(0, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~2"),
-            up(0, 5, "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~1"),
-            up(500, 1, "deny 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~0"),
+            up(
+                0,
+                2,
+                "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~2 2000ms",
+            ),
+            up(
+                0,
+                5,
+                "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~1 2000ms",
+            ),
+            up(
+                500,
+                1,
+                "deny 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~0 1500ms",
+            ),
             up(
                 1_500,
                 3,
-                "allow 5 5;w=2;burst=3;policy=token_bucket,1,1,1 ~1",
+                "allow 5 5;w=2;burst=3;policy=token_bucket,1,1,1 ~1 500ms",
             ),
             up(
                 2_000,
                 9,
-                "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~3",
+                "allow 5 5;w=2;burst=3;policy=token_bucket,2,2,1 ~3 2000ms",
             ),
             back(2_000, 2, "allow 5 5;w=2;burst=3;policy=token_bucket,2,4"),
-            up(2_000, 1, "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~1"),
+            up(
+                2_000,
+                1,
+                "allow 5 5;w=2;burst=3;policy=token_bucket,2,3 ~1 2000ms",
+            ),
             up(
                 2_000,
                 0,
@@ -177,12 +194,12 @@ pub(crate) const SCENARIOS: &[Scenario] = &[
             up(
                 0,
                 5,
-                "allow 2 2;w=60;burst=2;policy=token_bucket,60,0,60 ~2",
+                "allow 2 2;w=60;burst=2;policy=token_bucket,60,0,60 ~2 60000ms",
             ),
             up(
                 30_000,
                 1,
-                "deny 2 2;w=60;burst=2;policy=token_bucket,30,0,30 ~0",
+                "deny 2 2;w=60;burst=2;policy=token_bucket,30,0,30 ~0 30000ms",
             ),
             at(
                 30_000,

@@ -50,8 +50,9 @@ pub(crate) enum State {
 pub(crate) struct Verdict {
     pub(crate) allow: bool,
     pub(crate) headers: Fields,
-    /// The units a batch's `~n` granted, which its script replies after the headers.
-    pub(crate) granted: Option<u32>,
+    /// The units a batch's `~n` granted and the milliseconds left of their window, which its
+    /// script replies after the headers.
+    pub(crate) granted: Option<(u32, i64)>,
     /// Which window decided (multi_window's position of it among its limits; 0 for the
     /// others), which its script replies after the headers.
     pub(crate) window: u32,

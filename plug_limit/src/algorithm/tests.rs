@@ -110,7 +110,7 @@ pub(super) fn run_scenarios(limiter: &str) {
             Ok(v) => scenarios::render(
                 v.allow,
                 &v.headers.texts(),
-                v.granted.map(i64::from),
+                v.granted,
                 (limiter == "multi_window").then_some(i64::from(v.window)),
             ),
             Err(e) => format!("error {e}"),

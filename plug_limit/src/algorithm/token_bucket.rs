@@ -321,6 +321,8 @@ fn up_to(
     } = state;
     let grant = n.min(tokens.floor()).min(remaining);
     let policy = bucket.policy.clone();
+    #[allow(clippy::cast_possible_truncation)] // whole milliseconds, below 2^53
+    let window_ms = (state.expiry - now) as i64;
     if grant < 1.0 {
         // As a cost-1 request's deny.
         let mut retry = ttl;
@@ -331,21 +333,21 @@ fn up_to(
                 .min(ttl);
         }
         let left = int(remaining.max(0.0));
-        return granted(0.0, [policy, int(ttl), left, int(retry)]);
+        return granted(0.0, window_ms, [policy, int(ttl), left, int(retry)]);
     }
     state.tokens -= grant;
     state.remaining -= grant;
     state.store(slot);
     let (reset, left) = (int(ttl), int(state.remaining));
     if state.tokens >= 1.0 {
-        return granted(grant, [policy, reset, left]);
+        return granted(grant, window_ms, [policy, reset, left]);
     }
     let retry = if refill > 0.0 {
         (window / refill).ceil().min(ttl)
     } else {
         ttl
     };
-    granted(grant, [policy, reset, left, int(retry)])
+    granted(grant, window_ms, [policy, reset, left, int(retry)])
 }
 
 #[cfg(test)]

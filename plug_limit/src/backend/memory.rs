@@ -319,8 +319,9 @@ fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
 pub(crate) struct Twin {
     allow: bool,
     report: Report,
-    /// The units a batch's `~n` granted, which its script replies after the headers.
-    granted: Option<u32>,
+    /// The units a batch's `~n` granted and the milliseconds left of their window, which its
+    /// script replies after the headers.
+    granted: Option<(u32, i64)>,
 }
 
 impl Twin {
@@ -367,7 +368,7 @@ impl Twin {
             Decision::Deny
         };
         let extra: Box<[Value]> = match self.granted {
-            Some(units) => Box::new([Value::Int(units.into())]),
+            Some((units, window_ms)) => Box::new([Value::Int(units.into()), Value::Int(window_ms)]),
             None => Box::default(),
         };
         Outcome::reported(decision, names.clone(), self.report, extra)

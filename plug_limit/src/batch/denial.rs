@@ -3,7 +3,6 @@
 
 use std::time::{Duration, Instant};
 
-use super::held::ROUNDING;
 use crate::algorithm::{Builtin, Report};
 use crate::limit::Opt;
 use crate::outcome::Outcome;
@@ -21,13 +20,13 @@ pub(super) struct Denial {
 }
 
 impl Denial {
-    /// Holds `outcome`, a denial of the limit `opts` Redis answered at `now`, for `hold`.
-    pub(super) fn new(opts: u64, outcome: Outcome, now: Instant, hold: Duration) -> Self {
+    /// Holds `outcome`, a denial of the limit `opts` answered at `now`, until `until`.
+    pub(super) fn new(opts: u64, outcome: Outcome, now: Instant, until: Instant) -> Self {
         Self {
             opts,
             outcome,
             at: now,
-            until: now + hold,
+            until,
             answered: None,
         }
     }
@@ -89,21 +88,23 @@ impl Refill {
         }
     }
 
-    /// How long a denial reported as `report` holds: until the window resets (less Redis's
-    /// rounding of it) when it is spent or refills only then, else until the next unit
-    /// refills; never less than `every`, the time a batch aims to last, so a denied key costs
-    /// at most one call every so long.
-    pub(super) fn hold(self, report: Option<&Report>, every: Duration) -> Duration {
-        let Some(report) = report else {
-            return every;
-        };
-        let reset = u64::try_from(report.reset()).unwrap_or(0);
-        let at_reset = Duration::from_secs(reset).saturating_sub(ROUNDING);
-        let hold = match self {
-            Self::Every(one) if report.remaining() > 0 => one.min(at_reset),
+    /// How long, from when Redis ran the call, a denial reported as `report` holds, its
+    /// window having `window_left` to run: until the window ends (less `lead`, the time a
+    /// reservation takes to reach Redis, so the next one arrives as it ends) when it is spent
+    /// or refills only then, else until the next unit refills.
+    pub(super) fn hold(
+        self,
+        report: Option<&Report>,
+        window_left: Duration,
+        lead: Duration,
+    ) -> Duration {
+        let at_reset = window_left.saturating_sub(lead);
+        match self {
+            Self::Every(one) if report.is_some_and(|report| report.remaining() > 0) => {
+                one.min(at_reset)
+            }
             Self::AtReset | Self::Every(_) => at_reset,
-        };
-        hold.max(every)
+        }
     }
 }
 
@@ -125,40 +126,45 @@ mod tests {
         Report::from_values(&[100, reset, remaining, 1].map(Field::Int), 0).unwrap()
     }
 
-    const EVERY: Duration = Duration::from_millis(25);
+    const LEAD: Duration = Duration::from_millis(20);
 
     #[test]
-    fn a_fixed_window_holds_its_denial_until_the_reset() {
+    fn a_fixed_window_holds_its_denial_until_the_window_ends() {
         let refill = Refill::of(Some(Builtin::FixedWindow), &[Opt::Int(100), Opt::Int(10)]);
         assert_eq!(refill, Refill::AtReset);
+        let left = Duration::from_millis(6_700);
         assert_eq!(
-            refill.hold(Some(&report(7, 0)), EVERY),
-            Duration::from_millis(6_500)
+            refill.hold(Some(&report(7, 0)), left, LEAD),
+            Duration::from_millis(6_680)
         );
-        // A window ending within the rounding: held for `every`.
-        assert_eq!(refill.hold(Some(&report(0, 0)), EVERY), EVERY);
     }
 
     #[test]
     fn a_token_bucket_holds_its_denial_until_the_next_token() {
         let opts = [Opt::Int(10_000), Opt::Int(10), Opt::Int(1_000)];
         let refill = Refill::of(Some(Builtin::TokenBucket), &opts);
-        // 9,000 tokens over 10 s: one every 1.1 ms, so a denial holds for `every`.
+        // 9,000 tokens over 10 s: one every 1.1 ms.
         assert_eq!(refill, Refill::Every(Duration::from_millis(1)));
-        assert_eq!(refill.hold(Some(&report(9, 5_000)), EVERY), EVERY);
+        let left = Duration::from_secs(9);
+        assert_eq!(
+            refill.hold(Some(&report(9, 5_000)), left, LEAD),
+            Duration::from_millis(1)
+        );
         // One token a minute.
         let slow = Refill::of(
             Some(Builtin::TokenBucket),
             &[Opt::Int(70), Opt::Int(600), Opt::Int(60)],
         );
+        let left = Duration::from_secs(500);
         assert_eq!(
-            slow.hold(Some(&report(500, 3)), EVERY),
+            slow.hold(Some(&report(500, 3)), left, LEAD),
             Duration::from_secs(60)
         );
-        // The window spent, or no refill at all: until the reset.
+        // The window spent, or no refill at all: until the window ends.
+        let left = Duration::from_millis(29_500);
         assert_eq!(
-            slow.hold(Some(&report(30, 0)), EVERY),
-            Duration::from_millis(29_500)
+            slow.hold(Some(&report(30, 0)), left, LEAD),
+            Duration::from_millis(29_480)
         );
         let none = Refill::of(
             Some(Builtin::TokenBucket),
@@ -176,7 +182,7 @@ mod tests {
             report(9, 0),
             Vec::new(),
         );
-        let mut denial = Denial::new(1, denied, start, Duration::from_secs(9));
+        let mut denial = Denial::new(1, denied, start, start + Duration::from_secs(9));
         let reset = |outcome: Outcome| outcome.report().unwrap().reset();
         assert_eq!(reset(denial.answer(start)), 9);
         assert_eq!(

@@ -37,7 +37,9 @@ impl Owner {
                     let now = Instant::now();
                     match held.give_back(generation, now, every, timeout) {
                         GiveBack::Later => continue,
-                        GiveBack::Units(units) if held.can_give_back(now, timeout) => units,
+                        GiveBack::Units(units) if held.can_give_back(generation, now, timeout) => {
+                            units
+                        }
                         // Spent, replaced, or past the window's safe end: the units are
                         // dropped there, never given back to a window that may be over.
                         GiveBack::Done | GiveBack::Units(_) => return,

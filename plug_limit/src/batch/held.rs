@@ -1,21 +1,47 @@
-//! One key's batch at this instance: the units it holds, until when they may be spent, what
-//! its answers say, and the key's observed rate, which sizes the next batch.
+//! One key's batches at this instance: the units they hold, until when each may be spent,
+//! what their answers say, and the key's observed rate, which sizes the next batch.
+//!
+//! A key holds the batch it spends and, reserved ahead while that one lasts, at most one more:
+//! each keeps the window it was granted in, to the millisecond, so a unit is never spent
+//! outside it, even when the next batch is of the next window.
 
 use std::time::{Duration, Instant};
 
 use crate::outcome::{Decision, Outcome};
 
-/// Redis rounds a reset to the nearest second: the window may end this much before it says.
-pub(super) const ROUNDING: Duration = Duration::from_millis(500);
-/// Spending stops this much earlier still, for the two clocks' drift and this process's
-/// scheduling: a unit is never spent where the window may already be over.
-const MARGIN: Duration = Duration::from_millis(500);
+/// Spending stops this much before a batch's window can end, for this process's scheduling
+/// between a unit's answer and its request going on (the window's end itself is known to the
+/// millisecond, counted from before Redis ran the call).
+const MARGIN: Duration = Duration::from_millis(10);
 
-/// A key's batch, and the requests seen since its last reservation.
+/// A key's batches, and the requests seen since its last reservation.
 #[derive(Debug)]
 pub(super) struct Held {
     /// Which limit (a hash of its options) the units are of.
     opts: u64,
+    /// The batch being spent.
+    current: Batch,
+    /// A batch reserved ahead while `current` lasted, spent once `current` is spent or over.
+    next: Option<Box<Batch>>,
+    last_spent: Instant,
+    /// Requests seen since the last reservation began, and when it began.
+    seen: u32,
+    since: Instant,
+    /// Requests a second at this instance, as last measured over at least `every`.
+    rate: f64,
+    /// A batch is reserved ahead once the one being spent holds fewer units than this: what
+    /// the key spends at its rate while a reservation lands.
+    ahead_units: u32,
+    /// Bumped by every grant: a give-back acts only on its own batch.
+    generation: u64,
+    /// The key was reset: whatever this slot holds or is granted is of a window that no
+    /// longer counts, neither to spend nor to give back.
+    forgotten: bool,
+}
+
+/// One grant's units.
+#[derive(Debug)]
+struct Batch {
     units: u32,
     /// No unit is spent from here on.
     until: Instant,
@@ -32,17 +58,7 @@ pub(super) struct Held {
     passed: u64,
     this_second: Instant,
     next_second: Instant,
-    last_spent: Instant,
-    /// Requests seen since the last reservation began, and when it began.
-    seen: u32,
-    since: Instant,
-    /// Whether the grant said when its window resets.
-    has_reset: bool,
-    /// Bumped by every grant: a give-back acts only on its own batch.
     generation: u64,
-    /// The key was reset: whatever this slot holds or is granted is of a window that no
-    /// longer counts, neither to spend nor to give back.
-    forgotten: bool,
 }
 
 /// What a batch's give-back finds.
@@ -56,10 +72,9 @@ pub(super) enum GiveBack {
     Units(u32),
 }
 
-impl Held {
-    pub(super) fn new(now: Instant) -> Self {
+impl Batch {
+    fn empty(now: Instant) -> Self {
         Self {
-            opts: 0,
             units: 0,
             until: now,
             window_ends: now,
@@ -70,182 +85,12 @@ impl Held {
             passed: 0,
             this_second: now,
             next_second: now,
-            last_spent: now,
-            seen: 0,
-            since: now,
-            has_reset: false,
             generation: 0,
-            forgotten: false,
         }
     }
 
-    /// Drops the units held, and any a reservation in flight brings (see `forgotten`).
-    pub(super) fn forget(&mut self) {
-        self.units = 0;
-        self.forgotten = true;
-    }
-
-    /// Whether a reset dropped the slot: what it is granted is of no window that counts.
-    pub(super) fn is_forgotten(&self) -> bool {
-        self.forgotten
-    }
-
-    /// Whether it holds units of a limit other than `opts` that a grant would replace.
-    pub(super) fn holds_other(&self, opts: u64) -> bool {
-        self.units > 0 && self.opts != opts
-    }
-
-    /// Counts one request toward the key's rate.
-    pub(super) fn note(&mut self) {
-        self.seen = self.seen.saturating_add(1);
-    }
-
-    /// One unit of the batch for a request of the limit `opts`, and its answer; `None` when
-    /// the batch is of another limit, spent, or past its time.
-    pub(super) fn take(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
-        if self.units == 0 || self.opts != opts || now >= self.until {
-            return None;
-        }
-        self.units -= 1;
-        self.last_spent = now;
-        Some(self.answer(now))
-    }
-
-    /// How many units to ask for, 1..=`max`: the key's rate times `every`. Over a period
-    /// shorter than `every`, the requests seen so far in it stand for the rate (short of it,
-    /// so a batch grows by doubling at most); a first request, or a key seen once in a while,
-    /// asks for 1.
-    pub(super) fn size(&mut self, max: u32, every: Duration, now: Instant) -> u32 {
-        let elapsed = now.duration_since(self.since);
-        let mut wanted = f64::from(self.seen);
-        if elapsed >= every {
-            wanted *= every.as_secs_f64() / elapsed.as_secs_f64();
-            self.seen = 0;
-            self.since = now;
-        }
-        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped below
-        let wanted = wanted.ceil().min(f64::from(max)) as u32;
-        wanted.max(1)
-    }
-
-    /// Holds the `granted` units Redis answered `outcome` for (a call sent at `sent_at`,
-    /// arrived at `now`), none of them spent yet: the requests waiting for them take theirs
-    /// with [`take_granted`](Self::take_granted), then [`leftover`](Self::leftover) says what
-    /// cannot be spent here. A slot a reset dropped holds nothing of it.
-    pub(super) fn grant(
-        &mut self,
-        opts: u64,
-        outcome: &Outcome,
-        granted: u32,
-        sent_at: Instant,
-        now: Instant,
-    ) {
-        let report = outcome.report();
-        let reset = report.and_then(|report| u64::try_from(report.reset()).ok());
-        self.generation += 1;
-        self.opts = opts;
-        let mut kept = outcome.clone().answered(Decision::Allow);
-        // Kept without the header values the reply came with: every answer changes the report
-        // (its remaining), so each would copy them only to drop them.
-        let _ = kept.reported_mut();
-        self.granted = Some(kept);
-        self.remaining = report.map_or(0, |report| report.remaining());
-        self.reset = reset.unwrap_or(0);
-        self.has_reset = reset.is_some();
-        self.granted_at = now;
-        self.passed = 0;
-        self.this_second = now;
-        self.next_second = now;
-        self.last_spent = now;
-        // The reset counts from when Redis ran the call, which is after it was sent.
-        let lasts = Duration::from_secs(self.reset).saturating_sub(ROUNDING);
-        self.window_ends = sent_at + lasts;
-        self.until = sent_at + lasts.saturating_sub(MARGIN);
-        self.units = if self.forgotten { 0 } else { granted };
-    }
-
-    /// A unit of the grant that just arrived, for a request that waited for it: Redis counted
-    /// it a round trip ago, so it is spent now however soon the window ends, as an exact
-    /// call's answer would be.
-    pub(super) fn take_granted(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
-        if self.units == 0 || self.opts != opts {
-            return None;
-        }
-        self.units -= 1;
-        self.last_spent = now;
-        Some(self.answer(now))
-    }
-
-    /// Whether the batch holds units.
-    pub(super) fn holds_units(&self) -> bool {
-        self.units > 0
-    }
-
-    /// Gives back to the batch a unit taken for a request that has gone.
-    pub(super) fn put_back(&mut self) {
-        self.units = self.units.saturating_add(1);
-    }
-
-    /// The units of the grant just served that cannot be spent here: all that is left when
-    /// its window ends too soon (or says nothing of when it ends); taken out of the batch.
-    pub(super) fn leftover(&mut self, now: Instant) -> u32 {
-        if !self.has_reset || now >= self.until {
-            return std::mem::take(&mut self.units);
-        }
-        0
-    }
-
-    /// A denial, with the last grant's numbers, for a request of the limit `opts` this instance
-    /// could not serve a unit in time (its key's queue full, or its timeout spent waiting):
-    /// the limit's answer (remaining 0, a retry-after of a second), never the failure
-    /// policy's. `None` before any grant: nothing is known of the limit.
-    pub(super) fn refused(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
-        if self.granted.is_none() || self.opts != opts {
-            return None;
-        }
-        let reset = self.reset.saturating_sub(self.seconds_since_grant(now));
-        let mut refused = self.granted.clone()?.answered(Decision::Deny);
-        if let Some(reported) = refused.reported_mut() {
-            let reset = i64::try_from(reset).unwrap_or(i64::MAX);
-            reported.report.refused_from_batch(reset);
-        }
-        Some(refused)
-    }
-
-    /// When the key was last seen or its batch could last be spent.
-    pub(super) fn last_active(&self) -> Instant {
-        self.since.max(self.last_spent).max(self.until)
-    }
-
-    /// The batch's number, to tell it from the next one.
-    pub(super) fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// Whether the units still held may be given back (a refund sent now, answered within
-    /// `timeout`, lands in the window they were granted in).
-    pub(super) fn can_give_back(&self, now: Instant, timeout: Duration) -> bool {
-        now + timeout < self.window_ends
-    }
-
-    /// The give-back of batch `generation`, looked at now: its units once it has gone unspent
-    /// for `idle`, or will be past its time by the next look.
-    pub(super) fn give_back(
-        &mut self,
-        generation: u64,
-        now: Instant,
-        idle: Duration,
-        timeout: Duration,
-    ) -> GiveBack {
-        if generation != self.generation || self.units == 0 {
-            return GiveBack::Done;
-        }
-        let unspent = now.duration_since(self.last_spent) >= idle;
-        let ending = now + idle + timeout >= self.until;
-        if unspent || ending {
-            return GiveBack::Units(std::mem::take(&mut self.units));
-        }
-        GiveBack::Later
+    fn spendable(&self, now: Instant) -> bool {
+        self.units > 0 && now < self.until
     }
 
     /// The answer to a request just admitted from the batch: the grant's report, with
@@ -287,6 +132,257 @@ impl Held {
     }
 }
 
+impl Held {
+    pub(super) fn new(now: Instant) -> Self {
+        Self {
+            opts: 0,
+            current: Batch::empty(now),
+            next: None,
+            last_spent: now,
+            seen: 0,
+            since: now,
+            rate: 0.0,
+            ahead_units: 0,
+            generation: 0,
+            forgotten: false,
+        }
+    }
+
+    /// Drops the units held, and any a reservation in flight brings (see `forgotten`).
+    pub(super) fn forget(&mut self) {
+        self.current.units = 0;
+        self.next = None;
+        self.forgotten = true;
+    }
+
+    /// Whether a reset dropped the slot: what it is granted is of no window that counts.
+    pub(super) fn is_forgotten(&self) -> bool {
+        self.forgotten
+    }
+
+    /// Whether it holds units of a limit other than `opts` that a grant would replace.
+    pub(super) fn holds_other(&self, opts: u64) -> bool {
+        self.holds_units() && self.opts != opts
+    }
+
+    /// Whether a batch holds units.
+    pub(super) fn holds_units(&self) -> bool {
+        self.current.units > 0 || self.next.as_ref().is_some_and(|next| next.units > 0)
+    }
+
+    /// Counts one request toward the key's rate.
+    pub(super) fn note(&mut self) {
+        self.seen = self.seen.saturating_add(1);
+    }
+
+    /// One unit of a batch for a request of the limit `opts`, and its answer; `None` when the
+    /// batches are of another limit, spent, or past their time. The batch reserved ahead is
+    /// spent once the one before it is spent or over (whatever that one still holds is then
+    /// past its window's safe end).
+    #[inline]
+    pub(super) fn take(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.opts != opts {
+            return None;
+        }
+        if !self.current.spendable(now) {
+            let next = self.next.take()?;
+            self.current = *next;
+            if !self.current.spendable(now) {
+                return None;
+            }
+        }
+        self.current.units -= 1;
+        self.last_spent = now;
+        Some(self.current.answer(now))
+    }
+
+    /// Whether to reserve the next batch now, ahead: when the batch being spent holds less
+    /// than the key spends while a reservation lands, and none is reserved ahead yet.
+    #[inline]
+    pub(super) fn wants_ahead(&self) -> bool {
+        self.current.units < self.ahead_units && self.next.is_none() && !self.forgotten
+    }
+
+    /// Plans the next reservation ahead for a round trip of `ahead`, at the key's rate.
+    pub(super) fn plan_ahead(&mut self, ahead: Duration) {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped
+        let units = (self.rate * ahead.as_secs_f64())
+            .ceil()
+            .min(f64::from(u32::MAX)) as u32;
+        self.ahead_units = units;
+    }
+
+    /// How many units to ask for, 1..=`max`: the key's rate times `span` (the time to aim
+    /// for between reservations, and the time one takes to land). Over a period shorter than
+    /// `every`, the requests seen so far in it stand for the rate (short of it, so a batch
+    /// grows by doubling at most); a first request, or a key seen once in a while, asks for 1.
+    pub(super) fn size(&mut self, max: u32, every: Duration, span: Duration, now: Instant) -> u32 {
+        let elapsed = now.duration_since(self.since);
+        let mut wanted = f64::from(self.seen);
+        if elapsed >= every {
+            self.rate = wanted / elapsed.as_secs_f64();
+            wanted = self.rate * span.as_secs_f64();
+            self.seen = 0;
+            self.since = now;
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // clamped below
+        let wanted = wanted.ceil().min(f64::from(max)) as u32;
+        wanted.max(1)
+    }
+
+    /// Holds the `granted` units Redis answered `outcome` for, in a window that had
+    /// `window_ms` left when Redis ran the call (sent at `sent_at`, arrived at `now`), none of
+    /// them spent yet. It is the batch spent next, after the one being spent if that one still
+    /// lasts (a batch reserved ahead). The requests waiting for it take theirs with
+    /// [`take_granted`](Self::take_granted), then [`leftover`](Self::leftover) says what
+    /// cannot be spent here. A slot a reset dropped holds nothing of it. Returns the batch's
+    /// number.
+    pub(super) fn grant(
+        &mut self,
+        opts: u64,
+        outcome: &Outcome,
+        granted: u32,
+        window_ms: u64,
+        sent_at: Instant,
+        now: Instant,
+    ) -> u64 {
+        let report = outcome.report();
+        self.generation += 1;
+        let mut kept = outcome.clone().answered(Decision::Allow);
+        // Kept without the header values the reply came with: every answer changes the report
+        // (its remaining), so each would copy them only to drop them.
+        let _ = kept.reported_mut();
+        // Redis ran the call after it was sent: the window ends no sooner than this.
+        let window_ends = sent_at + Duration::from_millis(window_ms);
+        let batch = Batch {
+            units: if self.forgotten { 0 } else { granted },
+            until: window_ends.checked_sub(MARGIN).unwrap_or(sent_at),
+            window_ends,
+            granted: Some(kept),
+            remaining: report.map_or(0, |report| report.remaining()),
+            reset: report.map_or(0, |report| u64::try_from(report.reset()).unwrap_or(0)),
+            granted_at: now,
+            passed: 0,
+            this_second: now,
+            next_second: now,
+            generation: self.generation,
+        };
+        if self.opts == opts && self.current.spendable(now) {
+            self.next = Some(Box::new(batch));
+        } else {
+            self.opts = opts;
+            self.current = batch;
+            self.next = None;
+        }
+        self.generation
+    }
+
+    /// A unit of the grant that just arrived, for a request that waited for it: Redis counted
+    /// it a round trip ago, so it is spent now however soon the window ends, as an exact
+    /// call's answer would be. A request waits only while no batch is spendable, so the grant
+    /// is the one being spent.
+    pub(super) fn take_granted(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.current.units == 0 || self.opts != opts {
+            return None;
+        }
+        self.current.units -= 1;
+        self.last_spent = now;
+        Some(self.current.answer(now))
+    }
+
+    /// Gives back to the batch a unit taken for a request that has gone.
+    pub(super) fn put_back(&mut self) {
+        self.current.units = self.current.units.saturating_add(1);
+    }
+
+    /// The units of batch `generation` that cannot be spent here, its window ending too
+    /// soon; taken out of the batch.
+    pub(super) fn leftover(&mut self, generation: u64, now: Instant) -> u32 {
+        match self.batch_mut(generation) {
+            Some(batch) if now >= batch.until => std::mem::take(&mut batch.units),
+            _ => 0,
+        }
+    }
+
+    /// Whether batch `generation` holds units.
+    pub(super) fn holds(&self, generation: u64) -> bool {
+        self.batch(generation).is_some_and(|batch| batch.units > 0)
+    }
+
+    /// A denial, with the last grant's numbers, for a request of the limit `opts` this instance
+    /// could not serve a unit in time (its key's queue full, or its timeout spent waiting):
+    /// the limit's answer (remaining 0, a retry-after of a second), never the failure
+    /// policy's. `None` before any grant: nothing is known of the limit.
+    pub(super) fn refused(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.opts != opts {
+            return None;
+        }
+        let batch = &mut self.current;
+        let granted = batch.granted.clone()?;
+        let reset = batch.reset.saturating_sub(batch.seconds_since_grant(now));
+        let mut refused = granted.answered(Decision::Deny);
+        if let Some(reported) = refused.reported_mut() {
+            let reset = i64::try_from(reset).unwrap_or(i64::MAX);
+            reported.report.refused_from_batch(reset);
+        }
+        Some(refused)
+    }
+
+    /// When the key was last seen or a batch of it could last be spent.
+    pub(super) fn last_active(&self) -> Instant {
+        let until = self
+            .next
+            .as_ref()
+            .map_or(self.current.until, |next| next.until);
+        self.since.max(self.last_spent).max(until)
+    }
+
+    /// Whether the units batch `generation` still holds may be given back (a refund sent
+    /// now, answered within `timeout`, lands in the window they were granted in).
+    pub(super) fn can_give_back(&self, generation: u64, now: Instant, timeout: Duration) -> bool {
+        self.batch(generation)
+            .is_some_and(|batch| now + timeout < batch.window_ends)
+    }
+
+    /// The give-back of batch `generation`, looked at now: its units once the key has gone
+    /// unspent for `idle`, or once it will be past its time by the next look.
+    pub(super) fn give_back(
+        &mut self,
+        generation: u64,
+        now: Instant,
+        idle: Duration,
+        timeout: Duration,
+    ) -> GiveBack {
+        let unspent = now.duration_since(self.last_spent) >= idle;
+        let Some(batch) = self.batch_mut(generation) else {
+            return GiveBack::Done;
+        };
+        if batch.units == 0 {
+            return GiveBack::Done;
+        }
+        let ending = now + idle + timeout >= batch.until;
+        if unspent || ending {
+            return GiveBack::Units(std::mem::take(&mut batch.units));
+        }
+        GiveBack::Later
+    }
+
+    fn batch(&self, generation: u64) -> Option<&Batch> {
+        std::iter::once(&self.current)
+            .chain(self.next.as_deref())
+            .find(|batch| batch.generation == generation)
+    }
+
+    fn batch_mut(&mut self, generation: u64) -> Option<&mut Batch> {
+        if self.current.generation == generation {
+            return Some(&mut self.current);
+        }
+        self.next
+            .as_deref_mut()
+            .filter(|next| next.generation == generation)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,9 +412,9 @@ mod tests {
     fn answers_count_down_from_the_grant() {
         let start = Instant::now();
         let mut held = Held::new(start);
-        held.grant(7, &granted("90", "10"), 10, start, start);
+        let generation = held.grant(7, &granted("90", "10"), 10, 10_000, start, start);
         let first = held.take_granted(7, start).unwrap();
-        assert_eq!(held.leftover(start), 0);
+        assert_eq!(held.leftover(generation, start), 0);
         assert_eq!(
             values(&first),
             [
@@ -368,41 +464,74 @@ mod tests {
     fn units_are_spent_only_while_the_window_surely_lasts() {
         let start = Instant::now();
         let mut held = Held::new(start);
-        held.grant(1, &granted("0", "3"), 5, start, start);
-        // 3 s rounded: the window lasts at least 2.5 s; spending stops 0.5 s before.
-        assert!(held.take(1, start + Duration::from_millis(1_999)).is_some());
-        assert_eq!(held.take(1, start + Duration::from_millis(2_000)), None);
-        // A window ending within a second leaves nothing to spend but what the requests
-        // waiting for the grant take as it lands: the rest go back.
-        held.grant(1, &granted("0", "1"), 5, start, start);
-        assert_eq!(held.take(1, start), None);
-        assert!(held.take_granted(1, start).is_some());
-        assert_eq!(held.leftover(start), 4);
-        assert_eq!(held.take_granted(1, start), None);
+        // The window had 1,300 ms left when Redis ran the call, sent at `start`.
+        held.grant(1, &granted("0", "1"), 5, 1_300, start, start);
+        assert!(held.take(1, start + Duration::from_millis(1_289)).is_some());
+        assert_eq!(held.take(1, start + Duration::from_millis(1_290)), None);
+        // A window ending before the grant lands leaves nothing to spend but what the
+        // requests waiting for it take as it lands: the rest cannot be spent here.
+        let mut held = Held::new(start);
+        let landed = start + Duration::from_millis(200);
+        let generation = held.grant(1, &granted("0", "1"), 5, 150, start, landed);
+        assert_eq!(held.take(1, landed), None);
+        assert!(held.take_granted(1, landed).is_some());
+        assert_eq!(held.leftover(generation, landed), 4);
+        assert_eq!(held.take_granted(1, landed), None);
     }
 
     #[test]
-    fn the_size_follows_the_rate() {
+    fn a_batch_reserved_ahead_is_spent_after_the_one_before_in_its_own_window() {
+        let start = Instant::now();
+        let mut held = Held::new(start);
+        held.grant(1, &granted("10", "1"), 2, 900, start, start);
+        // Reserved ahead while the first lasts, landing in the next window (2 s left).
+        let at = start + Duration::from_millis(850);
+        let ahead = held.grant(1, &granted("40", "2"), 3, 2_000, at, at);
+        assert!(held.holds(ahead));
+        let remaining = |outcome: Outcome| outcome.report().unwrap().remaining();
+        // The first window's units go first, with its numbers...
+        assert_eq!(remaining(held.take(1, at).unwrap()), 11);
+        // ... and once its window is over, its last unit is dropped: the next batch's go.
+        let past = start + Duration::from_millis(891);
+        assert_eq!(remaining(held.take(1, past).unwrap()), 42);
+        assert_eq!(remaining(held.take(1, past).unwrap()), 41);
+        assert_eq!(remaining(held.take(1, past).unwrap()), 40);
+        assert_eq!(held.take(1, past), None);
+    }
+
+    #[test]
+    fn the_size_follows_the_rate_and_plans_the_next_ahead() {
         let start = Instant::now();
         let every = Duration::from_millis(25);
+        let span = Duration::from_millis(50);
         let mut held = Held::new(start);
         held.note();
-        assert_eq!(held.size(100, every, start), 1, "a first request");
+        assert_eq!(held.size(100, every, span, start), 1, "a first request");
         for _ in 0..40 {
             held.note();
         }
         // 41 requests within less than `every`: at least 41 per `every`.
-        assert_eq!(held.size(100, every, start + Duration::from_millis(10)), 41);
-        for _ in 0..400 {
+        assert_eq!(
+            held.size(100, every, span, start + Duration::from_millis(10)),
+            41
+        );
+        for _ in 0..39 {
             held.note();
         }
+        // 80 in 40 ms: 2,000 a second, 100 over the span.
         assert_eq!(
-            held.size(100, every, start + Duration::from_millis(60)),
+            held.size(1_000, every, span, start + Duration::from_millis(40)),
             100
         );
+        // 20 ms of that rate is 40 units: a batch holding fewer wants the next.
+        held.plan_ahead(Duration::from_millis(20));
+        held.grant(1, &granted("0", "60"), 40, 60_000, start, start);
+        assert!(!held.wants_ahead());
+        held.take(1, start).unwrap();
+        assert!(held.wants_ahead());
         held.note();
         assert_eq!(
-            held.size(100, every, start + Duration::from_secs(5)),
+            held.size(100, every, span, start + Duration::from_secs(5)),
             1,
             "cold"
         );
@@ -413,9 +542,8 @@ mod tests {
         let start = Instant::now();
         let (idle, timeout) = (Duration::from_millis(25), Duration::from_millis(100));
         let mut held = Held::new(start);
-        held.grant(1, &granted("0", "60"), 5, start, start);
+        let generation = held.grant(1, &granted("0", "60"), 5, 60_000, start, start);
         held.take_granted(1, start).unwrap();
-        let generation = held.generation();
         let soon = start + Duration::from_millis(10);
         assert_eq!(
             held.give_back(generation, soon, idle, timeout),
@@ -430,7 +558,7 @@ mod tests {
             held.give_back(generation, idle_at, idle, timeout),
             GiveBack::Done
         );
-        assert!(held.can_give_back(idle_at, timeout));
-        assert!(!held.can_give_back(start + Duration::from_millis(59_400), timeout));
+        assert!(held.can_give_back(generation, idle_at, timeout));
+        assert!(!held.can_give_back(generation, start + Duration::from_millis(59_950), timeout));
     }
 }

@@ -35,13 +35,12 @@ mod slot;
 
 const SHARDS: usize = 16;
 
-/// The shortest window batched: a grant's units are spent until a second before its window
-/// may end (the reset is rounded to the second), so a shorter window leaves no time to spend.
-const MIN_WINDOW_S: i64 = 2;
-
 /// How long a busy slot (a reservation on its way, requests waiting) counts as expiring
 /// from now when a full shard makes room: after every idle one.
 const BUSY: Duration = Duration::from_secs(3_600);
+
+/// What [`Batches::spend`] answers: the outcome, and the slot to reserve ahead on, if any.
+pub(crate) type Spent = (Outcome, Option<Arc<Slot>>);
 
 /// One limiter's batches at this instance.
 pub(crate) struct Batches {
@@ -86,20 +85,59 @@ impl Batches {
     }
 
     /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), or
-    /// the denial the key holds, and its answer; else the key's slot, to reserve on.
-    pub(crate) fn spend(&self, keys: &dyn KeyText, opts: u64) -> Result<Outcome, Arc<Slot>> {
+    /// the denial the key holds, and its answer, with the key's slot when the batch should be
+    /// followed by one reserved ahead now ([`reserve_ahead`](Self::reserve_ahead)); else the
+    /// key's slot, to reserve on.
+    #[inline]
+    pub(crate) fn spend(&self, keys: &dyn KeyText, opts: u64) -> Result<Spent, Arc<Slot>> {
         let now = Instant::now();
         let slot = self.slot(keys, now);
         let mut state = slot.state();
         state.held.note();
-        if let Some(outcome) = state.held.take(opts, now) {
-            return Ok(outcome);
+        let Some(outcome) = state
+            .held
+            .take(opts, now)
+            .or_else(|| state.denied(opts, now))
+        else {
+            drop(state);
+            return Err(slot);
+        };
+        if state.wants_ahead(opts, now) {
+            state.reserving = Some((opts, now));
+            drop(state);
+            return Ok((outcome, Some(slot)));
         }
-        if let Some(denied) = state.denied(opts, now) {
-            return Ok(denied);
+        Ok((outcome, None))
+    }
+
+    /// Reserves `call`'s key's next batch ahead, in the background, for a slot whose
+    /// [`spend`](Self::spend) asked for it (and marked it reserving).
+    pub(crate) fn reserve_ahead(
+        &self,
+        slot: Arc<Slot>,
+        redis: &Arc<RedisBackend>,
+        call: Call<'_>,
+        opts: u64,
+    ) {
+        self.reserver(slot, redis, call, opts).start();
+    }
+
+    fn reserver(
+        &self,
+        slot: Arc<Slot>,
+        redis: &Arc<RedisBackend>,
+        call: Call<'_>,
+        opts: u64,
+    ) -> Reserver {
+        Reserver {
+            inner: Arc::clone(&self.inner),
+            redis: Arc::clone(redis),
+            slot,
+            key: call.keys.all().to_vec(),
+            opts: call.opts.to_vec(),
+            opts_id: opts,
+            refill: Refill::of(call.program.algorithm, call.opts),
         }
-        drop(state);
-        Err(slot)
     }
 
     /// Waits for the units of `call`'s key's reservation on its way, starting one if there is
@@ -109,9 +147,9 @@ impl Batches {
     /// it is denied, by the limit's numbers, never passed by the failure policy. A failed
     /// reservation is every waiting request's failure, which each follows its policy for.
     ///
-    /// The request takes one unit exactly instead, in a call of its own, when a batch could
-    /// not be spent or would waste units: a window too short to spend one in (under 2 s), a
-    /// slot a reset dropped, or a key whose batch or reservation is another limit's.
+    /// The request takes one unit exactly instead, in a call of its own, when a batch would
+    /// not count where it should: a slot a reset dropped, or a key whose batch or reservation
+    /// is another limit's.
     pub(crate) async fn reserve(
         &self,
         slot: Arc<Slot>,
@@ -176,8 +214,7 @@ impl Batches {
         }
         let exact = state.held.is_forgotten()
             || state.held.holds_other(opts)
-            || state.reserving.is_some_and(|(other, _)| other != opts)
-            || denial::int(call.opts, 1).is_none_or(|window| window < MIN_WINDOW_S);
+            || state.reserving.is_some_and(|(other, _)| other != opts);
         if exact {
             return Joined::Exact;
         }
@@ -189,16 +226,7 @@ impl Batches {
         if state.reserving.is_none() {
             state.reserving = Some((opts, now));
             drop(state);
-            Reserver {
-                inner: Arc::clone(&self.inner),
-                redis: Arc::clone(redis),
-                slot: Arc::clone(slot),
-                key: call.keys.all().to_vec(),
-                opts: call.opts.to_vec(),
-                opts_id: opts,
-                refill: Refill::of(call.program.algorithm, call.opts),
-            }
-            .start();
+            self.reserver(Arc::clone(slot), redis, call, opts).start();
         }
         Joined::Waiting(receiver)
     }

@@ -2,7 +2,7 @@
 //! rate and their number, and answered to every one of them when it lands.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::Value;
 
@@ -51,20 +51,16 @@ impl Reserver {
                 let now = Instant::now();
                 let settings = &self.inner.settings;
                 let waiting = u32::try_from(state.waiting.len()).unwrap_or(u32::MAX);
+                // Enough for `every` at the key's rate, and for the time the next one takes
+                // to land, reserved ahead.
+                let span = settings.every + state.ahead();
                 let size = state
                     .held
-                    .size(settings.max, settings.every, now)
+                    .size(settings.max, settings.every, span, now)
                     .max(waiting)
                     .clamp(1, settings.max);
                 state.reserving = Some((self.opts_id, now));
                 (size, now)
-            };
-            // A batch of one is a plain take: a cold key's call is the one it makes without
-            // batches.
-            let cost = if size == 1 {
-                Charge::Take(1)
-            } else {
-                Charge::UpTo(size)
             };
             let call = Call {
                 program: &self.inner.program,
@@ -72,7 +68,7 @@ impl Reserver {
                 opts: &self.opts,
                 // Sent to Redis, whose script reads the options itself.
                 read_ahead: None,
-                cost,
+                cost: Charge::UpTo(size),
                 lease: None,
             };
             // Bounded by the backend's timeout, connection included.
@@ -97,18 +93,12 @@ impl Reserver {
         sent_at: Instant,
     ) -> Landed {
         let now = Instant::now();
-        let outcome = match result {
-            Ok(outcome) => outcome,
+        let (outcome, granted, window_ms) = match result.and_then(|outcome| {
+            let (granted, window_ms) = granted(&outcome)?;
+            Ok((outcome, granted, window_ms))
+        }) {
+            Ok(landed) => landed,
             Err(error) => {
-                state.reserving = None;
-                state.answer_all(|| Served::Failed(error.duplicate()));
-                return Landed::Done;
-            }
-        };
-        let granted = match (size, granted(&outcome)) {
-            (1, _) => u32::from(outcome.is_allowed()),
-            (_, Ok(granted)) => granted,
-            (_, Err(error)) => {
                 state.reserving = None;
                 state.answer_all(|| Served::Failed(error.duplicate()));
                 return Landed::Done;
@@ -121,27 +111,43 @@ impl Reserver {
             state.answer_all(|| Served::Exact);
             return Landed::Done;
         }
+        let window_left = Duration::from_millis(window_ms);
         if granted == 0 {
             // Redis's own denial, as a take's: every waiting request gets it, and the key
             // holds it until the limit could admit again.
-            self.deny_all(state, outcome.answered(Decision::Deny), now);
+            self.deny_all(
+                state,
+                outcome.answered(Decision::Deny),
+                window_left,
+                sent_at,
+            );
             return Landed::Done;
         }
-        state
+        let generation = state
             .held
-            .grant(self.opts_id, &outcome, granted, sent_at, now);
+            .grant(self.opts_id, &outcome, granted, window_ms, sent_at, now);
+        let ahead = state.ahead();
+        state.held.plan_ahead(ahead);
         state.serve(self.opts_id, now);
-        if !state.waiting.is_empty() {
-            if granted == size {
+        if granted == size {
+            state.denial = None;
+            if !state.waiting.is_empty() {
                 return Landed::Again;
             }
-            // Redis had fewer units than asked: the limit is spent, and the rest are denied
-            // with the grant's own numbers, as a take after it would be.
-            self.deny_all(state, outcome.answered(Decision::Deny), now);
-            return Landed::Done;
+        } else {
+            // Redis had fewer units than asked: the limit is spent. The requests still
+            // waiting are denied with the grant's own numbers, as a take after it would be,
+            // and so is every request once the batch is spent, until the limit could admit
+            // again.
+            self.deny_all(
+                state,
+                outcome.answered(Decision::Deny),
+                window_left,
+                sent_at,
+            );
         }
         state.reserving = None;
-        let leftover = state.held.leftover(now);
+        let leftover = state.held.leftover(generation, now);
         let owner = || give_back::Owner {
             inner: Arc::clone(&self.inner),
             redis: Arc::clone(&self.redis),
@@ -150,30 +156,47 @@ impl Reserver {
         };
         if leftover > 0 {
             // Units of a window that may have ended by the time they land are not given back.
-            if state.held.can_give_back(now, self.inner.timeout) {
+            if now + self.inner.timeout < sent_at + window_left {
                 owner().refund(leftover);
             }
-        } else if state.held.holds_units() {
-            owner().watch(Arc::clone(&self.slot), state.held.generation());
+        } else if state.held.holds(generation) {
+            owner().watch(Arc::clone(&self.slot), generation);
         }
         Landed::Done
     }
 
-    /// Answers every waiting request with `denial` (a denial of this limit Redis answered), and
-    /// holds it for the requests to come.
-    fn deny_all(&self, state: &mut State, denial: Outcome, now: Instant) {
-        let hold = self.refill.hold(denial.report(), self.inner.settings.every);
-        let mut denial = Denial::new(self.opts_id, denial, now, hold);
+    /// Answers every waiting request with `denial` (a denial of this limit Redis answered for
+    /// a call sent at `sent_at`, its window having `window_left` to run), and holds it for the
+    /// requests to come once the batch is spent: at least `every`, the time a batch aims to
+    /// last, so a denied key costs at most one call every so long.
+    fn deny_all(
+        &self,
+        state: &mut State,
+        denial: Outcome,
+        window_left: Duration,
+        sent_at: Instant,
+    ) {
+        let now = Instant::now();
+        // Half the round trip, a little short: the next reservation reaches Redis as the
+        // window ends.
+        let lead = state.round_trip.unwrap_or_default() * 2 / 5;
+        let hold = self.refill.hold(denial.report(), window_left, lead);
+        let until = (sent_at + hold).max(now + self.inner.settings.every);
+        let mut denial = Denial::new(self.opts_id, denial, now, until);
         state.answer_all(|| Served::Answer(denial.answer(now)));
         state.denial = Some(denial);
         state.reserving = None;
     }
 }
 
-/// The units a `~n` call granted: its reply's first value after the headers.
-fn granted(outcome: &Outcome) -> Result<u32, Error> {
-    match outcome.extra().first() {
-        Some(Value::Int(units)) => u32::try_from(*units).map_err(|_| bad_grant()),
+/// The units a `~n` call granted and the milliseconds left of their window: its reply's two
+/// values after the headers.
+fn granted(outcome: &Outcome) -> Result<(u32, u64), Error> {
+    match outcome.extra() {
+        [Value::Int(units), Value::Int(window_ms), ..] => Ok((
+            u32::try_from(*units).map_err(|_| bad_grant())?,
+            u64::try_from(*window_ms).map_err(|_| bad_grant())?,
+        )),
         _ => Err(bad_grant()),
     }
 }

@@ -87,17 +87,35 @@ pub(super) enum Served {
 }
 
 impl State {
-    /// The held denial's answer to a request of the limit `opts`, while it holds.
+    /// The held denial's answer to a request of the limit `opts`, while it holds: until its
+    /// time, and past it while the reservation sent ahead of that time is on its way (what it
+    /// brings replaces the denial; a request meanwhile would only wait to learn it).
     pub(super) fn denied(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
         let denial = self.denial.as_mut()?;
         if denial.opts() != opts {
             return None;
         }
-        if now >= denial.until() {
+        let ahead = self
+            .reserving
+            .is_some_and(|(reserving, _)| reserving == opts);
+        if now >= denial.until() && !ahead {
             self.denial = None;
             return None;
         }
         Some(denial.answer(now))
+    }
+
+    /// Whether to send the next reservation ahead now, for the limit `opts`: none is on its
+    /// way, the held denial (if any) ends within the time one takes to land, and either a
+    /// denial holds (so the next batch lands as it ends) or the batch being spent runs low.
+    pub(super) fn wants_ahead(&self, opts: u64, now: Instant) -> bool {
+        if self.reserving.is_some() {
+            return false;
+        }
+        match &self.denial {
+            Some(denial) if denial.opts() == opts => now + self.ahead() >= denial.until(),
+            _ => self.held.wants_ahead(),
+        }
     }
 
     /// Answers the waiting requests, oldest first, from the units just granted for the limit
@@ -125,6 +143,12 @@ impl State {
         for waiter in self.waiting.drain(..) {
             let _ = waiter.answer.send(served());
         }
+    }
+
+    /// How long a reservation is expected to take to land: the round trip and half again,
+    /// for its jitter (nothing before one was measured).
+    pub(super) fn ahead(&self) -> Duration {
+        self.round_trip.unwrap_or_default() * 3 / 2
     }
 
     /// Counts a reservation's round trip into the smoothed one (a weight of 1/4 for the
@@ -168,7 +192,7 @@ mod tests {
         drop(waiter(&mut state));
         let mut third = waiter(&mut state);
         let mut fourth = waiter(&mut state);
-        state.held.grant(7, &granted(), 2, now, now);
+        state.held.grant(7, &granted(), 2, 60_000, now, now);
         state.serve(7, now);
         let remaining = |served: Served| match served {
             Served::Answer(outcome) => outcome.report().unwrap().remaining(),

@@ -20,7 +20,12 @@ impl Decider {
             .cached
             .map_or_else(|| opts_id(request.opts), |(opts, _)| opts);
         match batches.spend(&request.keys, opts) {
-            Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
+            Ok((outcome, ahead)) => {
+                if let Some(slot) = ahead {
+                    batches.reserve_ahead(slot, redis, request.call(), opts);
+                }
+                Step::Done(self.verdict(&request, outcome))
+            }
             Err(slot) => {
                 let span = request.watch.span().cloned();
                 waiting(span, async move {
