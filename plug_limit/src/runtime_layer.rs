@@ -257,7 +257,9 @@ where
         decider.failures.log(decider.log_level, "resolver", &error);
         return Err(match decider.on_failure {
             FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
-            FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+            FailurePolicy::Closed | FailurePolicy::LocalShare => {
+                Err(RateLimitRejection::Unavailable(error))
+            }
         });
     };
     Ok(limit)

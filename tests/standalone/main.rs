@@ -29,6 +29,7 @@ mod layer;
 mod local_batches;
 mod local_batches_edges;
 mod local_batches_flood;
+mod local_batches_partition;
 mod memory;
 mod memory_capacity;
 #[path = "../support/metric_values.rs"]

@@ -147,6 +147,19 @@ impl Report {
         }
     }
 
+    /// The report of an answer of a batch's recent share while Redis cannot be reached:
+    /// `reset` as given, nothing remaining, and on a denial a retry-after of 0 (the share's
+    /// next unit is due within the second), else none.
+    pub(crate) fn answered_by_share(&mut self, reset: i64, denied: bool) {
+        self.set(1, reset);
+        self.set(2, 0);
+        self.values.truncate(3);
+        if denied {
+            // A report holds three or four values: there is room for a fourth.
+            let _ = self.values.add_retry_after(0);
+        }
+    }
+
     /// The report as it reads `passed` whole seconds later: its waits counted down, never
     /// below zero.
     pub(crate) fn count_down(&mut self, passed: i64) {

@@ -328,6 +328,30 @@ impl Held {
         Some(refused)
     }
 
+    /// The answer, `decision`, of the key's recent share while Redis cannot be reached, with
+    /// the last grant's numbers: nothing remaining, and on a denial a `retry-after` of 0.
+    /// `None` before any grant.
+    pub(super) fn by_share(
+        &mut self,
+        opts: u64,
+        decision: Decision,
+        now: Instant,
+    ) -> Option<Outcome> {
+        if self.opts != opts {
+            return None;
+        }
+        let batch = &mut self.current;
+        let granted = batch.granted.clone()?;
+        let reset = batch.reset.saturating_sub(batch.seconds_since_grant(now));
+        let mut answer = granted.answered(decision);
+        if let Some(reported) = answer.reported_mut() {
+            let reset = i64::try_from(reset).unwrap_or(i64::MAX);
+            let denied = decision == Decision::Deny;
+            reported.report.answered_by_share(reset, denied);
+        }
+        Some(answer)
+    }
+
     /// When the key was last seen or a batch of it could last be spent.
     pub(super) fn last_active(&self) -> Instant {
         let until = self

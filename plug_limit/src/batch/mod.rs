@@ -31,6 +31,7 @@ mod denial;
 mod give_back;
 mod held;
 mod reserver;
+mod share;
 mod slot;
 
 const SHARDS: usize = 16;
@@ -229,6 +230,27 @@ impl Batches {
             self.reserver(Arc::clone(slot), redis, call, opts).start();
         }
         Joined::Waiting(receiver)
+    }
+
+    /// The answer of this instance's recent share of `slot`'s limit `opts` to a request Redis
+    /// could not decide ([`FailurePolicy::LocalShare`](crate::FailurePolicy::LocalShare)):
+    /// allowed while the share admits, else denied, each with the last grant's numbers (a
+    /// denial's `retry-after` 0: the share's next unit is due within the second).
+    pub(crate) fn by_share(&self, slot: &Slot, opts: u64) -> Outcome {
+        let now = Instant::now();
+        let mut state = slot.state();
+        // Requests waiting on a reservation that fails are answered together, at most a
+        // timeout apart.
+        let burst = self.inner.timeout + self.inner.settings.every;
+        let admits = state.share.admits(now, burst);
+        let decision = if admits {
+            Decision::Allow
+        } else {
+            Decision::Deny
+        };
+        state.held.by_share(opts, decision, now).unwrap_or_else(|| {
+            Outcome::new(decision, vec![(RETRY_AFTER, HeaderValue::from_static("0"))])
+        })
     }
 
     /// Drops what this instance holds of `key` (a reset): a unit of the window that was reset

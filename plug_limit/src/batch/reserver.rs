@@ -126,6 +126,7 @@ impl Reserver {
         let generation = state
             .held
             .grant(self.opts_id, &outcome, granted, window_ms, sent_at, now);
+        state.share.granted(granted, now);
         let ahead = state.ahead();
         state.held.plan_ahead(ahead);
         state.serve(self.opts_id, now);

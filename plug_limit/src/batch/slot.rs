@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::denial::Denial;
 use super::held::Held;
+use super::share::Share;
 use crate::error::Error;
 use crate::outcome::Outcome;
 
@@ -32,6 +33,7 @@ impl Slot {
                 reserving: None,
                 waiting: VecDeque::new(),
                 round_trip: None,
+                share: Share::new(now),
             }),
         }
     }
@@ -67,6 +69,8 @@ pub(super) struct State {
     pub(super) waiting: VecDeque<Waiter>,
     /// The round trip of this key's reservations, smoothed: how long one is expected to take.
     pub(super) round_trip: Option<Duration>,
+    /// This instance's recent share of the key's limit.
+    pub(super) share: Share,
 }
 
 /// A request waiting for its key's next reservation.

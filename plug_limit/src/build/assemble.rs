@@ -70,6 +70,12 @@ impl Builder {
         if self.timeout.is_zero() {
             return Err(BuildError::invalid("timeout", "must be greater than zero"));
         }
+        if self.on_failure == FailurePolicy::LocalShare {
+            return Err(BuildError::invalid(
+                "on_failure",
+                "`local_share` decides by a limiter's local batches: set it on such a limiter, not for all",
+            ));
+        }
         if self.breaker.failures() == 0 {
             return Err(BuildError::invalid(
                 "circuit_breaker.failures",
@@ -241,6 +247,12 @@ impl Builder {
         }
         if let Some((list, rule)) = limiter.rules.as_ref().and_then(|rules| rules.invalid()) {
             return Err(BuildError::invalid(format!("{field}.{list}"), rule));
+        }
+        if limiter.on_failure == Some(FailurePolicy::LocalShare) && limiter.batches.is_none() {
+            return Err(BuildError::invalid(
+                format!("{field}.on_failure"),
+                "`local_share` decides by the limiter's local batches: it needs `local_batches`",
+            ));
         }
         if let Some(batches) = &limiter.batches {
             let batched = matches!(

@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
-use super::{Decider, Request, Step, opts_id, waiting};
+use super::{Decided, Decider, Request, Step, opts_id, waiting};
 use crate::backend::RedisBackend;
 use crate::batch::Batches;
+use crate::config::FailurePolicy;
+use crate::error::Error;
+use crate::outcome::Outcome;
+use crate::telemetry;
 
 impl Decider {
     /// Runs `request` on `batches`, reserving on `redis` when its key's batch is spent.
@@ -29,11 +33,35 @@ impl Decider {
             Err(slot) => {
                 let span = request.watch.span().cloned();
                 waiting(span, async move {
+                    let share = (request.entry.on_failure == FailurePolicy::LocalShare)
+                        .then(|| Arc::clone(&slot));
                     let result = batches.reserve(slot, redis, request.call(), opts).await;
-                    self.conclude(&request, result)
+                    match (result, share) {
+                        (Err(error), Some(slot)) => {
+                            let outcome = batches.by_share(&slot, opts);
+                            self.by_share(&request, &error, outcome)
+                        }
+                        (result, _) => self.conclude(&request, result),
+                    }
                 })
             }
         }
+    }
+}
+
+impl Decider {
+    /// The answer of a key's recent share, `outcome`, to `request`, which Redis could not
+    /// decide: logged and counted as a failure the fallback decided, the hook first.
+    fn by_share(&self, request: &Request<'_>, error: &Error, outcome: Outcome) -> Decided {
+        let entry = request.entry;
+        entry.failures.log(entry.log_level, entry.name(), error);
+        request.watch.failed(telemetry::cause(error));
+        if let Some(decided) = entry.hooked_failure(error) {
+            request.watch.undecided();
+            return decided;
+        }
+        request.watch.fell_back();
+        self.verdict(request, outcome)
     }
 }
 

@@ -655,10 +655,12 @@ fn waiting<'a>(
 }
 
 /// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory
-/// cannot stand in) or refuse with 503 (`Closed`).
+/// cannot stand in) or refuse with 503 (`Closed`, and `LocalShare` where no share stands in).
 fn refuse_or_pass(policy: FailurePolicy, error: Error) -> Decided {
     match policy {
         FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
-        FailurePolicy::Closed => Err(RateLimitRejection::Unavailable(error)),
+        FailurePolicy::Closed | FailurePolicy::LocalShare => {
+            Err(RateLimitRejection::Unavailable(error))
+        }
     }
 }

@@ -370,7 +370,7 @@ impl Decider {
             .max_by_key(|policy| match policy {
                 FailurePolicy::Open => 0,
                 FailurePolicy::Memory => 1,
-                FailurePolicy::Closed => 2,
+                FailurePolicy::Closed | FailurePolicy::LocalShare => 2,
             })
             .unwrap_or(FailurePolicy::Open);
         if policy == FailurePolicy::Memory {

@@ -264,7 +264,8 @@ impl<'a> Watch<'a> {
         }
     }
 
-    /// The memory fallback of [`crate::FailurePolicy::Memory`] decides in the backend's stead.
+    /// The memory fallback of [`crate::FailurePolicy::Memory`], or a batch's recent share
+    /// ([`crate::FailurePolicy::LocalShare`]), decides in the backend's stead.
     pub(crate) fn fell_back(&self) {
         self.record("backend", "fallback");
         #[cfg(feature = "metrics")]
