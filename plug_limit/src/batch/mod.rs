@@ -146,7 +146,9 @@ impl Batches {
     /// answers by it: a unit, or the limit's denial. A request waits at most the check's
     /// timeout, and the requests waiting on one key at most `LocalBatches::queue`: past either
     /// it is denied, by the limit's numbers, never passed by the failure policy. A failed
-    /// reservation is every waiting request's failure, which each follows its policy for.
+    /// reservation is every waiting request's failure, which each follows its policy for;
+    /// until one lands again, a request is answered by that failure at once, while one
+    /// reservation at a time finds out whether the store answers again.
     ///
     /// The request takes one unit exactly instead, in a call of its own, when a batch would
     /// not count where it should: a slot a reset dropped, or a key whose batch or reservation
@@ -163,6 +165,7 @@ impl Batches {
         let deadline = arrived + timeout;
         let receiver = match self.join(&slot, redis, call, opts, arrived) {
             Joined::Answered(outcome) => return Ok(outcome),
+            Joined::Failed(error) => return Err(error),
             Joined::Exact => return exact_take(redis, call, timeout).await,
             Joined::Waiting(receiver) => receiver,
         };
@@ -218,6 +221,20 @@ impl Batches {
             || state.reserving.is_some_and(|(other, _)| other != opts);
         if exact {
             return Joined::Exact;
+        }
+        if let Some((error, at)) = &state.failed
+            && (state.reserving.is_some() || now < *at + self.inner.timeout)
+        {
+            // The store is known to fail (the last reservation failed within a timeout, or
+            // one finding out whether it answers again is on its way): answered by that at
+            // once, while one reservation at a time finds out.
+            let error = error.duplicate();
+            if state.reserving.is_none() {
+                state.reserving = Some((opts, now));
+                drop(state);
+                self.reserver(Arc::clone(slot), redis, call, opts).start();
+            }
+            return Joined::Failed(error);
         }
         if state.waiting.len() >= self.inner.settings.queue as usize {
             return Joined::Answered(refused(&mut state.held, opts, now));
@@ -297,6 +314,8 @@ fn forget(slot: &Slot) {
 /// What a request that found no unit comes to on joining its key's queue.
 enum Joined {
     Answered(Outcome),
+    /// The store is known to fail.
+    Failed(Error),
     /// Not batched: one unit taken exactly.
     Exact,
     Waiting(oneshot::Receiver<Served>),

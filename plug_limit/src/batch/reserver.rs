@@ -101,9 +101,11 @@ impl Reserver {
             Err(error) => {
                 state.reserving = None;
                 state.answer_all(|| Served::Failed(error.duplicate()));
+                state.failed = Some((error, now));
                 return Landed::Done;
             }
         };
+        state.failed = None;
         state.measured(now.saturating_duration_since(sent_at));
         if state.held.is_forgotten() {
             // Units of a window a reset ended: each request takes one of the new window.

@@ -34,6 +34,7 @@ impl Slot {
                 waiting: VecDeque::new(),
                 round_trip: None,
                 share: Share::new(now),
+                failed: None,
             }),
         }
     }
@@ -71,6 +72,9 @@ pub(super) struct State {
     pub(super) round_trip: Option<Duration>,
     /// This instance's recent share of the key's limit.
     pub(super) share: Share,
+    /// Why the last reservation failed, and when, until one lands: the store is known to
+    /// fail, and a request is answered by that at once rather than wait on the next one.
+    pub(super) failed: Option<(Error, Instant)>,
 }
 
 /// A request waiting for its key's next reservation.
