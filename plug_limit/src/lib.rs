@@ -179,6 +179,9 @@ pub mod guide {
     pub mod rules {}
     #[doc = include_str!("../docs/guide/failures.md")]
     pub mod failures {}
+    #[doc = include_str!("../docs/guide/regions.md")]
+    #[doc = include_str!("../docs/regions.svg")]
+    pub mod regions {}
     #[doc = include_str!("../docs/guide/custom_limiters.md")]
     pub mod custom_limiters {}
     #[doc = include_str!("../docs/guide/operations.md")]

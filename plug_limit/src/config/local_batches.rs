@@ -8,20 +8,30 @@ use std::time::Duration;
 /// `token_bucket` limiter on Redis.
 ///
 /// A batch is granted by one call of the limiter's own script (cost `~n`: up to `n` units, as
-/// many as the key has left), so every unit admitted locally was counted in Redis first, and it
-/// is spent only while the window it was granted in surely lasts. The batch size follows the
-/// key's observed rate at this instance: about one reservation per key every
-/// [`every`](Self::every), between 1 and [`max`](Self::new) units. A cold key gets batches of
-/// one, one call per request, as without batches.
+/// many as the key has left, and how long their window lasts, to the millisecond), so every
+/// unit admitted locally was counted in Redis first, and it is spent only while the window it
+/// was granted in surely lasts. The batch size follows the key's observed rate at this
+/// instance: about one reservation per key every [`every`](Self::every), between 1 and
+/// [`max`](Self::new) units, and the next one is reserved ahead, by the round trip the
+/// instance measures, so that no request waits on the store in steady state. A cold key gets
+/// batches of one, one call per request, as without batches.
+///
+/// One reservation per key is on its way at a time: the requests that find no unit wait for
+/// it (at most [`queue`](Self::queue) of them, each at most the check's timeout) and are
+/// answered when it lands, in order. A denial answers them all and is held until the limit
+/// could admit again. A batch never passes a request by itself: past the queue or the timeout
+/// a request is denied with the limit's numbers, and only what the store fails follows the
+/// failure policy ([`FailurePolicy::LocalShare`](crate::FailurePolicy::LocalShare) decides by
+/// this instance's recent share).
 ///
 /// # Bounds
 ///
-/// - Over-admission: none. Across any number of instances, a window admits at most its limit
-///   (a token bucket: at most its window's `limit`; a burst may come up to one batch per
-///   instance later than Redis granted it).
-/// - Under-admission: units other instances hold unspent, at most
-///   `(instances - 1) x max` at any time; they are given back once their batch goes idle, and
-///   lost only when a window ends before they could be.
+/// - Over-admission: none while Redis answers. Across any number of instances, a window admits
+///   at most its limit (a token bucket: at most its window's `limit`; a burst may come up to
+///   one batch per instance later than Redis granted it).
+/// - Under-admission: units other instances hold unspent, at most `(instances - 1) x max`
+///   at any time (twice that with a batch reserved ahead); they are given back once their
+///   batch goes idle, and lost only when a window ends before they could be.
 ///
 /// # Example
 ///
