@@ -89,6 +89,7 @@ impl Batch {
         }
     }
 
+    #[inline(always)]
     fn spendable(&self, now: Instant) -> bool {
         self.units > 0 && now < self.until
     }
@@ -179,17 +180,26 @@ impl Held {
     /// batches are of another limit, spent, or past their time. The batch reserved ahead is
     /// spent once the one before it is spent or over (whatever that one still holds is then
     /// past its window's safe end).
-    #[inline]
+    #[inline(always)]
     pub(super) fn take(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
+        if self.opts == opts && self.current.spendable(now) {
+            self.current.units -= 1;
+            self.last_spent = now;
+            return Some(self.current.answer(now));
+        }
+        self.take_next(opts, now)
+    }
+
+    /// [`take`](Self::take) once the batch being spent cannot be: from the one reserved ahead.
+    #[cold]
+    fn take_next(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
         if self.opts != opts {
             return None;
         }
+        let next = self.next.take()?;
+        self.current = *next;
         if !self.current.spendable(now) {
-            let next = self.next.take()?;
-            self.current = *next;
-            if !self.current.spendable(now) {
-                return None;
-            }
+            return None;
         }
         self.current.units -= 1;
         self.last_spent = now;

@@ -40,9 +40,6 @@ const SHARDS: usize = 16;
 /// from now when a full shard makes room: after every idle one.
 const BUSY: Duration = Duration::from_secs(3_600);
 
-/// What [`Batches::spend`] answers: the outcome, and the slot to reserve ahead on, if any.
-pub(crate) type Spent = (Outcome, Option<Arc<Slot>>);
-
 /// One limiter's batches at this instance.
 pub(crate) struct Batches {
     inner: Arc<Inner>,
@@ -86,11 +83,16 @@ impl Batches {
     }
 
     /// A unit of `key`'s batch for a request of the limit `opts` (a hash of its options), or
-    /// the denial the key holds, and its answer, with the key's slot when the batch should be
-    /// followed by one reserved ahead now ([`reserve_ahead`](Self::reserve_ahead)); else the
+    /// the denial the key holds, and its answer, handing the key's slot to `ahead` when the
+    /// next batch should be reserved now ([`reserve_ahead`](Self::reserve_ahead)); else the
     /// key's slot, to reserve on.
     #[inline]
-    pub(crate) fn spend(&self, keys: &dyn KeyText, opts: u64) -> Result<Spent, Arc<Slot>> {
+    pub(crate) fn spend(
+        &self,
+        keys: &dyn KeyText,
+        opts: u64,
+        ahead: impl FnOnce(Arc<Slot>),
+    ) -> Result<Outcome, Arc<Slot>> {
         let now = Instant::now();
         let slot = self.slot(keys, now);
         let mut state = slot.state();
@@ -106,9 +108,9 @@ impl Batches {
         if state.wants_ahead(opts, now) {
             state.reserving = Some((opts, now));
             drop(state);
-            return Ok((outcome, Some(slot)));
+            ahead(slot);
         }
-        Ok((outcome, None))
+        Ok(outcome)
     }
 
     /// Reserves `call`'s key's next batch ahead, in the background, for a slot whose

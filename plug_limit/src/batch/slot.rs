@@ -116,6 +116,7 @@ impl State {
     /// Whether to send the next reservation ahead now, for the limit `opts`: none is on its
     /// way, the held denial (if any) ends within the time one takes to land, and either a
     /// denial holds (so the next batch lands as it ends) or the batch being spent runs low.
+    #[inline(always)]
     pub(super) fn wants_ahead(&self, opts: u64, now: Instant) -> bool {
         if self.reserving.is_some() {
             return false;

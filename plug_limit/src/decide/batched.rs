@@ -23,13 +23,9 @@ impl Decider {
         let opts = request
             .cached
             .map_or_else(|| opts_id(request.opts), |(opts, _)| opts);
-        match batches.spend(&request.keys, opts) {
-            Ok((outcome, ahead)) => {
-                if let Some(slot) = ahead {
-                    batches.reserve_ahead(slot, redis, request.call(), opts);
-                }
-                Step::Done(self.verdict(&request, outcome))
-            }
+        let ahead = |slot| batches.reserve_ahead(slot, redis, request.call(), opts);
+        match batches.spend(&request.keys, opts, ahead) {
+            Ok(outcome) => Step::Done(self.verdict(&request, outcome)),
             Err(slot) => {
                 let span = request.watch.span().cloned();
                 waiting(span, async move {
