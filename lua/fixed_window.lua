@@ -144,6 +144,11 @@ if sign == '~' then
   local grant = limit - count
   if grant > cost then grant = cost end
   if grant < 1 then
+    if restart and count > 0 then
+      -- A full counter that lost its TTL: its window restarts, as a take's does, or it
+      -- would deny forever.
+      if now then redis.call('PEXPIREAT', key, now + window * 1000) else redis.call('EXPIRE', key, window) end
+    end
     return {'deny', {limit_s, ttl_s, '0'}, 0, ttl_ms}
   end
   if not restart then

@@ -224,7 +224,7 @@ async fn a_request_behind_a_reservation_takes_at_most_the_timeout() {
     assert_eq!(second.status, 429);
     assert_eq!(
         second.rate_headers(),
-        [Some("20"), Some("60"), Some("0"), Some("1")]
+        [Some("20"), Some("60"), Some("0"), Some("0")]
     );
     assert!(
         took <= timeout + Duration::from_millis(100),
@@ -307,4 +307,159 @@ async fn a_one_second_window_admits_its_limit_from_one_instance() {
         "one instance admitted {allowed} of 100 a second"
     );
     assert!(calls <= 20, "{calls} script calls for 100 requests");
+}
+
+/// An instance of `small` through `proxy`, with `timeout`, under `policy`, its deny cache as
+/// `deny_cache`, and a queue of `queue`.
+fn guarded(
+    proxy: &FaultProxy,
+    prefix: &str,
+    timeout: Duration,
+    deny_cache: bool,
+    queue: u32,
+) -> PlugLimit {
+    PlugLimit::builder(pool(&proxy.url()))
+        .prefix(prefix)
+        .key(key::header("x-client"))
+        .timeout(timeout)
+        .on_failure(FailurePolicy::Open)
+        .limiter(
+            "small",
+            Limiter::fixed_window()
+                .local_batches(LocalBatches::new(50).queue(queue))
+                .deny_cache(deny_cache),
+        )
+        .build()
+        .unwrap()
+}
+
+/// `n` requests sent at once; each one's status and whether it carried the limit's headers.
+async fn burst(app: &Router, client: &'static str, n: usize) -> Vec<(u16, bool)> {
+    let requests: Vec<_> = (0..n)
+        .map(|_| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                let reply = send_get(&app, "/small", client).await;
+                (
+                    reply.status.as_u16(),
+                    reply.header("x-ratelimit-limit").is_some(),
+                )
+            })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for request in requests {
+        replies.push(request.await.unwrap());
+    }
+    replies
+}
+
+/// A reservation whose task is dropped mid-call (its runtime shut down) answers for itself:
+/// the key is not left waiting on a call nobody makes (every request then passed by the
+/// policy after its timeout, for good), and the next requests are decided by Redis.
+#[test]
+fn a_reservation_whose_runtime_ends_leaves_its_key_decidable() {
+    let main = tokio::runtime::Runtime::new().unwrap();
+    let redis = RedisServer::start();
+    let (proxy, app) = main.block_on(async {
+        let proxy = FaultProxy::start(redis.addr());
+        let limits = guarded(
+            &proxy,
+            &unique_prefix("batch_dropped"),
+            Duration::from_millis(300),
+            false,
+            1_024,
+        );
+        let app = app(limits);
+        // The shared connection, and its driver, made on this runtime.
+        assert_eq!(send_get(&app, "/small", "warmup").await.status, 200);
+        proxy.set(Fault::Latency(Duration::from_millis(100)));
+        (proxy, app)
+    });
+    // A runtime of its own starts the key's reservation, then ends with it on its way.
+    let doomed = app.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let cut_short = tokio::time::timeout(
+                Duration::from_millis(50),
+                send_get(&doomed, "/small", "everyone"),
+            );
+            assert!(
+                cut_short.await.is_err(),
+                "answered before its runtime ended"
+            );
+        });
+    })
+    .join()
+    .unwrap();
+    main.block_on(async {
+        proxy.set(Fault::Forward);
+        // Past the failure's timeout: the key is reserved afresh, and decided.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for (status, limited) in burst(&app, "everyone", 3).await {
+            assert_eq!((status, limited), (200, true));
+        }
+    });
+}
+
+/// A reservation that failed once, long ago, does not make the next one a probe: the
+/// requests waiting on a reservation sent while the store answers are decided by it, where
+/// they were answered by the old failure (and passed by the policy) while it was on its way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_old_failure_does_not_pass_the_requests_of_the_next_reservation() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let app = app(guarded(
+        &proxy,
+        &unique_prefix("batch_blip"),
+        Duration::from_millis(300),
+        false,
+        1_024,
+    ));
+    assert_eq!(send_get(&app, "/small", "warmup").await.status, 200);
+    // One reservation of the key fails: a blip.
+    proxy.set(Fault::Blackhole);
+    let blip = send_get(&app, "/small", "everyone").await;
+    assert_eq!(
+        (blip.status.as_u16(), blip.header("x-ratelimit-limit")),
+        (200, None)
+    );
+    proxy.set(Fault::Latency(Duration::from_millis(50)));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let replies = burst(&app, "everyone", 20).await;
+    let passed = replies.iter().filter(|(_, limited)| !limited).count();
+    assert_eq!(passed, 0, "{replies:?}");
+}
+
+/// A request refused because its key's queue was full is not held by the deny cache: a burst
+/// on a shared key must not deny it to every client of the instance for a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_queue_is_not_remembered_by_the_deny_cache() {
+    let redis = RedisServer::start();
+    let proxy = FaultProxy::start(redis.addr());
+    let app = app(guarded(
+        &proxy,
+        &unique_prefix("batch_queue_cache"),
+        Duration::from_millis(500),
+        true,
+        2,
+    ));
+    assert_eq!(send_get(&app, "/small", "warmup").await.status, 200);
+    proxy.set(Fault::Latency(Duration::from_millis(50)));
+    let replies = burst(&app, "everyone", 10).await;
+    assert!(replies.iter().any(|(status, _)| *status == 429));
+    // Then one request every 50 ms: the limit (20 a minute) has room for each.
+    for i in 0..12 {
+        let reply = send_get(&app, "/small", "everyone").await;
+        assert_eq!(
+            reply.status, 200,
+            "request {i} after the burst {replies:?}: {:?}",
+            reply.headers
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

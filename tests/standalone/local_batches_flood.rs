@@ -219,7 +219,7 @@ async fn a_token_bucket_flood_is_answered_by_the_limit_with_the_deny_cache() {
 
 /// The requests of one key waiting at an instance are bounded (`LocalBatches::queue`): past
 /// the bound a request is denied at once (nothing is known of the limit before the first
-/// reservation lands, so its 429 says only `retry-after: 1`), never queued into a wait that
+/// reservation lands, so its 429 says only `retry-after: 0`), never queued into a wait that
 /// ends in the failure policy; those within it are served by the one reservation.
 #[tokio::test]
 async fn the_requests_waiting_on_a_key_are_bounded() {
@@ -263,7 +263,7 @@ async fn the_requests_waiting_on_a_key_are_bounded() {
             }
             429 => {
                 refused += 1;
-                assert_eq!(reply.rate_headers(), [None, None, None, Some("1")]);
+                assert_eq!(reply.rate_headers(), [None, None, None, Some("0")]);
                 // At once: not after the reservation's round trip of 100 ms.
                 assert!(took < Duration::from_millis(60), "refused after {took:?}");
             }

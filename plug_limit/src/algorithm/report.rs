@@ -134,16 +134,16 @@ impl Report {
     }
 
     /// The report of a batch's denial of a request it could not serve a unit in time: `reset`
-    /// as given, nothing remaining, and a retry-after of a second (the soonest another
-    /// reservation can bring units).
+    /// as given, nothing remaining, and a retry-after of 0 (the next reservation may bring
+    /// units at once; and a deny cache holds no denial of 0).
     pub(crate) fn refused_from_batch(&mut self, reset: i64) {
         self.set(1, reset);
         self.set(2, 0);
         if self.retry_after().is_some() {
-            self.set(3, 1);
+            self.set(3, 0);
         } else {
             // A report holds three or four values: there is room for a fourth.
-            let _ = self.values.add_retry_after(1);
+            let _ = self.values.add_retry_after(0);
         }
     }
 

@@ -37,12 +37,16 @@ impl Owner {
                     let now = Instant::now();
                     match held.give_back(generation, now, every, timeout) {
                         GiveBack::Later => continue,
-                        GiveBack::Units(units) if held.can_give_back(generation, now, timeout) => {
+                        GiveBack::Units(units) => {
+                            // The key's limit has these units again: a denial it holds from
+                            // when the batch emptied the limit no longer says so.
+                            state.denial = None;
                             units
                         }
-                        // Spent, replaced, or past the window's safe end: the units are
-                        // dropped there, never given back to a window that may be over.
-                        GiveBack::Done | GiveBack::Units(_) => return,
+                        // Spent, replaced, or too near its window's end for a refund to land:
+                        // what it holds is spent until its time, never given back to a window
+                        // that may be over.
+                        GiveBack::Done => return,
                     }
                 };
                 self.send(units).await;

@@ -34,6 +34,8 @@ pub(super) struct Held {
     ahead_units: u32,
     /// Bumped by every grant: a give-back acts only on its own batch.
     generation: u64,
+    /// Units spent so far, all batches: what this instance's share of the limit is read from.
+    spent: u64,
     /// The key was reset: whatever this slot holds or is granted is of a window that no
     /// longer counts, neither to spend nor to give back.
     forgotten: bool,
@@ -145,6 +147,7 @@ impl Held {
             rate: 0.0,
             ahead_units: 0,
             generation: 0,
+            spent: 0,
             forgotten: false,
         }
     }
@@ -185,6 +188,7 @@ impl Held {
         if self.opts == opts && self.current.spendable(now) {
             self.current.units -= 1;
             self.last_spent = now;
+            self.spent = self.spent.wrapping_add(1);
             return Some(self.current.answer(now));
         }
         self.take_next(opts, now)
@@ -203,6 +207,7 @@ impl Held {
         }
         self.current.units -= 1;
         self.last_spent = now;
+        self.spent = self.spent.wrapping_add(1);
         Some(self.current.answer(now))
     }
 
@@ -297,12 +302,19 @@ impl Held {
         }
         self.current.units -= 1;
         self.last_spent = now;
+        self.spent = self.spent.wrapping_add(1);
         Some(self.current.answer(now))
     }
 
     /// Gives back to the batch a unit taken for a request that has gone.
     pub(super) fn put_back(&mut self) {
         self.current.units = self.current.units.saturating_add(1);
+        self.spent = self.spent.wrapping_sub(1);
+    }
+
+    /// Units spent so far (wrapping): what a share reads its rate from.
+    pub(super) fn spent(&self) -> u64 {
+        self.spent
     }
 
     /// The units of batch `generation` that cannot be spent here, its window ending too
@@ -321,8 +333,8 @@ impl Held {
 
     /// A denial, with the last grant's numbers, for a request of the limit `opts` this instance
     /// could not serve a unit in time (its key's queue full, or its timeout spent waiting):
-    /// the limit's answer (remaining 0, a retry-after of a second), never the failure
-    /// policy's. `None` before any grant: nothing is known of the limit.
+    /// the limit's answer (remaining 0, a retry-after of 0), never the failure policy's.
+    /// `None` before any grant: nothing is known of the limit.
     pub(super) fn refused(&mut self, opts: u64, now: Instant) -> Option<Outcome> {
         if self.opts != opts {
             return None;
@@ -371,15 +383,10 @@ impl Held {
         self.since.max(self.last_spent).max(until)
     }
 
-    /// Whether the units batch `generation` still holds may be given back (a refund sent
-    /// now, answered within `timeout`, lands in the window they were granted in).
-    pub(super) fn can_give_back(&self, generation: u64, now: Instant, timeout: Duration) -> bool {
-        self.batch(generation)
-            .is_some_and(|batch| now + timeout < batch.window_ends)
-    }
-
     /// The give-back of batch `generation`, looked at now: its units once the key has gone
-    /// unspent for `idle`, or once it will be past its time by the next look.
+    /// unspent for `idle`, or once it will be past its time by the next look, if a refund sent
+    /// now (answered within `timeout`) lands before its window can end; else they stay to be
+    /// spent until its time, and nothing more is given back.
     pub(super) fn give_back(
         &mut self,
         generation: u64,
@@ -392,6 +399,9 @@ impl Held {
             return GiveBack::Done;
         };
         if batch.units == 0 {
+            return GiveBack::Done;
+        }
+        if now + timeout >= batch.window_ends {
             return GiveBack::Done;
         }
         let ending = now + idle + timeout >= batch.until;
@@ -592,7 +602,13 @@ mod tests {
             held.give_back(generation, idle_at, idle, timeout),
             GiveBack::Done
         );
-        assert!(held.can_give_back(generation, idle_at, timeout));
-        assert!(!held.can_give_back(generation, start + Duration::from_millis(59_950), timeout));
+        // Too near its window's end for a refund to land: the units stay, to be spent.
+        let generation = held.grant(1, &granted("0", "60"), 5, 60_000, start, start);
+        let late = start + Duration::from_millis(59_950);
+        assert_eq!(
+            held.give_back(generation, late, idle, timeout),
+            GiveBack::Done
+        );
+        assert!(held.holds(generation));
     }
 }

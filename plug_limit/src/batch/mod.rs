@@ -24,7 +24,7 @@ use crate::backend::sharded::{Locked, Sharded};
 use crate::backend::{Call, KeyText, Program, RedisBackend, head_len};
 use crate::config::LocalBatches;
 use crate::error::Error;
-use crate::limit::Charge;
+use crate::limit::{Charge, Opt};
 use crate::outcome::{Decision, Outcome};
 
 mod denial;
@@ -97,20 +97,18 @@ impl Batches {
         let slot = self.slot(keys, now);
         let mut state = slot.state();
         state.held.note();
-        let Some(outcome) = state
-            .held
-            .take(opts, now)
-            .or_else(|| state.denied(opts, now))
-        else {
-            drop(state);
-            return Err(slot);
-        };
-        if state.wants_ahead(opts, now) {
+        let taken = state.held.take(opts, now);
+        let reserve = state.wants_ahead(opts, now);
+        if reserve {
             state.reserving = Some((opts, now));
-            drop(state);
-            ahead(slot);
         }
-        Ok(outcome)
+        // A held denial answers while the reservation sent at its end is on its way.
+        let outcome = taken.or_else(|| state.denied(opts, now));
+        drop(state);
+        if reserve {
+            ahead(Arc::clone(&slot));
+        }
+        outcome.ok_or(slot)
     }
 
     /// Reserves `call`'s key's next batch ahead, in the background, for a slot whose
@@ -140,6 +138,7 @@ impl Batches {
             opts: call.opts.to_vec(),
             opts_id: opts,
             refill: Refill::of(call.program.algorithm, call.opts),
+            done: false,
         }
     }
 
@@ -183,7 +182,14 @@ impl Batches {
                     let refused = refused(&mut slot.state().held, opts, now);
                     return Ok(refused);
                 }
-                exact_take(redis, call, left).await
+                match exact_take(redis, call, left).await {
+                    // Cut short by what its wait left, not by the store: the limit's answer.
+                    Err(Error::Timeout(_)) if left < timeout => {
+                        let refused = refused(&mut slot.state().held, opts, Instant::now());
+                        Ok(refused)
+                    }
+                    result => result,
+                }
             }
             // The reservation's task ended without an answer: its runtime is shutting down.
             Ok(Err(_)) => Err(Error::Timeout(timeout)),
@@ -224,19 +230,25 @@ impl Batches {
         if exact {
             return Joined::Exact;
         }
-        if let Some((error, at)) = &state.failed
-            && (state.reserving.is_some() || now < *at + self.inner.timeout)
-        {
-            // The store is known to fail (the last reservation failed within a timeout, or
-            // one finding out whether it answers again is on its way): answered by that at
-            // once, while one reservation at a time finds out.
-            let error = error.duplicate();
-            if state.reserving.is_none() {
-                state.reserving = Some((opts, now));
-                drop(state);
-                self.reserver(Arc::clone(slot), redis, call, opts).start();
+        if let Some((error, at)) = &state.failed {
+            let known = now < *at + self.inner.timeout || state.probing;
+            if known && (state.reserving.is_none() || state.probing) {
+                // The store is known to fail (the last reservation failed within a timeout,
+                // or the one on its way is finding out whether it answers again): answered by
+                // that at once, while one reservation at a time finds out.
+                let error = error.duplicate();
+                if state.reserving.is_none() {
+                    state.reserving = Some((opts, now));
+                    state.probing = true;
+                    drop(state);
+                    self.reserver(Arc::clone(slot), redis, call, opts).start();
+                }
+                return Joined::Failed(error);
             }
-            return Joined::Failed(error);
+        }
+        if state.waiting.len() >= self.inner.settings.queue as usize {
+            // Requests that gave up hold no place.
+            state.waiting.retain(|waiter| !waiter.answer.is_closed());
         }
         if state.waiting.len() >= self.inner.settings.queue as usize {
             return Joined::Answered(refused(&mut state.held, opts, now));
@@ -251,17 +263,19 @@ impl Batches {
         Joined::Waiting(receiver)
     }
 
-    /// The answer of this instance's recent share of `slot`'s limit `opts` to a request Redis
-    /// could not decide ([`FailurePolicy::LocalShare`](crate::FailurePolicy::LocalShare)):
-    /// allowed while the share admits, else denied, each with the last grant's numbers (a
-    /// denial's `retry-after` 0: the share's next unit is due within the second).
-    pub(crate) fn by_share(&self, slot: &Slot, opts: u64) -> Outcome {
+    /// The answer of this instance's recent share of `slot`'s limit of `limit` (its options,
+    /// `opts` their hash) to a request Redis could not decide
+    /// ([`FailurePolicy::LocalShare`](crate::FailurePolicy::LocalShare)): allowed while the
+    /// share admits, else denied, each with the last grant's numbers (a denial's
+    /// `retry-after` 0: the share's next unit is due within the second).
+    pub(crate) fn by_share(&self, slot: &Slot, limit: &[Opt], opts: u64) -> Outcome {
         let now = Instant::now();
         let mut state = slot.state();
         // Requests waiting on a reservation that fails are answered together, at most a
         // timeout apart.
         let burst = self.inner.timeout + self.inner.settings.every;
-        let admits = state.share.admits(now, burst);
+        let spent = state.held.spent();
+        let admits = state.share.admits(spent, now, burst, share::most(limit));
         let decision = if admits {
             Decision::Allow
         } else {
@@ -339,12 +353,14 @@ async fn exact_take(
 }
 
 /// The limit's denial of a request this instance could not serve a unit in time: with the
-/// last grant's numbers, or, before any, a bare `retry-after: 1`.
+/// last grant's numbers, or, before any, a bare `retry-after: 0`. Its retry-after is 0, so no
+/// deny cache holds it: a burst that fills a key's queue must not deny the key to everyone
+/// for a second.
 fn refused(held: &mut held::Held, opts: u64, now: Instant) -> Outcome {
     held.refused(opts, now).unwrap_or_else(|| {
         Outcome::new(
             Decision::Deny,
-            vec![(RETRY_AFTER, HeaderValue::from_static("1"))],
+            vec![(RETRY_AFTER, HeaderValue::from_static("0"))],
         )
     })
 }

@@ -27,6 +27,24 @@ pub(super) struct Reserver {
     /// The limit's options as batches tell limits apart.
     pub(super) opts_id: u64,
     pub(super) refill: Refill,
+    /// Set once it has answered every request waiting: until then, dropping it (its task
+    /// dropped unpolled or mid-call as its runtime shuts down, or a panic) answers for it.
+    pub(super) done: bool,
+}
+
+impl Drop for Reserver {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Never left reserving: the key's requests would wait on a call nobody makes.
+        let error = Error::Timeout(self.inner.timeout);
+        let mut state = self.slot.state();
+        state.reserving = None;
+        state.probing = false;
+        state.answer_all(|| Served::Failed(error.duplicate()));
+        state.failed = Some((error, Instant::now()));
+    }
 }
 
 /// What became of one reservation.
@@ -44,7 +62,8 @@ impl Reserver {
     }
 
     /// Reserves until every request waiting on the key is answered.
-    async fn run(self) {
+    async fn run(mut self) {
+        let mut first = true;
         loop {
             let (size, sent_at) = {
                 let mut state = self.slot.state();
@@ -59,8 +78,15 @@ impl Reserver {
                     .size(settings.max, settings.every, span, now)
                     .max(waiting)
                     .clamp(1, settings.max);
-                state.reserving = Some((self.opts_id, now));
-                (size, now)
+                // The first round keeps the time its starter marked it at, which a request
+                // waiting on it reads: sent no later than that request came.
+                let sent_at = match state.reserving {
+                    Some((_, at)) if first => at,
+                    _ => now,
+                };
+                first = false;
+                state.reserving = Some((self.opts_id, sent_at));
+                (size, sent_at)
             };
             let call = Call {
                 program: &self.inner.program,
@@ -78,6 +104,7 @@ impl Reserver {
                 self.landed(&mut state, result, size, sent_at)
             };
             if let Landed::Done = landed {
+                self.done = true;
                 return;
             }
         }
@@ -100,16 +127,27 @@ impl Reserver {
             Ok(landed) => landed,
             Err(error) => {
                 state.reserving = None;
+                state.probing = false;
                 state.answer_all(|| Served::Failed(error.duplicate()));
                 state.failed = Some((error, now));
+                // A denial past its time, which this reservation was to follow, holds no more.
+                if state
+                    .denial
+                    .as_ref()
+                    .is_some_and(|denial| now >= denial.until())
+                {
+                    state.denial = None;
+                }
                 return Landed::Done;
             }
         };
         state.failed = None;
+        state.probing = false;
         state.measured(now.saturating_duration_since(sent_at));
         if state.held.is_forgotten() {
             // Units of a window a reset ended: each request takes one of the new window.
             state.reserving = None;
+            state.probing = false;
             state.answer_all(|| Served::Exact);
             return Landed::Done;
         }
@@ -128,7 +166,8 @@ impl Reserver {
         let generation = state
             .held
             .grant(self.opts_id, &outcome, granted, window_ms, sent_at, now);
-        state.share.granted(granted, now);
+        let spent = state.held.spent();
+        state.share.answered(spent, now);
         let ahead = state.ahead();
         state.held.plan_ahead(ahead);
         state.serve(self.opts_id, now);
@@ -150,6 +189,7 @@ impl Reserver {
             );
         }
         state.reserving = None;
+        state.probing = false;
         let leftover = state.held.leftover(generation, now);
         let owner = || give_back::Owner {
             inner: Arc::clone(&self.inner),
@@ -161,6 +201,8 @@ impl Reserver {
             // Units of a window that may have ended by the time they land are not given back.
             if now + self.inner.timeout < sent_at + window_left {
                 owner().refund(leftover);
+                // The limit has them again: a denial of the partial grant no longer holds.
+                state.denial = None;
             }
         } else if state.held.holds(generation) {
             owner().watch(Arc::clone(&self.slot), generation);
@@ -189,6 +231,7 @@ impl Reserver {
         state.answer_all(|| Served::Answer(denial.answer(now)));
         state.denial = Some(denial);
         state.reserving = None;
+        state.probing = false;
     }
 }
 

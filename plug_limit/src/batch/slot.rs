@@ -35,6 +35,7 @@ impl Slot {
                 round_trip: None,
                 share: Share::new(now),
                 failed: None,
+                probing: false,
             }),
         }
     }
@@ -75,6 +76,9 @@ pub(super) struct State {
     /// Why the last reservation failed, and when, until one lands: the store is known to
     /// fail, and a request is answered by that at once rather than wait on the next one.
     pub(super) failed: Option<(Error, Instant)>,
+    /// The reservation on its way was started to find out whether the store answers again:
+    /// requests do not wait on it.
+    pub(super) probing: bool,
 }
 
 /// A request waiting for its key's next reservation.
@@ -113,18 +117,18 @@ impl State {
         Some(denial.answer(now))
     }
 
-    /// Whether to send the next reservation ahead now, for the limit `opts`: none is on its
-    /// way, the held denial (if any) ends within the time one takes to land, and either a
-    /// denial holds (so the next batch lands as it ends) or the batch being spent runs low.
+    /// Whether to send the next reservation ahead now, for the limit `opts`, none being on its
+    /// way: the held denial's time has come (it ends a little short of the limit's, so the
+    /// reservation reaches Redis as the limit admits again; the denial answers until it
+    /// lands), or, without one, the batch being spent runs low.
     #[inline(always)]
     pub(super) fn wants_ahead(&self, opts: u64, now: Instant) -> bool {
-        if self.reserving.is_some() {
-            return false;
-        }
-        match &self.denial {
-            Some(denial) if denial.opts() == opts => now + self.ahead() >= denial.until(),
+        let due = match &self.denial {
+            Some(denial) if denial.opts() == opts => now >= denial.until(),
             _ => self.held.wants_ahead(),
-        }
+        };
+        // A store known to fail is probed by the requests that find no unit.
+        due && self.reserving.is_none() && self.failed.is_none()
     }
 
     /// Answers the waiting requests, oldest first, from the units just granted for the limit

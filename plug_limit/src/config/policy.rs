@@ -25,12 +25,12 @@ pub enum FailurePolicy {
     Memory,
     /// Decide in this process by its recent share of the limit, for a limiter with
     /// [local batches](crate::LocalBatches): while Redis cannot be reached, an instance
-    /// admits a key's requests at the rate its batches were granted units over the last
-    /// seconds (decayed over 10 s, frozen as the cut begins, at most `every` of it saved up)
-    /// and denies the rest with 429. Instances still reaching Redis share the whole limit as
-    /// before, so while some are cut off the limit is passed by at most the cut instances'
-    /// shares, and while all are it holds at about the limit. A key this instance was granted
-    /// nothing of recently is denied. Requests a batch does not take (other costs, `settle`,
+    /// admits a key's requests at the rate its batches spent units over the last seconds
+    /// (decayed over 10 s, frozen as the cut begins, never above the limit's own rate, at most
+    /// a timeout and `every` of it saved up) and denies the rest with 429. Instances still
+    /// reaching Redis share the whole limit as before, so while some are cut off the limit is
+    /// passed by at most the cut instances' shares, and while all are it holds at about the
+    /// limit. A key this instance spent nothing of recently is denied. Requests a batch does not take (other costs, `settle`,
     /// `count_if`) are refused with 503, as under `Closed`. Set on a limiter
     /// ([`Limiter::on_failure`](crate::Limiter::on_failure)) with local batches: `build`
     /// refuses it elsewhere.

@@ -34,7 +34,7 @@ impl Decider {
                     let result = batches.reserve(slot, redis, request.call(), opts).await;
                     match (result, share) {
                         (Err(error), Some(slot)) => {
-                            let outcome = batches.by_share(&slot, opts);
+                            let outcome = batches.by_share(&slot, request.opts, opts);
                             self.by_share(&request, &error, outcome)
                         }
                         (result, _) => self.conclude(&request, result),

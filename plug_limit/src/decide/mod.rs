@@ -495,7 +495,13 @@ impl Decider {
         if let Some(batches) = &entry.batches {
             batches.forget(&keys);
         }
-        self.backend(entry).reset(keys.first()).await
+        let reset = self.backend(entry).reset(keys.first()).await;
+        // Again: a batch reserved by a request while the key went would be of the window the
+        // reset ended.
+        if let Some(batches) = &entry.batches {
+            batches.forget(&keys);
+        }
+        reset
     }
 
     /// Forgets everything every limiter counted, in every backend (the limiters' own pools and
@@ -522,8 +528,16 @@ impl Decider {
                 Err(error) => first_error = first_error.or(Some(error)),
             }
         }
-        // Again: a denial cached while the keys went would outlive the reset.
+        // Again: a denial cached, or a batch reserved, while the keys went would outlive the
+        // reset.
         self.denials.clear();
+        for batches in self
+            .registry
+            .entries()
+            .filter_map(|entry| entry.batches.as_ref())
+        {
+            batches.clear();
+        }
         first_error.map_or(Ok(deleted), Err)
     }
 
