@@ -280,7 +280,7 @@ fn chart(table: &[[usize; 3]], timeline: Timeline, path: &Path) {
         .margin(10)
         .x_label_area_size(30)
         .y_label_area_size(45)
-        .build_cartesian_2d(0..seconds, 0_usize..2_000)
+        .build_cartesian_2d(0..seconds, 0_usize..2_400)
         .expect("draw");
     chart
         .configure_mesh()
@@ -292,7 +292,7 @@ fn chart(table: &[[usize; 3]], timeline: Timeline, path: &Path) {
     for mark in [timeline.shift, timeline.cut, timeline.restore] {
         let mark = u32::try_from(mark).expect("seconds");
         chart
-            .draw_series(LineSeries::new([(mark, 0), (mark, 2_000)], BLACK.mix(0.3)))
+            .draw_series(LineSeries::new([(mark, 0), (mark, 2_400)], BLACK.mix(0.3)))
             .expect("draw");
     }
     let colors = [BLUE, GREEN, RED];
@@ -319,7 +319,7 @@ fn chart(table: &[[usize; 3]], timeline: Timeline, path: &Path) {
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::UpperMiddle)
         .draw()
         .expect("draw");
     root.present().expect("write the chart");
