@@ -18,7 +18,7 @@ use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSetting
 use crate::batch::Batches;
 use crate::clock::SystemClock;
 use crate::config::{Enabled, FailurePolicy};
-use crate::decide::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet};
+use crate::decide::{Decider, DenyCache, Entry, Lines, LogThrottle, Registry, RuleSet};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::outcome::ietf::PartitionKeys;
@@ -90,6 +90,9 @@ impl Builder {
         }
         if self.memory_capacity == 0 {
             return Err(BuildError::invalid("memory_capacity", "must be at least 1"));
+        }
+        if !(1..=1_000_000).contains(&self.wait_queue) {
+            return Err(BuildError::invalid("wait_queue", "must be 1..=1000000"));
         }
         if let Enabled::Env { env, .. } = &self.enabled
             && (env.is_empty() || env.contains(['=', '\0']))
@@ -373,6 +376,8 @@ impl Builder {
             registry,
             telemetry: Telemetry::default(),
             timeout: self.timeout,
+            lines: Lines::default(),
+            wait_queue: self.wait_queue,
         })
     }
 }

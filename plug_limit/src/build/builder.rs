@@ -18,6 +18,9 @@ const DEFAULT_PREFIX: &str = "plug_limit";
 const DEFAULT_TIMEOUT: Duration = Duration::from_millis(500);
 const DEFAULT_MEMORY_CAPACITY: usize = 1_000_000;
 
+/// The default bound on the requests of one key waiting at an instance.
+const DEFAULT_WAIT_QUEUE: usize = 1_024;
+
 /// Builds a [`PlugLimit`](crate::PlugLimit) with every option of the configuration. Made by
 /// [`PlugLimit::builder`](crate::PlugLimit::builder).
 ///
@@ -56,6 +59,7 @@ pub struct Builder {
     pub(super) shadow: bool,
     pub(super) breaker: CircuitBreaker,
     pub(super) memory_capacity: usize,
+    pub(super) wait_queue: usize,
     pub(super) key: Arc<dyn KeyExtractor>,
     pub(super) limiters: Vec<(String, Limiter)>,
     pub(super) errors: Vec<BuildError>,
@@ -83,6 +87,7 @@ impl Builder {
             shadow: false,
             breaker: CircuitBreaker::default(),
             memory_capacity: DEFAULT_MEMORY_CAPACITY,
+            wait_queue: DEFAULT_WAIT_QUEUE,
             key: Arc::new(key::peer_ip()),
             limiters: Vec::new(),
             errors: Vec::new(),
@@ -250,6 +255,31 @@ impl Builder {
     /// ```
     pub fn memory_capacity(mut self, max_keys: usize) -> Self {
         self.memory_capacity = max_keys;
+        self
+    }
+
+    /// The most requests of one key that wait at this instance to be admitted
+    /// ([`PlugLimit::acquire`](crate::PlugLimit::acquire),
+    /// [`RateLimitLayer::wait_up_to`](crate::RateLimitLayer::wait_up_to)): 1 to 1,000,000,
+    /// 1,024 by default. The waiters of one key wait in one line, first come first served,
+    /// and only the one at its head checks the store; past the bound a request is answered at
+    /// once with the denial the line last met.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{PlugLimit, Store};
+    ///
+    /// # fn main() -> Result<(), plug_limit::BuildError> {
+    /// let limits = PlugLimit::builder(Store::memory()).wait_queue(100).build()?;
+    /// # let _ = limits;
+    /// let refused = PlugLimit::builder(Store::memory()).wait_queue(0).build().unwrap_err();
+    /// assert_eq!(refused.to_string(), "invalid `wait_queue`: must be 1..=1000000");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn wait_queue(mut self, max_waiting: usize) -> Self {
+        self.wait_queue = max_waiting;
         self
     }
 

@@ -34,6 +34,7 @@ use crate::telemetry::{self, DecisionLabel, Telemetry, Watch};
 
 pub(crate) use self::deny_cache::DenyCache;
 pub(crate) use self::keys::{Keys, Named};
+pub(crate) use self::line::Lines;
 pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
 pub(crate) use self::ruling::RuleSet;
@@ -41,6 +42,7 @@ pub(crate) use self::ruling::RuleSet;
 mod batched;
 mod deny_cache;
 mod keys;
+mod line;
 mod log_throttle;
 mod pace;
 mod registry;
@@ -83,6 +85,10 @@ pub(crate) struct Decider {
     pub(crate) telemetry: Telemetry,
     /// The timeout of a check, which also bounds a limit's resolver (`resolve.rs`).
     pub(crate) timeout: Duration,
+    /// The lines of requests waiting to be admitted, one per key (`line.rs`).
+    pub(crate) lines: Lines,
+    /// The most requests of one key that wait in its line.
+    pub(crate) wait_queue: usize,
 }
 
 impl Decider {

@@ -2,19 +2,31 @@
 //! `pace.rs`, until admitted or out of time. [`Decider::acquire`] for a call,
 //! [`Decider::decide_waiting`] for a request.
 //!
+//! The requests of one key at this instance wait in one line (`line.rs`), first come, first
+//! served: each takes its place before its first check (one that checked first could
+//! overtake those already waiting), and only the line's head checks. A line's first check,
+//! and the next head's after a grant, goes at once; after a denial the head waits the
+//! limit's pace. A waiter whose time runs out, or whom the line's last denial says cannot be
+//! admitted in time, is answered with that denial; the line holds at most `wait_queue`.
+//!
 //! The wait happens between checks, each one backend call as a check makes: a waiter dropped
-//! while it sleeps counts nothing further, and one dropped during a check is a dropped check
-//! (its call may have reached the backend and counted, as any abandoned request's).
+//! while it waits counts nothing further and frees its place, and one dropped during a check
+//! is a dropped check (its call may have reached the backend and counted, as any abandoned
+//! request's).
 
 use std::future::Future;
+use std::hash::Hasher;
 use std::time::Duration;
 
+use axum::extract::MatchedPath;
 use http::request::Parts;
 use tokio::time::Instant;
 
+use super::line::{self, Refused};
 use super::pace::{self, Pace};
-use super::{Decided, Decider};
+use super::{Decided, Decider, opts_id};
 use crate::error::Error;
+use crate::key;
 use crate::limit::{Charge, LimitRef};
 use crate::outcome::Outcome;
 use crate::rejection::RateLimitRejection;
@@ -30,7 +42,13 @@ impl Decider {
         bound: Duration,
     ) -> Result<Outcome, Error> {
         let check = || self.check(limit, client, Charge::Take(limit.cost));
-        self.retried(std::slice::from_ref(&limit), bound, check, call_denied)
+        let line = line::key(|hasher| {
+            write_limit(hasher, &limit, limit.scope.unwrap_or_default());
+            line::write_text(hasher, client);
+        });
+        let limits = std::slice::from_ref(&limit);
+        let answers = (call_denied, call_admitted, Ok);
+        self.retried(limits, bound, Some(line), check, answers)
             .await
     }
 
@@ -43,13 +61,118 @@ impl Decider {
         bound: Duration,
     ) -> Decided {
         let check = || self.decide_all(limits, parts);
-        self.retried(limits, bound, check, request_denied).await
+        let line = self.line_of(limits, parts);
+        let refuse = |denial| Err(RateLimitRejection::denied(denial));
+        let answers = (request_denied, request_admitted, refuse);
+        self.retried(limits, bound, line, check, answers).await
+    }
+
+    /// The line of a request's waiters: its limits' budgets, each its limiter, options, scope
+    /// (as a check scopes it) and the client's key; `None` when a limit names no registered
+    /// limiter or its key cannot be read (the check says what then).
+    fn line_of(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Option<u64> {
+        let matched = || {
+            parts
+                .extensions
+                .get::<MatchedPath>()
+                .map_or("*", MatchedPath::as_str)
+        };
+        let mut keys = Vec::with_capacity(limits.len());
+        for limit in limits {
+            let entry = self.registry.of(limit).ok()?;
+            let extractor = limit.key.unwrap_or(&*entry.key);
+            let client = key::extract(extractor, parts, None).ok()?;
+            keys.push((limit, limit.scope.unwrap_or_else(matched), client));
+        }
+        Some(line::key(|hasher| {
+            for (limit, scope, client) in &keys {
+                write_limit(hasher, limit, scope);
+                line::write_text(hasher, client.first());
+            }
+        }))
     }
 
     /// Runs `check` until `denied` finds no denial in its answer, or the schedule of `limits`
-    /// within `bound` from now says to answer the denial: the last answer. The schedule is
-    /// made on the first denial only: an admitted check reads no options.
+    /// within `bound` from now says to answer the denial: the last answer, or `refuse` of the
+    /// denial the line last met. With a `line`, the waiters of one key take their turns in it
+    /// (see the module's docs); the schedule is made on the first denial only: an admitted
+    /// check reads no options. `answers` reads an answer's denial, its admitting outcome, and
+    /// makes an answer of a denial.
     async fn retried<T, F>(
+        &self,
+        limits: &[LimitRef<'_>],
+        bound: Duration,
+        line: Option<u64>,
+        mut check: impl FnMut() -> F,
+        answers: (
+            impl Fn(&T) -> Option<&Outcome>,
+            impl Fn(&T) -> Option<&Outcome>,
+            impl Fn(Outcome) -> T,
+        ),
+    ) -> T
+    where
+        F: Future<Output = T>,
+    {
+        let (denied, admitted, refuse) = answers;
+        let started = Instant::now();
+        let Some(line) = line else {
+            return self.retried_alone(limits, bound, check, denied).await;
+        };
+        // Every request of the key takes its place first: one that checked before joining
+        // could overtake those already waiting.
+        let place = match self.lines.join(line, None, self.wait_queue) {
+            Ok(place) => place,
+            Err(Refused::Full(Some(denial))) => return refuse(denial),
+            // Full before any check of the line has answered: one check, no wait.
+            Err(Refused::Full(None)) => return check().await,
+        };
+        let mut schedule = None;
+        let deadline = started.checked_add(bound);
+        loop {
+            let turn = place.turn();
+            match deadline {
+                Some(deadline) => {
+                    if tokio::time::timeout_at(deadline, turn).await.is_err() {
+                        return match place.denial() {
+                            Some(denial) => refuse(denial),
+                            // No check has answered the line yet: its own, within its timeout.
+                            None => check().await,
+                        };
+                    }
+                }
+                None => turn.await,
+            }
+            // The head. A line's first check, and one after a grant (the limit may have
+            // more), goes at once; after a denial, the head waits that denial's pace.
+            if !place.granted()
+                && let Some(denial) = place.denial()
+            {
+                let schedule =
+                    schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
+                let Some(pause) = schedule.pause(&denial) else {
+                    return refuse(denial);
+                };
+                tokio::time::sleep(pause).await;
+            }
+            let answer = check().await;
+            let Some(denial) = denied(&answer) else {
+                if let Some(admitted) = admitted(&answer) {
+                    place.admitted(admitted);
+                }
+                return answer;
+            };
+            place.denied(denial);
+            let schedule =
+                schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
+            if schedule.pause(denial).is_none() {
+                return answer;
+            }
+        }
+    }
+
+    /// [`retried`](Self::retried) without a line: its own retries, as a request whose key
+    /// cannot be read makes none (its check answers).
+    async fn retried_alone<T, F>(
         &self,
         limits: &[LimitRef<'_>],
         bound: Duration,
@@ -88,12 +211,34 @@ impl Decider {
     }
 }
 
+/// Writes `limit`'s budget, but for its client, into a line's key: its limiter, options,
+/// `scope` and cost.
+fn write_limit(hasher: &mut dyn Hasher, limit: &LimitRef<'_>, scope: &str) {
+    line::write_text(hasher, limit.limiter);
+    hasher.write_u64(opts_id(limit.opts));
+    line::write_text(hasher, scope);
+    hasher.write_u32(limit.cost);
+}
+
 /// A call's denial, if it was denied.
 fn call_denied(checked: &Result<Outcome, Error>) -> Option<&Outcome> {
     checked
         .as_ref()
         .ok()
         .filter(|outcome| !outcome.is_allowed())
+}
+
+/// A call's admitting outcome, if it was admitted.
+fn call_admitted(checked: &Result<Outcome, Error>) -> Option<&Outcome> {
+    checked.as_ref().ok().filter(|outcome| outcome.is_allowed())
+}
+
+/// A request's admitting outcome, if it was admitted with one.
+fn request_admitted(decided: &Decided) -> Option<&Outcome> {
+    match decided {
+        Ok(outcome) => outcome.as_ref(),
+        Err(_) => None,
+    }
 }
 
 /// A request's denial, if it got the default 429 (a hook's own answer is not waited on).
