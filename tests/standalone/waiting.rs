@@ -444,3 +444,49 @@ async fn a_full_line_answers_at_once() {
         assert!(!waiter.await.unwrap().is_allowed());
     }
 }
+
+/// A request its limit's rules let through uncounted is not held in its key's line: it passes
+/// at once, however many wait on the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_rules_skip_does_not_wait_in_line() {
+    let limits = PlugLimit::builder(plug_limit::Store::memory())
+        .key(key::header("x-client"))
+        .wait_queue(1)
+        .limiter(
+            "slow",
+            plug_limit::Limiter::token_bucket().rules(
+                plug_limit::Rules::new().skip(|parts| parts.headers.contains_key("x-health")),
+            ),
+        )
+        .build()
+        .unwrap();
+    // Two a second, one at a time, spent: the next waits in the key's line.
+    let slow = limit("slow", &[Opt::Int(3), Opt::Int(1), Opt::Int(1)]);
+    let layer = RateLimitLayer::runtime(limits, slow)
+        .unwrap()
+        .wait_up_to(Duration::from_secs(2));
+    let app = Router::new()
+        .route("/r", get(|| async { "ok" }))
+        .route_layer(layer);
+    assert_eq!(send_get(&app, "/r", "c").await.status, 200);
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move { send_get(&app, "/r", "c").await.status }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let health = http::Request::get("/r")
+        .header("x-client", "c")
+        .header("x-health", "1")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let reply = plug_limit_tests::send(&app, health).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-ratelimit-limit"), None, "counted");
+    assert!(
+        started.elapsed() < Duration::from_millis(100),
+        "a skipped request waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(waiting.await.unwrap(), 200);
+}

@@ -165,7 +165,7 @@ fn sent_seconds(outcome: &Outcome, name: &HeaderName) -> Option<u64> {
 }
 
 /// The outcome as it reads `elapsed_ms` later: its waits shortened by the whole seconds passed.
-fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
+pub(super) fn count_down(outcome: &Outcome, elapsed_ms: i64) -> Outcome {
     let passed = u64::try_from(elapsed_ms / 1000).unwrap_or(0);
     if passed == 0 {
         return outcome.clone();

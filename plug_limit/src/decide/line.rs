@@ -3,15 +3,19 @@
 //! own and the calls grew with the waiters rather than with the limit.
 //!
 //! A line is found by its key: a keyed hash of what its waiters check (each limit's limiter,
-//! options and scope, and the client's key), so two waiters share a line exactly when they
-//! wait on the same budget (a collision only puts two budgets' waiters in one line: each still
-//! checks its own). A line lives while someone waits in it.
+//! options, scope and cost, and every part of the client's key), so two waiters share a line
+//! when they wait on the same budget (a collision of the 64-bit keyed hash, which a client
+//! cannot aim for, would put two budgets' waiters in one line, pacing on each other's
+//! denials). A line lives while someone waits in it.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::deny_cache::count_down;
 
 use crate::outcome::Outcome;
 
@@ -33,7 +37,8 @@ struct LineState {
     /// woken when the head leaves, never the whole line).
     waiting: VecDeque<(u64, Arc<Notify>)>,
     next: u64,
-    denial: Option<Outcome>,
+    /// The last denial a check of the line met, and when.
+    denial: Option<(Outcome, Instant)>,
     /// The line's last check admitted its head with room left (units remaining, and no
     /// `retry-after`): the next head checks at once.
     granted: bool,
@@ -78,14 +83,14 @@ impl Lines {
         // from the map meanwhile is never joined.
         let mut state = line.state();
         if state.waiting.len() >= most {
-            return Err(Refused::Full(denial.or_else(|| state.denial.clone())));
+            return Err(Refused::Full(denial.or_else(|| state.denial())));
         }
         let ticket = state.next;
         state.next += 1;
         let woken = Arc::new(Notify::new());
         state.waiting.push_back((ticket, Arc::clone(&woken)));
-        if denial.is_some() {
-            state.denial = denial;
+        if let Some(denial) = denial {
+            state.denial = Some((denial, Instant::now()));
             state.granted = false;
         }
         drop(state);
@@ -103,6 +108,16 @@ impl Lines {
 impl Line {
     fn state(&self) -> MutexGuard<'_, LineState> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl LineState {
+    /// The last denial, as it reads now: its waits counted down by the whole seconds since a
+    /// check met it.
+    fn denial(&self) -> Option<Outcome> {
+        let (denial, at) = self.denial.as_ref()?;
+        let elapsed = i64::try_from(at.elapsed().as_millis()).unwrap_or(i64::MAX);
+        Some(count_down(denial, elapsed))
     }
 }
 
@@ -124,15 +139,15 @@ impl Place<'_> {
             .is_some_and(|(ticket, _)| *ticket == self.ticket)
     }
 
-    /// The last denial a check of this line met.
+    /// The last denial a check of this line met, as it reads now.
     pub(crate) fn denial(&self) -> Option<Outcome> {
-        self.line.state().denial.clone()
+        self.line.state().denial()
     }
 
     /// Remembers the denial the head's check met, for the line.
     pub(crate) fn denied(&self, denial: &Outcome) {
         let mut state = self.line.state();
-        state.denial = Some(denial.clone());
+        state.denial = Some((denial.clone(), Instant::now()));
         state.granted = false;
     }
 

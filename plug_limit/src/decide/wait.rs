@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use super::line::{self, Refused};
 use super::pace::{self, Pace};
+use super::ruling::Ruling;
 use super::{Decided, Decider, opts_id};
 use crate::error::Error;
 use crate::key;
@@ -71,6 +72,11 @@ impl Decider {
     /// (as a check scopes it) and the client's key; `None` when a limit names no registered
     /// limiter or its key cannot be read (the check says what then).
     fn line_of(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Option<u64> {
+        // A request the check would not count (disabled, or a limit's rules let it through or
+        // refuse it) is not held in a line: its check answers it.
+        if !self.enabled.is_enabled() {
+            return None;
+        }
         let matched = || {
             parts
                 .extensions
@@ -80,6 +86,13 @@ impl Decider {
         let mut keys = Vec::with_capacity(limits.len());
         for limit in limits {
             let entry = self.registry.of(limit).ok()?;
+            if entry
+                .rules
+                .as_deref()
+                .is_some_and(|rules| !matches!(rules.judge(parts), Ruling::Check))
+            {
+                return None;
+            }
             let extractor = limit.key.unwrap_or(&*entry.key);
             let client = key::extract(extractor, parts, None).ok()?;
             keys.push((limit, limit.scope.unwrap_or_else(matched), client));
@@ -88,6 +101,11 @@ impl Decider {
             for (limit, scope, client) in &keys {
                 write_limit(hasher, limit, scope);
                 line::write_text(hasher, client.first());
+                for part in client.rest() {
+                    line::write_text(hasher, part);
+                }
+                // Where one key's parts end and the next limit's begin.
+                hasher.write_u8(0xff);
             }
         }))
     }
@@ -129,6 +147,14 @@ impl Decider {
         let mut schedule = None;
         let deadline = started.checked_add(bound);
         loop {
+            // Answered at once when the line's denial says this waiter cannot pass in time.
+            if let Some(denial) = place.denial() {
+                let schedule =
+                    schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
+                if schedule.pause(&denial).is_none() {
+                    return refuse(denial);
+                }
+            }
             let turn = place.turn();
             match deadline {
                 Some(deadline) => {
