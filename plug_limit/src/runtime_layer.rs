@@ -100,7 +100,10 @@ impl RateLimitLayer<RuntimeLimit> {
         if !limits.decider().registry.contains(name) {
             return Err(BuildError::invalid(
                 "limiter",
-                format!("`{name}` is not registered with this PlugLimit"),
+                format!(
+                    "`{}` is not registered with this PlugLimit",
+                    plug_limit_options::excerpt(name)
+                ),
             ));
         }
         Ok(Self::resolve(limits, move |_| Some(limit.clone())))

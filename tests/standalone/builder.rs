@@ -275,3 +275,53 @@ async fn an_unknown_limiters_long_name_is_quoted_by_its_excerpt() {
         )
     );
 }
+
+/// `RateLimitLayer::runtime` refusing an unknown limiter quotes a long name by its excerpt, as
+/// every refusal does, where it echoed a megabyte.
+#[test]
+fn a_runtime_layers_unknown_long_name_is_quoted_by_its_excerpt() {
+    let limits = PlugLimit::memory();
+    let name = "u".repeat(1 << 20);
+    let unknown = plug_limit::RuntimeLimit::new(name, [1, 60]).unwrap();
+    let refused = plug_limit::RateLimitLayer::runtime(limits, unknown).unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "invalid `limiter`: `{}… (1048576 bytes)` is not registered with this PlugLimit",
+            "u".repeat(64)
+        )
+    );
+}
+
+/// A limiter's name is in every key it writes, as the prefix is: it has the prefix's bound,
+/// refused at build by its excerpt, in code and in a configuration file alike, where a
+/// megabyte name built and its first check wrote a megabyte key.
+#[test]
+fn a_limiter_name_has_the_prefixs_bound() {
+    let long = "n".repeat(65);
+    let refused = PlugLimit::builder(plug_limit::Store::memory())
+        .limiter(long.clone(), plug_limit::Limiter::fixed_window())
+        .build()
+        .unwrap_err();
+    let expected = format!(
+        "invalid `limiters.{}… (65 bytes)`: a limiter name must be at most 64 bytes, got 65 bytes",
+        "n".repeat(64)
+    );
+    assert_eq!(refused.to_string(), expected);
+    let config: plug_limit::Config = serde_json::from_value(serde_json::json!({
+        "limiters": { long: { "builtin": "fixed_window" } }
+    }))
+    .unwrap();
+    let refused = PlugLimit::builder(plug_limit::Store::memory())
+        .config(config)
+        .build()
+        .unwrap_err();
+    assert_eq!(refused.to_string(), expected);
+    let fits = "n".repeat(64);
+    assert!(
+        PlugLimit::builder(plug_limit::Store::memory())
+            .limiter(fits, plug_limit::Limiter::fixed_window())
+            .build()
+            .is_ok()
+    );
+}

@@ -218,6 +218,16 @@ impl Builder {
                 "a limiter name must be non-empty, without whitespace or `:`",
             ));
         }
+        // Every key of the limiter carries its name, as it carries the prefix: the same bound.
+        if name.len() > MAX_PREFIX {
+            return Err(BuildError::invalid(
+                field,
+                format!(
+                    "a limiter name must be at most {MAX_PREFIX} bytes, got {} bytes",
+                    name.len()
+                ),
+            ));
+        }
         if let Some((suffix, rule)) = &limiter.invalid {
             return Err(BuildError::invalid(
                 format!("{field}{suffix}"),
