@@ -107,6 +107,7 @@
 //! | `gcra` | [`Gcra<LIMIT, WINDOW, BURST>`](Gcra) | `[limit, window_s, burst]` |
 //! | `multi_window` | an `impl Limit` | `["limit/window_s", ...]` |
 //! | `calendar_quota` | [`DailyQuota<LIMIT, UTC_OFFSET_MINUTES>`](DailyQuota), [`WeeklyQuota`], [`MonthlyQuota`] | `[limit, "day"\|"week"\|"month", utc_offset_minutes]` |
+//! | `concurrency` | [`Concurrency<LIMIT, LEASE>`](Concurrency) | `[limit, lease_s]` |
 //!
 //! The built-ins also take an optional `cost` and `now_ms` after their options (see
 //! [`algorithms`], which compares them and shows what each admits of the same traffic).

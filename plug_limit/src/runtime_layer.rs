@@ -131,8 +131,9 @@ impl RateLimitLayer<RuntimeLimit> {
     /// query per request. It is bounded by the [`PlugLimit`]'s
     /// [timeout](crate::Builder::timeout), apart from the check's own: a resolver slower than
     /// that is dropped and the request follows the handle's
-    /// [`FailurePolicy`](crate::FailurePolicy) (`Open` passes it without headers, `Closed`
-    /// answers `503`), logged as [`Error::Timeout`](crate::Error::Timeout).
+    /// [`FailurePolicy`](crate::FailurePolicy) (`Open` and `Memory` pass it without headers:
+    /// with no limit chosen there is nothing for memory to decide; `Closed` and `LocalShare`
+    /// answer `503`), logged as [`Error::Timeout`](crate::Error::Timeout).
     ///
     /// # Example
     ///

@@ -17,6 +17,7 @@ mod custom_limiters;
 mod denied_stacks;
 mod deny_cache;
 mod differential;
+mod docs_catalogue;
 mod failures;
 mod fault_proxy;
 mod fixed_window;

@@ -76,8 +76,6 @@ pub(crate) struct Call<'a> {
     pub(crate) lease: Option<&'a str>,
 }
 
-/// One limit of stacked limits: its program (a built-in), its key, options and cost, and
-/// whether its denial denies the stack (`soft`: shadow mode, it does not).
 /// The keys of a call, as the backend reads them: every key's text (Redis), or only the first
 /// key's digest (the in-process stores, for which a request's keys need not be composed).
 pub(crate) trait KeyText: Sync + std::fmt::Debug {
@@ -132,6 +130,8 @@ impl KeyText for Vec<String> {
     }
 }
 
+/// One limit of stacked limits: its program (a built-in), its key, options and cost, and
+/// whether its denial denies the stack (`soft`: shadow mode, it does not).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StackPart<'a> {
     pub(crate) program: &'a Program,

@@ -83,7 +83,8 @@ pub(crate) struct Decider {
     pub(crate) registry: Registry,
     /// The label text the metrics share.
     pub(crate) telemetry: Telemetry,
-    /// The timeout of a check, which also bounds a limit's resolver (`resolve.rs`).
+    /// The timeout of a check, which also bounds a limit's asynchronous resolver
+    /// (`runtime_layer.rs`).
     pub(crate) timeout: Duration,
     /// The lines of requests waiting to be admitted, one per key (`line.rs`).
     pub(crate) lines: Lines,

@@ -20,9 +20,12 @@ const MAX_COST: u32 = plug_limit_options::MAX;
 ///
 /// A built-in limiter's options are checked when the value is made, by the rules its script
 /// applies, so a bad limit in a configuration file is refused at start-up rather than failing
-/// every request. A custom limiter's name is looked up per request, like a
-/// [`Limit`](crate::Limit)'s: a name no limiter is registered under fails by the failure
-/// policy. Cloning is cheap (one reference count), so a resolver can hand out clones of limits
+/// every request. A custom limiter's name is looked up where the limit is used:
+/// [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime) refuses a name no limiter is
+/// registered under when it is made; a limit a resolver hands out per request, or one checked
+/// by [`PlugLimit::check`](crate::PlugLimit::check), fails by the failure policy (or returns
+/// [`Error::UnknownLimiter`](crate::Error::UnknownLimiter)) as a [`Limit`](crate::Limit)'s
+/// would. Cloning is cheap (one reference count), so a resolver can hand out clones of limits
 /// made once.
 ///
 /// Use it with [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime) or
