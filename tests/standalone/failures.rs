@@ -221,8 +221,24 @@ async fn a_withheld_key_falls_back_to_the_peer_address_in_a_budget_of_its_own() 
 async fn the_default_key_needs_connect_info() {
     let redis = RedisServer::start();
     let app = app(PlugLimit::redis(redis.pool()));
-    let reply = send_get(&app, "/", "a").await;
-    assert_eq!(reply.status, 400);
+    let (logs, _guard) = Logs::capture();
+    for _ in 0..3 {
+        let reply = send_get(&app, "/", "a").await;
+        assert_eq!(reply.status, 400);
+    }
+    // Said once, loudly, with the fix: the 400s alone would leave it unexplained.
+    let text = logs.text();
+    let warned: Vec<&str> = text
+        .lines()
+        .filter(|line| line.contains("WARN") && line.contains("peer address"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{text}");
+    assert!(
+        warned[0].contains("into_make_service_with_connect_info")
+            && warned[0].contains("MockConnectInfo"),
+        "{}",
+        warned[0]
+    );
 }
 
 #[tokio::test]

@@ -388,6 +388,7 @@ impl Builder {
             timeout: self.timeout,
             lines: Lines::default(),
             wait_queue: self.wait_queue,
+            warned_no_peer: std::sync::atomic::AtomicBool::new(false),
         })
     }
 }

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -88,6 +89,8 @@ pub(crate) struct Decider {
     pub(crate) timeout: Duration,
     /// The lines of requests waiting to be admitted, one per key (`line.rs`).
     pub(crate) lines: Lines,
+    /// Whether a request without a peer address has been reported: once, at `WARN`.
+    pub(crate) warned_no_peer: AtomicBool,
     /// The most requests of one key that wait in its line.
     pub(crate) wait_queue: usize,
 }
@@ -173,6 +176,9 @@ impl Decider {
             Ok(key) => (key, Cow::Borrowed(route_scope)),
             Err(error) => {
                 tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
+                if matches!(error, key::KeyError::NoPeerAddress) {
+                    self.warn_no_peer();
+                }
                 let by_peer = match entry.on_key_failure {
                     KeyFailure::PeerIp => key::peer_ip().extract(parts).ok().map(Extracted::Owned),
                     KeyFailure::Reject | KeyFailure::Pass => None,
@@ -205,6 +211,19 @@ impl Decider {
             },
             watch,
         }))
+    }
+
+    /// Says once, at `WARN`, that requests come without a peer address: a server made without
+    /// `into_make_service_with_connect_info` turns every request keyed by it into a `400`,
+    /// which the `DEBUG` line alone would leave unexplained.
+    #[cold]
+    fn warn_no_peer(&self) {
+        if !self.warned_no_peer.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                target: "plug_limit",
+                "requests come without a peer address, so a key read from it refuses them with 400: serve with `into_make_service_with_connect_info::<SocketAddr>()` (in tests, add axum's `MockConnectInfo` layer), or key by something else"
+            );
+        }
     }
 
     /// The local deny cache's answer to `request`, if it holds a denial for it. Inline, so
