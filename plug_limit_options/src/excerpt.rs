@@ -1,8 +1,11 @@
-//! How much of a refused input an error echoes: enough to find it, never all of it.
+//! How much of a refused input an error echoes, and in what form: enough to find it, never all
+//! of it, and never a byte that could forge a log line.
 //!
 //! An error quotes what it refuses so its reader can find the entry at fault. Quoted whole,
 //! a megabyte header name in a configuration file made a megabyte error, copied into every log
-//! line and response that carries it.
+//! line and response that carries it. Quoted as it came, a CR/LF, a NUL or a right-to-left
+//! override in a time zone's or a header's name wrote a line of the attacker's choosing into
+//! the log that carries the error.
 
 use std::borrow::Cow;
 
@@ -11,8 +14,11 @@ const EXCERPT_CHARS: usize = 64;
 
 /// `text` as an error quotes it: whole when it is at most 64 characters, else its first 64
 /// characters, an ellipsis and its length in bytes, so that a long input still reads as itself
-/// and its size shows how it came to be refused. Every error of plug_limit and its options that
-/// quotes an input quotes it through this.
+/// and its size shows how it came to be refused. What it quotes is escaped as
+/// [`str::escape_debug`] escapes it: control characters (`\r`, `\n`, `\0`, ...), invisible
+/// format characters such as the right-to-left override (`\u{202e}`), backslashes and quotes;
+/// everything else reads as typed. Every error of plug_limit and its options that quotes an
+/// input quotes it through this.
 ///
 /// ```
 /// use plug_limit_options::excerpt;
@@ -20,13 +26,25 @@ const EXCERPT_CHARS: usize = 64;
 /// assert_eq!(excerpt("x-quota"), "x-quota");
 /// let long = "é".repeat(100);
 /// assert_eq!(excerpt(&long), format!("{}… (200 bytes)", "é".repeat(64)));
+/// assert_eq!(excerpt("Europe/Berlin\r\nforged: yes"), r"Europe/Berlin\r\nforged: yes");
 /// ```
 #[must_use]
 pub fn excerpt(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        None => Cow::Borrowed(text),
+    let (head, cut) = match text.char_indices().nth(EXCERPT_CHARS) {
         // `nth` gives the byte offset of a character: a boundary, so the slice cannot split one.
-        Some((end, _)) => Cow::Owned(format!("{}… ({} bytes)", &text[..end], text.len())),
+        Some((end, _)) => (&text[..end], true),
+        None => (text, false),
+    };
+    let escaped = head.escape_debug();
+    let quoted = if escaped.clone().eq(head.chars()) {
+        Cow::Borrowed(head)
+    } else {
+        Cow::Owned(escaped.to_string())
+    };
+    if cut {
+        Cow::Owned(format!("{quoted}… ({} bytes)", text.len()))
+    } else {
+        quoted
     }
 }
 
@@ -51,6 +69,26 @@ mod tests {
         assert_eq!(
             excerpt(&megabyte).len(),
             EXCERPT_CHARS + "… (1048576 bytes)".len()
+        );
+    }
+
+    #[test]
+    fn what_could_forge_a_line_is_escaped_and_the_rest_reads_as_typed() {
+        assert_eq!(excerpt("a\r\nb"), r"a\r\nb");
+        assert_eq!(excerpt("nul\0"), r"nul\0");
+        assert_eq!(excerpt("\u{202e}gpj.exe"), r"\u{202e}gpj.exe");
+        assert_eq!(excerpt("tab\there"), r"tab\there");
+        assert_eq!(
+            excerpt("back\\slash 'q' \"dq\""),
+            r#"back\\slash \'q\' \"dq\""#
+        );
+        assert!(matches!(excerpt("Europe/Berlin é 𝄞"), Cow::Borrowed(_)));
+        // The cut counts the input's characters, and its length is the input's, not the
+        // escaped text's.
+        let lines = "\n".repeat(100);
+        assert_eq!(
+            excerpt(&lines),
+            format!("{}… (100 bytes)", r"\n".repeat(EXCERPT_CHARS))
         );
     }
 }

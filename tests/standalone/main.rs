@@ -39,6 +39,7 @@ mod metrics;
 mod outages;
 mod own_connection;
 mod programmatic;
+mod quoted_inputs;
 mod races;
 mod redis_settings;
 mod refunds;
