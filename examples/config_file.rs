@@ -47,13 +47,20 @@ enum StartError {
     },
     #[error("{path}: [plug_limit]: {source}")]
     Settings { path: String, source: BuildError },
+    #[error("{path}: [routes.{route:?}]: {source}")]
+    Route {
+        path: String,
+        route: String,
+        source: BuildError,
+    },
 }
 
-/// Reads and checks the file: every limit is checked as it is read, the settings when built.
+/// Reads and checks the file: every limit is checked as it is read, the settings when built,
+/// and each route's limiter against the handle's when its layer is made.
 fn load(
     path: &Path,
     pool: Option<Pool>,
-) -> Result<(PlugLimit, BTreeMap<String, RuntimeLimit>), StartError> {
+) -> Result<(Router, BTreeMap<String, RuntimeLimit>), StartError> {
     let shown = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| StartError::Read {
         path: shown.clone(),
@@ -72,21 +79,32 @@ fn load(
             .config(file.plug_limit)
             .build()
             .map_err(|source| StartError::Settings {
-                path: shown,
+                path: shown.clone(),
                 source,
             })?;
-    Ok((limits, file.routes))
+    let app = app(&limits, file.routes.clone()).map_err(|(route, source)| StartError::Route {
+        path: shown,
+        route,
+        source,
+    })?;
+    Ok((app, file.routes))
 }
 
 /// One route per configured limit, each under its own limit; `/` is not limited. A limit
-/// naming a limiter the handle does not know is refused here, at start-up.
-fn app(limits: &PlugLimit, routes: BTreeMap<String, RuntimeLimit>) -> Result<Router, BuildError> {
+/// naming a limiter the handle does not know is refused here, at start-up, with its route.
+fn app(
+    limits: &PlugLimit,
+    routes: BTreeMap<String, RuntimeLimit>,
+) -> Result<Router, (String, BuildError)> {
     routes.into_iter().try_fold(
         Router::new().route("/", get(|| async { "no limit here\n" })),
         |router, (path, limit)| {
             let reply = format!("{path}: {} {:?}\n", limit.limiter(), limit.opts());
-            let route = get(move || async move { reply })
-                .route_layer(RateLimitLayer::runtime(limits.clone(), limit)?);
+            let layer = match RateLimitLayer::runtime(limits.clone(), limit) {
+                Ok(layer) => layer,
+                Err(error) => return Err((path, error)),
+            };
+            let route = get(move || async move { reply }).route_layer(layer);
             Ok(router.route(&path, route))
         },
     )
@@ -111,15 +129,13 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
         Ok(url) => Some(deadpool_redis::Config::from_url(url).create_pool(Some(Runtime::Tokio1))?),
         Err(_) => None,
     };
-    let (limits, routes) = load(Path::new(&path), pool)?;
-    let paths: Vec<String> = routes.keys().cloned().collect();
-    let app = app(&limits, routes)?;
+    let (app, routes) = load(Path::new(&path), pool)?;
 
     let port = std::env::var("PORT").map_or(Ok(3000), |port| port.parse::<u16>())?;
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await?;
     let addr = listener.local_addr()?;
     println!("listening on http://{addr}, limits from {path}");
-    for route in paths {
+    for route in routes.keys() {
         println!("try: curl -si http://{addr}{route}");
     }
     let service = app.into_make_service_with_connect_info::<SocketAddr>();
@@ -171,7 +187,23 @@ mod tests {
         );
         assert_eq!(
             refusal("settings", "[plug_limit]\ntimeout_ms = 0\n"),
-            "FILE: [plug_limit]: invalid `timeout`: must be greater than zero"
+            "FILE: [plug_limit]: invalid `timeout_ms`: must be greater than zero"
+        );
+        assert_eq!(
+            refusal(
+                "limiter",
+                "[routes.\"/search\"]\nlimiter = \"tokn_bucket\"\nopts = [20, 600, 5]\n"
+            ),
+            "FILE: [routes.\"/search\"]: invalid `limiter`: `tokn_bucket` is not registered \
+             with this PlugLimit; did you mean `token_bucket`?"
+        );
+        assert_eq!(
+            refusal(
+                "text",
+                "[routes.\"/a\"]\nlimiter = \"token_bucket\"\nopts = [20, \"600\", 5]\n"
+            ),
+            "FILE: TOML parse error at line 1, column 1\n  |\n1 | [routes.\"/a\"]\n  | ^^^^^^^^^^^^^\n\
+             invalid `opts`: token_bucket: window must be an integer, not a string, got '600'\n"
         );
         assert!(
             refusal("missing", "[routes.\"/a\"]\nopts = [1, 1]\n")

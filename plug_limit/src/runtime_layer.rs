@@ -89,7 +89,7 @@ impl RateLimitLayer<RuntimeLimit> {
     /// let refused = RateLimitLayer::runtime(limits, unknown).unwrap_err();
     /// assert_eq!(
     ///     refused.to_string(),
-    ///     "invalid `limiter`: `tokn_bucket` is not registered with this PlugLimit"
+    ///     "invalid `limiter`: `tokn_bucket` is not registered with this PlugLimit; did you mean `token_bucket`?"
     /// );
     /// # let _ = app;
     /// # Ok(())
@@ -97,13 +97,11 @@ impl RateLimitLayer<RuntimeLimit> {
     /// ```
     pub fn runtime(limits: PlugLimit, limit: RuntimeLimit) -> Result<Self, BuildError> {
         let name = limit.limiter();
-        if !limits.decider().registry.contains(name) {
+        let registry = &limits.decider().registry;
+        if !registry.contains(name) {
             return Err(BuildError::invalid(
                 "limiter",
-                format!(
-                    "`{}` is not registered with this PlugLimit",
-                    plug_limit_options::excerpt(name)
-                ),
+                registry.not_registered(name),
             ));
         }
         Ok(Self::resolve(limits, move |_| Some(limit.clone())))

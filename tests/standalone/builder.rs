@@ -325,3 +325,83 @@ fn a_limiter_name_has_the_prefixs_bound() {
             .is_ok()
     );
 }
+
+/// A setting whose unit a configuration file spells in its name is refused by that name
+/// (`timeout_ms`, `circuit_breaker.open_for_ms`), and by the code's name when code set it
+/// last, where a file's `timeout_ms = 0` was refused as `timeout`.
+#[test]
+fn a_setting_is_refused_by_the_name_that_set_it() {
+    let file = |json: serde_json::Value| -> Config { serde_json::from_value(json).unwrap() };
+    let zero_timeout = file(serde_json::json!({ "timeout_ms": 0 }));
+    assert_eq!(
+        error(builder().config(zero_timeout.clone()).build()),
+        "invalid `timeout_ms`: must be greater than zero"
+    );
+    assert_eq!(
+        error(
+            builder()
+                .config(zero_timeout)
+                .timeout(Duration::ZERO)
+                .build()
+        ),
+        "invalid `timeout`: must be greater than zero"
+    );
+    assert_eq!(
+        error(builder().timeout(Duration::ZERO).build()),
+        "invalid `timeout`: must be greater than zero"
+    );
+    let zero_open = file(serde_json::json!({
+        "circuit_breaker": { "failures": 5, "open_for_ms": 0 }
+    }));
+    assert_eq!(
+        error(builder().config(zero_open).build()),
+        "invalid `circuit_breaker.open_for_ms`: must be greater than zero and at most 1 hour"
+    );
+    let zero_open = CircuitBreaker::new(5, Duration::ZERO);
+    assert_eq!(
+        error(builder().circuit_breaker(zero_open).build()),
+        "invalid `circuit_breaker.open_for`: must be greater than zero and at most 1 hour"
+    );
+}
+
+/// A built-in's number quoted as text is refused where the limit is made, in code and in a
+/// file alike: the scripts would read `"600"` as 600, the typed limits and the attribute take
+/// only integers.
+#[test]
+fn a_built_ins_number_written_as_text_is_refused() {
+    use plug_limit::{Opt, RuntimeLimit};
+    let refused =
+        |limiter: &str, opts: Vec<Opt>| RuntimeLimit::new(limiter, opts).unwrap_err().to_string();
+    assert_eq!(
+        refused("token_bucket", vec![20.into(), "600".into(), 5.into()]),
+        "invalid `opts`: token_bucket: window must be an integer, not a string, got '600'"
+    );
+    assert_eq!(
+        refused("fixed_window", vec!["2".into(), 60.into()]),
+        "invalid `opts`: fixed_window: limit must be an integer, not a string, got '2'"
+    );
+    assert_eq!(
+        refused(
+            "calendar_quota",
+            vec![100.into(), "day".into(), "60".into()]
+        ),
+        "invalid `opts`: calendar_quota: utc_offset_minutes must be an integer, not a string, got '60'"
+    );
+    let from_file: Result<RuntimeLimit, _> =
+        serde_json::from_str(r#"{ "limiter": "gcra", "opts": [10, 60, "5"] }"#);
+    assert_eq!(
+        from_file.unwrap_err().to_string(),
+        "invalid `opts`: gcra: burst must be an integer, not a string, got '5'"
+    );
+    // Text where a built-in takes text, and any option of a custom limiter, stay as given.
+    for (limiter, opts) in [
+        (
+            "calendar_quota",
+            vec![Opt::from(100), "month".into(), "Europe/Berlin".into()],
+        ),
+        ("multi_window", vec!["5/1".into(), "100/60".into()]),
+        ("my_script", vec!["600".into()]),
+    ] {
+        assert!(RuntimeLimit::new(limiter, opts).is_ok(), "{limiter}");
+    }
+}

@@ -18,10 +18,42 @@ async fn an_unknown_limiter_is_refused_when_the_layer_is_built() {
     let error = RateLimitLayer::runtime(limits.clone(), limit).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "invalid `limiter`: `fixed_windw` is not registered with this PlugLimit"
+        "invalid `limiter`: `fixed_windw` is not registered with this PlugLimit; did you mean `fixed_window`?"
     );
     let known = RuntimeLimit::new("fixed_window", [2, 60]).unwrap();
     assert!(RateLimitLayer::runtime(limits, known).is_ok());
+}
+
+/// The refusal suggests the registered name nearest to an unknown one, custom limiters
+/// included, and none when no name is a few edits away.
+#[test]
+fn an_unknown_limiter_is_refused_with_the_nearest_name() {
+    let limits = plug_limit::PlugLimit::builder(plug_limit::Store::memory())
+        .limiter("login", plug_limit::Limiter::fixed_window())
+        .build()
+        .unwrap();
+    let refusal = |name: &str| {
+        let limit = RuntimeLimit::new(name, [2, 60]).unwrap();
+        RateLimitLayer::runtime(limits.clone(), limit)
+            .unwrap_err()
+            .to_string()
+    };
+    let unknown = "invalid `limiter`: `{}` is not registered with this PlugLimit";
+    let suggested = |name: &str, known: &str| {
+        format!("{}; did you mean `{known}`?", unknown.replace("{}", name))
+    };
+    assert_eq!(
+        refusal("tokn_bucket"),
+        suggested("tokn_bucket", "token_bucket")
+    );
+    assert_eq!(refusal("gcar"), suggested("gcar", "gcra"));
+    assert_eq!(refusal("logn"), suggested("logn", "login"));
+    assert_eq!(
+        refusal("Sliding_Log"),
+        suggested("Sliding_Log", "sliding_log")
+    );
+    assert_eq!(refusal("quota"), unknown.replace("{}", "quota"));
+    assert_eq!(refusal("bucket"), unknown.replace("{}", "bucket"));
 }
 
 #[tokio::test]

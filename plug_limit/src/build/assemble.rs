@@ -68,7 +68,10 @@ impl Builder {
             ));
         }
         if self.timeout.is_zero() {
-            return Err(BuildError::invalid("timeout", "must be greater than zero"));
+            return Err(BuildError::invalid(
+                self.spelled.timeout,
+                "must be greater than zero",
+            ));
         }
         if self.on_failure == FailurePolicy::LocalShare {
             return Err(BuildError::invalid(
@@ -84,7 +87,7 @@ impl Builder {
         }
         if self.breaker.open_for().is_zero() || self.breaker.open_for() > MAX_OPEN_FOR {
             return Err(BuildError::invalid(
-                "circuit_breaker.open_for",
+                self.spelled.open_for,
                 "must be greater than zero and at most 1 hour",
             ));
         }

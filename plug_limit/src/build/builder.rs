@@ -52,6 +52,9 @@ pub struct Builder {
     pub(super) enabled: Enabled,
     pub(super) prefix: String,
     pub(super) timeout: Duration,
+    /// How whoever set the timeout and the breaker spelled them, for their refusals:
+    /// `timeout` in code, `timeout_ms` in a configuration file.
+    pub(super) spelled: Spelled,
     pub(super) log_level: LogLevel,
     pub(super) on_failure: FailurePolicy,
     pub(super) on_key_failure: KeyFailure,
@@ -72,6 +75,24 @@ pub struct Builder {
     pub(super) check_handlers: bool,
 }
 
+/// The names of the settings whose spelling in a [`Config`] carries their unit.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Spelled {
+    pub(super) timeout: &'static str,
+    pub(super) open_for: &'static str,
+}
+
+impl Spelled {
+    const CODE: Self = Self {
+        timeout: "timeout",
+        open_for: "circuit_breaker.open_for",
+    };
+    const FILE: Self = Self {
+        timeout: "timeout_ms",
+        open_for: "circuit_breaker.open_for_ms",
+    };
+}
+
 impl Builder {
     pub(crate) fn new(store: Store) -> Self {
         Self {
@@ -80,6 +101,7 @@ impl Builder {
             enabled: Enabled::default(),
             prefix: DEFAULT_PREFIX.to_owned(),
             timeout: DEFAULT_TIMEOUT,
+            spelled: Spelled::CODE,
             log_level: LogLevel::default(),
             on_failure: FailurePolicy::default(),
             on_key_failure: KeyFailure::default(),
@@ -117,6 +139,7 @@ impl Builder {
     /// follows the failure policy.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self.spelled.timeout = Spelled::CODE.timeout;
         self
     }
 
@@ -193,6 +216,7 @@ impl Builder {
     /// same settings, and on Redis Cluster each master gets its own.
     pub fn circuit_breaker(mut self, breaker: CircuitBreaker) -> Self {
         self.breaker = breaker;
+        self.spelled.open_for = Spelled::CODE.open_for;
         self
     }
 
@@ -312,6 +336,7 @@ impl Builder {
         }
         if let Some(ms) = config.timeout_ms {
             self.timeout = Duration::from_millis(ms);
+            self.spelled.timeout = Spelled::FILE.timeout;
         }
         if let Some(level) = config.log_level {
             self.log_level = level;
@@ -330,6 +355,7 @@ impl Builder {
         }
         if let Some(breaker) = config.circuit_breaker {
             self.breaker = breaker;
+            self.spelled.open_for = Spelled::FILE.open_for;
         }
         if let Some(max_keys) = config.memory_capacity {
             self.memory_capacity = max_keys;

@@ -147,6 +147,18 @@ impl Registry {
         self.by_name.contains_key(name)
     }
 
+    /// Why `name` is refused as a limiter of this handle: not registered, and the registered
+    /// name nearest to it when one is near enough to be a typo of it.
+    pub(crate) fn not_registered(&self, name: &str) -> String {
+        let quoted = plug_limit_options::excerpt(name);
+        match nearest(name, self.by_name.keys().map(|known| &**known)) {
+            Some(known) => {
+                format!("`{quoted}` is not registered with this PlugLimit; did you mean `{known}`?")
+            }
+            None => format!("`{quoted}` is not registered with this PlugLimit"),
+        }
+    }
+
     /// The limiter registered as `name`.
     pub(crate) fn get(&self, name: &str) -> Result<&Entry, Error> {
         self.by_name
@@ -179,4 +191,18 @@ impl Registry {
         names.sort_unstable();
         names
     }
+}
+
+/// The name of `known` nearest to `name` by edits (a letter added, dropped, changed or two
+/// swapped), when it is a few edits away: one for every three letters of the name, at least
+/// one. A name longer than any limiter's (64 bytes, and a few edits) is near none.
+fn nearest<'a>(name: &str, known: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    if name.len() > 72 {
+        return None;
+    }
+    known
+        .map(|candidate| (strsim::damerau_levenshtein(name, candidate), candidate))
+        .filter(|&(edits, candidate)| edits <= (candidate.chars().count() / 3).max(1))
+        .min()
+        .map(|(_, candidate)| candidate)
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde::Deserialize;
 
-use plug_limit_options::{Arg, Builtin};
+use plug_limit_options::{Arg, Builtin, Kind};
 
 use super::{Limit, LimitRef, Opt, ReadAhead, write_key_text};
 use crate::error::BuildError;
@@ -125,7 +125,9 @@ impl RuntimeLimit {
     /// # Errors
     ///
     /// For a built-in limiter, options its script would refuse (field `opts`, with the
-    /// script's rule).
+    /// script's rule), and a number written as text (`[20, "600", 5]`): the scripts would
+    /// read it, but a quoted number is most often a mistake, and the typed limits and the
+    /// attribute take only integers there.
     pub fn new<I>(limiter: impl Into<String>, opts: I) -> Result<Self, BuildError>
     where
         I: IntoIterator,
@@ -290,7 +292,33 @@ fn check_opts(limiter: &str, opts: &[Opt]) -> Result<(), BuildError> {
     let args: Vec<Arg<'_>> = opts.iter().map(Opt::arg).collect();
     plug_limit_options::check(builtin, &args)
         .map_err(|refusal| BuildError::invalid("opts", refusal.to_string()))?;
+    check_numbers(builtin, &args)?;
     check_zone(builtin, &args)
+}
+
+/// Refuses a number written as text (`[20, "600", 5]`): the scripts read `"600"` as 600, as
+/// Redis hands them every option as text, but a file or a caller that quotes a number has
+/// most likely quoted something else by mistake, and the typed limits and the attribute
+/// take only integers there.
+fn check_numbers(builtin: Builtin, args: &[Arg<'_>]) -> Result<(), BuildError> {
+    let quoted_number = builtin.params().iter().zip(args).find(|(param, arg)| {
+        let Arg::Str(text) = **arg else {
+            return false;
+        };
+        match param.kind {
+            Kind::Count | Kind::Burst | Kind::LeakyWindow => true,
+            Kind::UtcOffset => !plug_limit_options::is_zone_form(text),
+            Kind::Period | Kind::Rate => false,
+        }
+    });
+    match quoted_number {
+        Some((param, &arg)) => {
+            let rule = "must be an integer, not a string";
+            let refusal = plug_limit_options::Refusal::new(builtin.name(), param.name, rule, arg);
+            Err(BuildError::invalid("opts", refusal.to_string()))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Refuses a calendar quota's time zone name the tz database does not know (its form is
