@@ -1,6 +1,6 @@
 //! What each built-in limiter admits from the same bursty traffic: a chart to choose one by.
 //!
-//! Run with: `cargo run --example algorithm_chart`
+//! Run with: `cargo run --example algorithm_chart --features chart`
 //!
 //! All allow 30 requests per 60 s and see the same 180 s: a burst of 60 in the first 2 s, one a
 //! second until 70 s, a burst of 60 from 118 s to 122 s (across `fixed_window`'s window boundary
@@ -78,7 +78,7 @@ fn every_minute(x: f64) -> String {
 }
 
 fn draw(offered: &[u64], lines: &[(&str, RGBColor, Vec<u64>)]) -> Result<(), Box<dyn Error>> {
-    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("plug_limit/docs/algorithms.svg");
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plug_limit/docs/algorithms.svg");
     std::fs::create_dir_all(out.parent().ok_or("no parent directory")?)?;
     let root = SVGBackend::new(&out, (900, 500)).into_drawing_area();
     root.fill(&WHITE)?;

@@ -149,7 +149,7 @@ mod tests {
 
     #[test]
     fn the_shipped_file_loads() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config_file.toml");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config_file.toml");
         let (_, routes) = load(&path, None).unwrap();
         let described: Vec<String> = routes
             .iter()

@@ -1,7 +1,7 @@
 //! gRPC with the same budgets: an axum app and a tonic service (tonic-health's `Health`) under
 //! one limit, 5 requests a minute per client IP, spent by HTTP requests and gRPC calls alike.
 //!
-//! Run with: `cargo run --example grpc` (limits in memory; `REDIS_URL` is not read). It serves
+//! Run with: `cargo run --example grpc --features grpc` (limits in memory; `REDIS_URL` is not read). It serves
 //! HTTP on port 3000 and gRPC on 50051, then calls both itself and prints what each got: the
 //! sixth answer, whichever protocol asks, is refused (`429` over HTTP, `RESOURCE_EXHAUSTED`
 //! over gRPC). The `tonic` feature of plug_limit lets the default key find the peer address of

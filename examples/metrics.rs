@@ -1,6 +1,6 @@
 //! A rate-limited Axum app whose limits are counted for Prometheus, on `/metrics`.
 //!
-//! Run with: `cargo run --example metrics` (plug_limit's `metrics` feature), then
+//! Run with: `cargo run --example metrics --features metrics` (plug_limit's `metrics` feature), then
 //! `for i in $(seq 4); do curl -s localhost:3000/hello; done; curl -s localhost:3000/metrics`.
 //!
 //! The limits are kept in memory; with Redis (`PlugLimit::redis`) the same metrics also count
