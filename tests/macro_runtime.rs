@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::{Json, Router};
 use plug_limit::{Limiter, PlugLimit, key, rate_limit};
-use plug_limit_tests::{Logs, RedisServer, dead_url, pool, unique_prefix};
+use plug_limit_tests::{Logs, RedisServer, dead_url, pool, stored_key, unique_prefix};
 use serde::{Deserialize, Serialize};
 use tower::ServiceExt;
 
@@ -133,8 +133,12 @@ const UNREGISTERED: &str = "invalid `limiters.audit`: handler `macro_runtime::au
                             limiter `audit`, which is not registered";
 
 fn limits(server: &RedisServer, test: &str) -> PlugLimit {
+    limits_under(server, &unique_prefix(test))
+}
+
+fn limits_under(server: &RedisServer, prefix: &str) -> PlugLimit {
     PlugLimit::builder(server.pool())
-        .prefix(unique_prefix(test))
+        .prefix(prefix)
         .key(key::header("x-client"))
         .limiter(
             "echo",
@@ -150,6 +154,7 @@ fn app(limits: PlugLimit) -> Router {
     Router::new()
         .route("/hello", get(hello))
         .route("/first", get(first))
+        .route("/first/{again}", get(first))
         .route("/second", get(second))
         .route("/shared/a", get(shared_a))
         .route("/shared/b", get(shared_b))
@@ -262,6 +267,37 @@ async fn each_handler_has_its_own_budget() {
         get_as(&app, "/second", "dave").await.status(),
         StatusCode::OK
     );
+}
+
+/// Without a `scope`, a handler's budget is its matched route's, as `RateLimited<L>`'s and
+/// the layer's are: one handler on two routes counts each apart, and the key names the
+/// route's pattern, not the handler's module path (which a move or a rename would change).
+#[tokio::test]
+async fn a_handlers_budget_is_its_matched_routes() {
+    let server = RedisServer::start();
+    let prefix = unique_prefix("matched_route");
+    let app = app(limits_under(&server, &prefix));
+    for uri in ["/first", "/first/1"] {
+        assert_eq!(
+            get_as(&app, uri, "fran").await.status(),
+            StatusCode::OK,
+            "{uri}"
+        );
+    }
+    for uri in ["/first", "/first/2"] {
+        let denied = get_as(&app, uri, "fran").await.status();
+        assert_eq!(denied, StatusCode::TOO_MANY_REQUESTS, "{uri}");
+    }
+    let mut conn = server.connection().await;
+    for scope in ["/first", "/first/{again}"] {
+        let key = stored_key(&prefix, "fixed_window", "1,60", scope, "fran");
+        let exists: i64 = plug_limit::redis::cmd("EXISTS")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(exists, 1, "{key}");
+    }
 }
 
 #[tokio::test]

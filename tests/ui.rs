@@ -3,7 +3,7 @@
 //!
 //! The `.stderr` files hold only the macro's own messages, whose text and spans we control,
 //! so they stay valid across compiler versions. Refresh them with
-//! `TRYBUILD=overwrite cargo test --test ui` and read the diff.
+//! `TRYBUILD=overwrite cargo test -p plug_limit_tests --test ui` and read the diff.
 
 #[test]
 fn ui() {

@@ -99,17 +99,18 @@
 //!
 //! | limiter | limit type | opts (`ARGV`) |
 //! |---|---|---|
-//! | `fixed_window` | [`FixedWindow<LIMIT, WINDOW>`](FixedWindow) | `[limit, window_s]` |
-//! | `token_bucket` | [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket) | `[limit, window_s, burst]` |
-//! | `sliding_window` | [`SlidingWindow<LIMIT, WINDOW>`](SlidingWindow) | `[limit, window_s]` |
-//! | `sliding_log` | [`SlidingLog<LIMIT, WINDOW>`](SlidingLog) | `[limit, window_s]` |
-//! | `leaky_bucket` | [`LeakyBucket<LIMIT, WINDOW>`](LeakyBucket) | `[limit, window_s]` |
-//! | `gcra` | [`Gcra<LIMIT, WINDOW, BURST>`](Gcra) | `[limit, window_s, burst]` |
-//! | `multi_window` | an `impl Limit` | `["limit/window_s", ...]` |
-//! | `calendar_quota` | [`DailyQuota<LIMIT, UTC_OFFSET_MINUTES>`](DailyQuota), [`WeeklyQuota`], [`MonthlyQuota`] | `[limit, "day"\|"week"\|"month", utc_offset_minutes]` |
-//! | `concurrency` | [`Concurrency<LIMIT, LEASE>`](Concurrency) | `[limit, lease_s]` |
+//! | `fixed_window` | [`FixedWindow<LIMIT, WINDOW>`](FixedWindow) | `[limit, window]` |
+//! | `token_bucket` | [`TokenBucket<LIMIT, WINDOW, BURST>`](TokenBucket) | `[limit, window, burst]` |
+//! | `sliding_window` | [`SlidingWindow<LIMIT, WINDOW>`](SlidingWindow) | `[limit, window]` |
+//! | `sliding_log` | [`SlidingLog<LIMIT, WINDOW>`](SlidingLog) | `[limit, window]` |
+//! | `leaky_bucket` | [`LeakyBucket<LIMIT, WINDOW>`](LeakyBucket) | `[limit, window]` |
+//! | `gcra` | [`Gcra<LIMIT, WINDOW, BURST>`](Gcra) | `[limit, window, burst]` |
+//! | `multi_window` | an `impl Limit` | `["<limit>/<window>", ...]` |
+//! | `calendar_quota` | [`DailyQuota<LIMIT, UTC_OFFSET_MINUTES>`](DailyQuota), [`WeeklyQuota`], [`MonthlyQuota`] | `[limit, period, utc_offset_minutes]` |
+//! | `concurrency` | [`Concurrency<LIMIT, LEASE>`](Concurrency) | `[limit, lease]` |
 //!
-//! The built-ins also take an optional `cost` and `now_ms` after their options (see
+//! `window` and `lease` are in seconds; `period` is `"day"`, `"week"` or `"month"`. The
+//! built-ins also take an optional `cost` and `now_ms` after their options (see
 //! [`algorithms`], which compares them and shows what each admits of the same traffic).
 //!
 //! # Feature flags

@@ -45,7 +45,7 @@ pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
             i => format_ident!("__rate_limit_{}_{}", i, name, span = Span::call_site()),
         };
         // As visible as the handler, whose signature names it.
-        let limit = limit(config, &item.vis, &marker, &handler_path);
+        let limit = limit(config, &item.vis, &marker);
         let registration = registration(&config.limiter, &handler_path, configs.len() > 1);
         items.extend(quote! {
             #(#cfgs)*
@@ -131,22 +131,21 @@ pub(crate) fn wrap(item: ItemFn, limited_ty: &TokenStream, items: &TokenStream) 
 }
 
 /// The hidden marker type and its `Limit` implementation.
-fn limit(
-    config: &Config,
-    vis: &Visibility,
-    marker: &Ident,
-    handler_path: &TokenStream,
-) -> TokenStream {
+fn limit(config: &Config, vis: &Visibility, marker: &Ident) -> TokenStream {
     let limiter = config.limiter.name();
     let opts = config.limiter.opts();
     let cost = config.cost.map(|cost| {
         let cost = Literal::u32_unsuffixed(cost);
         quote!(const COST: u32 = #cost;)
     });
-    let scope = match &config.scope {
-        Some(scope) => quote!(#scope),
-        None => handler_path.clone(),
-    };
+    // Without a scope of its own, the matched route's, as `RateLimited<L>` and the layer
+    // count: a handler's path would start a fresh budget whenever it moved module.
+    let scope = config.scope.as_ref().map(|scope| {
+        quote! {
+            const SCOPE: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#scope);
+        }
+    });
     let key = config.key.as_ref().map(|expr| {
         // Spanned on the expression: one that is not a `KeyExtractor` is reported there.
         quote_spanned! {expr.span()=>
@@ -176,8 +175,7 @@ fn limit(
             const LIMITER: &'static str = #limiter;
             const OPTS: &'static [::plug_limit::Opt] = &[#(#opts),*];
             #cost
-            const SCOPE: ::core::option::Option<&'static str> =
-                ::core::option::Option::Some(#scope);
+            #scope
             #key
             #count_if
             #settle

@@ -64,7 +64,7 @@ use quote::quote;
 /// | `opts = [..]` | required | the limiter's options, in the order of its script's `ARGV` |
 /// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only |
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
-/// | `scope = "<name>"` | the handler's path, `module::handler` | the budget the requests count against |
+/// | `scope = "<name>"` | the matched route, as for `RateLimited<L>` | the budget the requests count against |
 /// | `settle` | off | the `cost` is an estimate, reserved at admission; once the response ends, the request is charged what the handler reported through `Usage` instead; built-in limiters but `concurrency` only |
 /// | `count_if = <path>` | every response counts | a `fn(StatusCode) -> bool`: a response for which it is `false` gets its request's cost back once it is sent (count failed logins only, or no 5xx); built-in limiters but `concurrency` only |
 ///
@@ -201,9 +201,9 @@ use quote::quote;
 ///
 /// ## `scope`
 ///
-/// Each annotated handler has a budget of its own, named after its path
-/// (`concat!(module_path!(), "::", "handler")`), whatever route it is mounted on. Handlers
-/// share one only when they name the same scope:
+/// Each route has a budget of its own, named after its matched route (`/users/{id}`, not the
+/// path asked for), as with `RateLimited<L>` and `RateLimitLayer`: a handler mounted on two
+/// routes counts each apart. Routes share one only when their handlers name the same scope:
 ///
 /// ```
 /// use plug_limit::rate_limit;
@@ -220,8 +220,8 @@ use quote::quote;
 /// }
 /// ```
 ///
-/// The scope is part of every key of the limit, so renaming or moving a handler without a
-/// `scope` starts its budget afresh. To let some requests through uncounted (health checks,
+/// The scope is part of every key of the limit, so changing a route's pattern without a
+/// `scope` starts its budget afresh; moving or renaming its handler does not. To let some requests through uncounted (health checks,
 /// monitoring), give the handle or the limiter `Rules` with a `skip` predicate.
 ///
 /// # Handlers

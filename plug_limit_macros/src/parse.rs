@@ -123,8 +123,8 @@ impl Args {
             _ => Err(syn::Error::new_spanned(
                 meta.path(),
                 format!(
-                    "unknown argument `{name}`; expected `limiter`, `opts`, `cost`, `key`, \
-                     `scope`, `count_if` or `settle`"
+                    "unknown argument `{name}`; expected {}",
+                    plug_limit_options::attribute_arguments()
                 ),
             )),
         }
@@ -238,6 +238,42 @@ mod tests {
         assert!(matches!(parsed.scope, Arg::Given(s) if s.value() == "search"));
     }
 
+    /// The catalogue's list of arguments is the parser's: each it names is known here (an
+    /// argument parsed but not listed would be missing from the docs the list holds).
+    #[test]
+    fn every_listed_argument_is_parsed_and_no_other() {
+        let given = quote!(
+            limiter = "token_bucket",
+            opts = [20, 600, 5],
+            cost = 3,
+            key = plug_limit::key::global(),
+            scope = "search",
+            settle,
+            count_if = failed,
+        );
+        let (parsed, errors) = args(given.clone());
+        assert!(errors.finish(()).is_ok());
+        let set = [
+            matches!(parsed.limiter, Arg::Given(_)),
+            matches!(parsed.opts, Arg::Given(_)),
+            matches!(parsed.cost, Arg::Given(_)),
+            matches!(parsed.key, Arg::Given(_)),
+            matches!(parsed.scope, Arg::Given(_)),
+            matches!(parsed.settle, Arg::Given(_)),
+            matches!(parsed.count_if, Arg::Given(_)),
+        ];
+        assert_eq!(set, [true; 7]);
+        let written: Vec<String> = given
+            .to_string()
+            .split(',')
+            .filter_map(|arg| arg.split_whitespace().next().map(str::to_owned))
+            .filter(|name| {
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+            .collect();
+        assert_eq!(written, plug_limit_options::ATTRIBUTE_ARGUMENTS);
+    }
+
     #[test]
     fn no_arguments_is_not_a_syntax_error() {
         assert_eq!(error(quote!()), "no error");
@@ -247,7 +283,7 @@ mod tests {
     fn unknown_argument() {
         assert_eq!(
             error(quote!(limit = 5, opts = [1, 2])),
-            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `count_if` or `settle`"
+            "unknown argument `limit`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `settle` or `count_if`"
         );
     }
 
@@ -312,7 +348,7 @@ mod tests {
         assert_eq!(
             error(quote!(limiter = 1, foo = 2, opts = [1], opts = [2])),
             "expected a string literal, as in `limiter = \"token_bucket\"`\n\
-             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `count_if` or `settle`\n\
+             unknown argument `foo`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `settle` or `count_if`\n\
              `opts` specified more than once"
         );
     }

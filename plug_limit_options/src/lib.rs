@@ -18,15 +18,20 @@
 //! it can do. A new built-in is an entry there, and a [`Kind`] if one of its options is of a
 //! new kind.
 //!
+//! [`ATTRIBUTE_ARGUMENTS`] are the arguments `#[rate_limit]` takes, for the macro that parses
+//! them and the tests that hold its docs to them.
+//!
 //! [`excerpt`] is how much of a refused input an error quotes, here and in plug_limit: its
 //! first 64 characters, then its length.
 
 mod arg;
+mod attribute;
 mod catalogue;
 mod excerpt;
 mod rules;
 
 pub use self::arg::{Arg, Refusal};
+pub use self::attribute::{ATTRIBUTE_ARGUMENTS, attribute_arguments};
 pub use self::catalogue::{Builtin, Kind, Param, assert_calendar, check};
 pub use self::excerpt::excerpt;
 pub use self::rules::{

@@ -1,24 +1,37 @@
-//! The docs' lists of the built-in limiters are held to the catalogue
-//! (`plug_limit_options::Builtin::ALL`): each table names every built-in once, and nothing
-//! else, so a built-in added to the catalogue fails here until every list names it.
+//! The docs' lists are held to the catalogue: the built-in limiters and their options
+//! (`plug_limit_options::Builtin`), and the attribute's arguments
+//! (`plug_limit_options::ATTRIBUTE_ARGUMENTS`). Each list names every entry once, in the
+//! catalogue's order, and nothing else, so an entry added to the catalogue fails here until
+//! every list names it.
 
 use std::path::Path;
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{ATTRIBUTE_ARGUMENTS, Builtin};
 
-/// The limiter names of the table in `text` whose header row starts `| limiter |`: the
-/// first cell of each row, between backticks.
-fn table_names(text: &str) -> Vec<String> {
-    text.lines()
-        .map(|line| line.trim_start_matches("//!").trim())
-        .skip_while(|line| !line.starts_with("| limiter |"))
+/// The rows of the table in `text` whose header row starts with `header`, each as its cells.
+fn table(text: &str, header: &str) -> Vec<Vec<String>> {
+    let rows: Vec<Vec<String>> = text
+        .lines()
+        .map(|line| {
+            line.trim_start_matches("//!")
+                .trim_start_matches("///")
+                .trim()
+        })
+        .skip_while(|line| !line.starts_with(header))
         .skip(2)
         .take_while(|line| line.starts_with('|'))
-        .filter_map(|line| {
-            let cell = line.split('|').nth(1)?.trim();
-            Some(cell.strip_prefix('`')?.strip_suffix('`')?.to_owned())
+        .map(|line| {
+            let cells = line.trim_matches('|').split(" | ");
+            cells.map(|cell| cell.trim().to_owned()).collect()
         })
-        .collect()
+        .collect();
+    assert!(!rows.is_empty(), "no table headed `{header}`");
+    rows
+}
+
+/// The text of a cell between its first pair of backticks.
+fn code(cell: &str) -> &str {
+    cell.split('`').nth(1).unwrap_or_default()
 }
 
 fn read(path: &str) -> String {
@@ -26,10 +39,67 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(root.join(path)).unwrap_or_else(|error| panic!("{path}: {error}"))
 }
 
+fn built_ins() -> Vec<&'static str> {
+    Builtin::ALL.iter().map(|builtin| builtin.name()).collect()
+}
+
+/// The tables of built-ins: their names, and their options in the words errors use
+/// (`Builtin::shown`), in the column `opts` is in.
 #[test]
-fn every_table_of_built_ins_names_the_catalogue() {
-    let catalogue: Vec<String> = Builtin::ALL.iter().map(|b| b.name().to_owned()).collect();
-    for path in ["plug_limit/src/lib.rs", "plug_limit/docs/guide/limiters.md"] {
-        assert_eq!(table_names(&read(path)), catalogue, "{path}");
+fn every_table_of_built_ins_names_the_catalogue_and_its_options() {
+    for (path, opts_column) in [
+        ("plug_limit/src/lib.rs", 2),
+        ("plug_limit/docs/guide/limiters.md", 2),
+        ("plug_limit/docs/guide/limiting.md", 1),
+    ] {
+        let rows = table(&read(path), "| limiter |");
+        let names: Vec<&str> = rows.iter().map(|row| code(&row[0])).collect();
+        assert_eq!(names, built_ins(), "{path}");
+        for (row, builtin) in rows.iter().zip(Builtin::ALL) {
+            assert_eq!(
+                code(&row[opts_column]),
+                builtin.shown(),
+                "{path}: {}",
+                builtin.name()
+            );
+        }
+    }
+}
+
+/// The attribute's docs (its rustdoc and the guide's chapter) list every argument, in the
+/// catalogue's order; the `limiter` argument's row names every built-in; the rustdoc's list
+/// of built-ins gives each its options.
+#[test]
+fn the_attributes_docs_list_its_arguments_and_the_built_ins() {
+    for path in [
+        "plug_limit_macros/src/lib.rs",
+        "plug_limit/docs/guide/limiting.md",
+    ] {
+        let text = read(path);
+        let rows = table(&text, "| argument |");
+        let arguments: Vec<&str> = rows
+            .iter()
+            .map(|row| code(&row[0]).split(" =").next().unwrap_or_default())
+            .collect();
+        assert_eq!(arguments, ATTRIBUTE_ARGUMENTS, "{path}");
+        let limiter_row = &rows[0][2];
+        let listed: Vec<&str> = limiter_row
+            .split_once('(')
+            .and_then(|(_, rest)| rest.split_once(';'))
+            .map(|(list, _)| {
+                list.split(", ")
+                    .map(|name| name.trim_matches('`'))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(listed, built_ins(), "{path}: the `limiter` row");
+    }
+    let macros = read("plug_limit_macros/src/lib.rs");
+    for builtin in Builtin::ALL {
+        let item = format!("/// - `{}`: `{}`,", builtin.name(), builtin.shown());
+        assert!(
+            macros.contains(&item),
+            "plug_limit_macros/src/lib.rs lacks {item}"
+        );
     }
 }

@@ -548,7 +548,7 @@ fn every_independent_mistake_is_reported() {
     assert_eq!(
         errors.err().as_deref(),
         Some(
-            "unknown argument `bogus`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `count_if` or `settle`\n\
+            "unknown argument `bogus`; expected `limiter`, `opts`, `cost`, `key`, `scope`, `settle` or `count_if`\n\
              expected a positive integer for `limit`\n\
              `cost` must be at least 1; a zero-cost request would never be limited\n\
              expected a non-empty `scope`\n\
