@@ -133,3 +133,76 @@ async fn a_peer_that_is_not_a_trusted_proxy_is_keyed_by_its_own_address() {
         [(200, "4".to_owned())]
     );
 }
+
+/// A configuration file's `client_ip`: the list of trusted proxies read at start-up (no
+/// `Vec::leak`) keys every limiter by the address a trusted proxy reports, and the rules'
+/// lists match that address; a peer outside the list is keyed by its own address.
+#[tokio::test]
+async fn a_configuration_files_client_ip_keys_by_the_trusted_proxys_address() {
+    let config: plug_limit::Config = serde_json::from_value(serde_json::json!({
+        "client_ip": {
+            "source": "rightmost_x_forwarded_for",
+            "trusted_proxies": ["10.0.0.0/8", "::1"]
+        },
+        "deny_cidrs": ["203.0.113.66"]
+    }))
+    .unwrap();
+    let limits = PlugLimit::builder(plug_limit::Store::memory())
+        .config(config)
+        .build()
+        .unwrap();
+    let app = Router::new()
+        .route("/peer", get(per_peer))
+        .with_state(limits);
+    let proxy = SocketAddr::from(([10, 1, 2, 3], 443));
+    let stranger = SocketAddr::from(([192, 0, 2, 9], 443));
+    let from = |peer, client: &[u8]| request("/peer", peer, Some(client));
+    let answers = decisions(
+        &app,
+        vec![
+            from(proxy, b"6.6.6.6, 203.0.113.7"),
+            from(proxy, b"203.0.113.7"),
+            from(stranger, b"203.0.113.7"),
+            from(proxy, b"203.0.113.66"),
+            from(stranger, b"203.0.113.66"),
+        ],
+    )
+    .await;
+    let answer = |status: u16, remaining: &str| (status, remaining.to_owned());
+    assert_eq!(
+        answers,
+        [
+            answer(200, "4"),
+            answer(200, "3"),
+            answer(200, "4"),
+            answer(403, "-"),
+            answer(200, "3"),
+        ]
+    );
+}
+
+/// `ClientIp::new` takes a list read at run time and keys as the constant form does; a
+/// configuration file's entry that is not a block is refused, naming it.
+#[test]
+fn an_owned_list_keys_as_the_constant_one() {
+    let owned = key::ClientIp::new(
+        ClientIpSource::RightmostXForwardedFor,
+        vec!["10.0.0.0/8".parse::<IpNet>().unwrap()],
+    );
+    let constant = key::client_ip(ClientIpSource::RightmostXForwardedFor, PROXIES);
+    for peer in [[10, 0, 0, 1], [192, 0, 2, 1]] {
+        let request = request("/", SocketAddr::from((peer, 1)), Some(b"203.0.113.7"));
+        let parts = request.into_parts().0;
+        let keyed =
+            |key: &dyn KeyExtractor| key.extract(&parts).unwrap().iter().collect::<String>();
+        assert_eq!(keyed(&owned), keyed(&constant), "{peer:?}");
+    }
+    let refused = serde_json::from_value::<plug_limit::Config>(serde_json::json!({
+        "client_ip": { "source": "x_real_ip", "trusted_proxies": ["10.0.0.0/33"] }
+    }))
+    .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "trusted_proxies[0]: `10.0.0.0/33` is not a CIDR block or an IP address"
+    );
+}

@@ -103,3 +103,32 @@ fn the_attributes_docs_list_its_arguments_and_the_built_ins() {
         );
     }
 }
+
+/// The configuration guide names every field of `Config`, as a file spells it: a field added
+/// to `Config` fails here until the guide names it.
+#[test]
+fn the_configuration_guide_names_every_field_of_config() {
+    let source = read("plug_limit/src/build/file.rs");
+    let body = source
+        .split_once("pub struct Config {")
+        .and_then(|(_, rest)| rest.split_once("\n}"))
+        .map(|(body, _)| body)
+        .expect("Config in build/file.rs");
+    let fields: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("pub ")?.split_once(':'))
+        .map(|(name, _)| name)
+        .collect();
+    assert!(fields.len() >= 16, "{fields:?}");
+    let guide = read("plug_limit/docs/guide/configuration.md");
+    let paragraph = guide
+        .split("\n\n")
+        .find(|paragraph| paragraph.starts_with("The serializable part"))
+        .expect("the guide's paragraph on Config");
+    for field in fields {
+        assert!(
+            paragraph.contains(&format!("`{field}`")),
+            "the configuration guide does not name `{field}`"
+        );
+    }
+}

@@ -241,6 +241,26 @@ async fn the_default_key_needs_connect_info() {
     );
 }
 
+/// The fix the warning names for tests works: axum's `MockConnectInfo` layer gives the
+/// default key its peer, as axum's own `ConnectInfo` extractor reads it, where the key
+/// read `ConnectInfo` alone and every such request got 400.
+#[tokio::test]
+async fn mock_connect_info_gives_the_default_key_its_peer() {
+    use axum::extract::connect_info::MockConnectInfo;
+    let peer = std::net::SocketAddr::from(([203, 0, 113, 7], 4000));
+    let app = app(PlugLimit::memory()).layer(MockConnectInfo(peer));
+    let statuses = [
+        send_get(&app, "/", "a").await.status,
+        send_get(&app, "/", "b").await.status,
+    ];
+    // One budget for the one peer, whatever the `x-client` header says.
+    let third = send_get(&app, "/", "c").await;
+    assert_eq!(statuses, [200, 200]);
+    assert_eq!(third.status, 200);
+    assert_eq!(third.header("x-ratelimit-remaining"), Some("0"));
+    assert_eq!(send_get(&app, "/", "d").await.status, 429);
+}
+
 #[tokio::test]
 async fn scripts_survive_script_flush() {
     let redis = RedisServer::start();

@@ -37,7 +37,8 @@ const DEFAULT_WAIT_QUEUE: usize = 1_024;
 ///     .enabled(Enabled::env("PLUG_LIMIT_ENABLED", true))
 ///     .prefix("myapp")
 ///     .timeout(Duration::from_millis(100))
-///     .key(key::header("x-api-key"))
+///     // IPv6 clients by their /56: a home's every address is one client.
+///     .key(key::peer_ip().ipv6_prefix(56))
 ///     .log_level(LogLevel::Warn)
 ///     .on_failure(FailurePolicy::Open)
 ///     .limiter("login", Limiter::token_bucket().on_failure(FailurePolicy::Closed))
@@ -363,8 +364,12 @@ impl Builder {
         if let Some(style) = config.header_style {
             self.header_style = style;
         }
-        self.rules =
-            std::mem::take(&mut self.rules).with_lists(config.allow_cidrs, config.deny_cidrs);
+        let mut rules = std::mem::take(&mut self.rules);
+        if let Some(client) = config.client_ip {
+            self.key = Arc::new(client);
+            rules = rules.ip_from(client);
+        }
+        self.rules = rules.with_lists(config.allow_cidrs, config.deny_cidrs);
         self.scripts.extend(config.scripts);
         self.limiters.extend(config.limiters);
         self

@@ -78,6 +78,11 @@ pub struct Config {
     /// The rate-limit header fields of every limiter: `legacy` (default) or `draft10` (see
     /// [`HeaderStyle`]).
     pub header_style: Option<HeaderStyle>,
+    /// The client's address behind your proxies, believed only from them:
+    /// `{ "source": "rightmost_x_forwarded_for", "trusted_proxies": ["10.0.0.0/8"] }` (see
+    /// [`key::ClientIp`](crate::key::ClientIp)). It becomes the default key and the address
+    /// the lists below match ([`Rules::ip_from`](crate::Rules::ip_from)).
+    pub client_ip: Option<crate::key::ClientIp>,
     /// Clients let through uncounted: CIDR blocks or addresses (see
     /// [`Rules::allow_cidrs`](crate::Rules::allow_cidrs)).
     pub allow_cidrs: Option<Vec<String>>,

@@ -8,16 +8,23 @@ use serde::Deserialize;
 /// That is the client's doing, not an outage, so it has a policy of its own, apart from the
 /// [`FailurePolicy`](crate::FailurePolicy): a client that withholds its key must not get an
 /// unlimited budget by doing so. Key failures are logged at `DEBUG` (target `plug_limit`): they
-/// are the client's, and one per request would let clients flood the logs.
+/// are the client's, and one per request would let clients flood the logs; a missing peer
+/// address, the server's, is said once at `WARN`.
+///
+/// Behind a load balancer the TCP peer is the balancer: under [`PeerIp`](Self::PeerIp) every
+/// request without a key shares the balancer's one budget. Fall back on the address the
+/// balancer reports instead, `api_key.or(key::client_ip(..))` (see
+/// [the keys guide](crate::guide::keys#behind-a-proxy-the-clients-address)).
 ///
 /// # Example
 ///
 /// ```
 /// use plug_limit::{key, KeyFailure, PlugLimit, Store};
 ///
-/// // Limit by API key; requests without one share their IP address's budget.
+/// // Limit by tenant (set by the authentication in front); requests without one share
+/// // their IP address's budget.
 /// let limits = PlugLimit::builder(Store::memory())
-///     .key(key::header("x-api-key"))
+///     .key(key::header("x-tenant-id"))
 ///     .on_key_failure(KeyFailure::PeerIp)
 ///     .build()?;
 /// # let _ = limits;

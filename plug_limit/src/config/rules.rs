@@ -67,12 +67,12 @@ pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
 /// # Example
 ///
 /// ```
-/// use plug_limit::key::{self, ClientIpSource, IpNet};
+/// use plug_limit::key::{ClientIp, ClientIpSource, IpNet};
 /// use plug_limit::{PlugLimit, Rules, Store};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let proxies = vec!["10.1.0.0/16".parse::<IpNet>()?];
-/// let behind_lb = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies.leak());
+/// let behind_lb = ClientIp::new(ClientIpSource::RightmostXForwardedFor, proxies);
 /// let limits = PlugLimit::builder(Store::memory())
 ///     .key(behind_lb)
 ///     .rules(

@@ -1,9 +1,12 @@
 //! The client IP a proxy reports, believed only from the proxies you trust.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::{Mutex, PoisonError};
 
 use http::request::Parts;
 use ipnet::IpNet;
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer};
 
 use super::peer_ip::{DEFAULT_IPV6_PREFIX, checked_prefix, ip_key, peer};
 use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
@@ -17,15 +20,16 @@ use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
 /// # Example
 ///
 /// ```
-/// use plug_limit::key::{self, ClientIpSource, IpNet};
+/// use plug_limit::key::{ClientIp, ClientIpSource, IpNet};
 ///
 /// // nginx on the same host, with `proxy_set_header X-Real-IP $remote_addr;`.
 /// let proxies = vec!["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?];
-/// let key = key::client_ip(ClientIpSource::XRealIp, proxies.leak());
+/// let key = ClientIp::new(ClientIpSource::XRealIp, proxies);
 /// # let _: &dyn plug_limit::KeyExtractor = &key;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ClientIpSource {
     /// The rightmost address in `X-Forwarded-For` (nginx, most load balancers), with or
@@ -82,7 +86,8 @@ pub const ANY_PEER: &[IpNet] = &[
     IpNet::new_assert(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
 ];
 
-/// Keys by the client IP a proxy reports. See [`client_ip()`].
+/// Keys by the client IP a proxy reports: [`client_ip()`] in a constant (for
+/// `#[rate_limit(key = ..)]`), [`ClientIp::new`] with a list read at start-up.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientIp {
     source: ClientIpSource,
@@ -90,6 +95,35 @@ pub struct ClientIp {
     proxies: &'static [IpNet],
     /// The list holds an IPv4 `/0` and an IPv6 `/0`: the peer need not be read.
     trusts_every_peer: bool,
+}
+
+/// A list of trusted proxies read at run time, kept for the life of the process: each
+/// distinct list once, however many keys are made of it, so that a `ClientIp` stays a
+/// `Copy` constant-friendly value.
+fn interned(list: Vec<IpNet>) -> &'static [IpNet] {
+    static LISTS: Mutex<Vec<&'static [IpNet]>> = Mutex::new(Vec::new());
+    // A panic while the lock was held left the list whole: appending is its only change.
+    let mut lists = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&known) = lists.iter().find(|known| ***known == *list) {
+        return known;
+    }
+    let list: &'static [IpNet] = list.leak();
+    lists.push(list);
+    list
+}
+
+/// Whether `list` holds an IPv4 `/0` and an IPv6 `/0`, and so trusts every peer.
+const fn trusts_every_peer(list: &[IpNet]) -> bool {
+    let (mut every_v4, mut every_v6) = (false, false);
+    let mut i = 0;
+    while i < list.len() {
+        match &list[i] {
+            IpNet::V4(net) => every_v4 |= net.prefix_len() == 0,
+            IpNet::V6(net) => every_v6 |= net.prefix_len() == 0,
+        }
+        i += 1;
+    }
+    every_v4 && every_v6
 }
 
 /// Keys requests by the client IP address that a proxy reports in `source`, believed only
@@ -100,7 +134,8 @@ pub struct ClientIp {
 ///
 /// A request without a peer address is a [`KeyError::NoPeerAddress`]; an empty list trusts no
 /// one. [`ANY_PEER`] believes every peer: name it only where nothing but your proxies can
-/// reach the app. A list read at start-up becomes `'static` with [`Vec::leak`], once.
+/// reach the app. A list read at start-up is [`ClientIp::new`]'s, or a configuration file's
+/// `client_ip` ([`Config`](crate::Config)).
 ///
 /// # Example
 ///
@@ -113,38 +148,41 @@ pub struct ClientIp {
 /// const PROXIES: &[IpNet] = &[IpNet::new_assert(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 8)];
 /// const BY_PROXY: ClientIp = key::client_ip(ClientIpSource::RightmostXForwardedFor, PROXIES);
 ///
-/// // A list read at start-up, e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
-/// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
-///     .split(',')
-///     .map(str::parse)
-///     .collect::<Result<_, _>>()?;
-/// let key = key::client_ip(ClientIpSource::RightmostForwarded, proxies.leak());
-///
 /// // Behind Fly.io's proxy, the only way in, whose addresses are not published.
 /// const FLY: ClientIp = key::client_ip(ClientIpSource::FlyClientIp, key::ANY_PEER);
-/// # let _: &dyn plug_limit::KeyExtractor = &key;
-/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[must_use]
 pub const fn client_ip(source: ClientIpSource, trusted_proxies: &'static [IpNet]) -> ClientIp {
-    let (mut every_v4, mut every_v6) = (false, false);
-    let mut i = 0;
-    while i < trusted_proxies.len() {
-        match &trusted_proxies[i] {
-            IpNet::V4(net) => every_v4 |= net.prefix_len() == 0,
-            IpNet::V6(net) => every_v6 |= net.prefix_len() == 0,
-        }
-        i += 1;
-    }
     ClientIp {
         source,
         ipv6_prefix: DEFAULT_IPV6_PREFIX,
         proxies: trusted_proxies,
-        trusts_every_peer: every_v4 && every_v6,
+        trusts_every_peer: trusts_every_peer(trusted_proxies),
     }
 }
 
 impl ClientIp {
+    /// [`client_ip()`] with a list of trusted proxies read at start-up rather than written as
+    /// a constant. The list is kept for the life of the process, each distinct list once: make
+    /// keys at start-up, not per request.
+    ///
+    /// ```
+    /// use plug_limit::key::{ClientIp, ClientIpSource, IpNet};
+    ///
+    /// // e.g. from `TRUSTED_PROXIES=10.0.0.0/8,fd00::/8`.
+    /// let proxies: Vec<IpNet> = "10.0.0.0/8,fd00::/8"
+    ///     .split(',')
+    ///     .map(str::parse)
+    ///     .collect::<Result<_, _>>()?;
+    /// let key = ClientIp::new(ClientIpSource::RightmostForwarded, proxies);
+    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    #[must_use]
+    pub fn new(source: ClientIpSource, trusted_proxies: impl IntoIterator<Item = IpNet>) -> Self {
+        client_ip(source, interned(trusted_proxies.into_iter().collect()))
+    }
+
     /// Keys IPv6 clients by their first `bits` bits instead of 64, as
     /// [`PeerIp::ipv6_prefix`](super::PeerIp::ipv6_prefix) does.
     ///
@@ -204,5 +242,43 @@ impl KeyExtractor for ClientIp {
     fn extract(&self, parts: &Parts) -> Result<Key, KeyError> {
         let ip = self.trusted_address(parts)?;
         Ok(ip_key(ip, self.ipv6_prefix))
+    }
+}
+
+/// A [`ClientIp`] as a configuration file writes it (in [`Config`](crate::Config),
+/// `client_ip`): `{ "source": "rightmost_x_forwarded_for", "trusted_proxies": ["10.0.0.0/8",
+/// "::1"], "ipv6_prefix": 56 }`, the source spelled as [`ClientIpSource`]'s variants in
+/// snake case, `ipv6_prefix` optional (64).
+impl<'de> Deserialize<'de> for ClientIp {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Written {
+            source: ClientIpSource,
+            trusted_proxies: Vec<String>,
+            ipv6_prefix: Option<u8>,
+        }
+        let written = Written::deserialize(deserializer)?;
+        let mut proxies = Vec::with_capacity(written.trusted_proxies.len());
+        for (i, text) in written.trusted_proxies.iter().enumerate() {
+            let block = match text.parse::<IpAddr>() {
+                Ok(ip) => IpNet::from(ip),
+                Err(_) => text.parse::<IpNet>().map_err(|_| {
+                    D::Error::custom(format!(
+                        "trusted_proxies[{i}]: `{}` is not a CIDR block or an IP address",
+                        plug_limit_options::excerpt(text)
+                    ))
+                })?,
+            };
+            proxies.push(block);
+        }
+        let key = Self::new(written.source, proxies);
+        match written.ipv6_prefix {
+            None => Ok(key),
+            Some(bits @ 1..=128) => Ok(key.ipv6_prefix(bits)),
+            Some(bits) => Err(D::Error::custom(format!(
+                "ipv6_prefix must be 1 to 128, got {bits}"
+            ))),
+        }
     }
 }

@@ -27,11 +27,11 @@
 //! use std::net::SocketAddr;
 //!
 //! use axum::extract::ConnectInfo;
-//! use plug_limit::key::{self, ClientIpSource, IpNet};
+//! use plug_limit::key::{ClientIp, ClientIpSource, IpNet};
 //! use plug_limit::KeyExtractor;
 //!
 //! let proxies = vec!["10.0.0.0/8".parse::<IpNet>()?];
-//! let key = key::client_ip(ClientIpSource::RightmostXForwardedFor, proxies.leak());
+//! let key = ClientIp::new(ClientIpSource::RightmostXForwardedFor, proxies);
 //! let key_of = |peer: [u8; 4]| -> Result<String, Box<dyn std::error::Error>> {
 //!     // The client wrote the left entries; the proxy appended the address it saw.
 //!     let request = http::Request::builder()

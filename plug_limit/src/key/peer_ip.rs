@@ -3,6 +3,7 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::extract::ConnectInfo;
+use axum::extract::connect_info::MockConnectInfo;
 use http::request::Parts;
 
 use super::{Key, KeyError, KeyExtractor};
@@ -92,12 +93,18 @@ pub(super) const fn checked_prefix(bits: u8) -> u8 {
 }
 
 /// The TCP peer's address, an IPv4-mapped IPv6 address as the IPv4 address it stands for:
-/// axum's [`ConnectInfo`], or with the `tonic` feature, tonic's server's `TcpConnectInfo`.
+/// axum's [`ConnectInfo`], else the address a test gives with axum's [`MockConnectInfo`]
+/// layer (as axum's own `ConnectInfo` extractor reads them), or with the `tonic` feature,
+/// tonic's server's `TcpConnectInfo`.
 pub(super) fn peer(parts: &Parts) -> Result<IpAddr, KeyError> {
     let extensions = &parts.extensions;
     let addr = extensions
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| *addr);
+        .map(|ConnectInfo(addr)| *addr)
+        .or_else(|| {
+            let MockConnectInfo(addr) = extensions.get::<MockConnectInfo<SocketAddr>>()?;
+            Some(*addr)
+        });
     #[cfg(feature = "tonic")]
     let addr = addr.or_else(|| {
         extensions
