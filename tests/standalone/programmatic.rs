@@ -146,3 +146,73 @@ async fn a_limit_can_cost_more_than_one() {
         );
     }
 }
+
+/// An outcome's numbers read without parsing headers, on both backends and in both header
+/// styles, equal to what the headers say; a custom script's outcome has none.
+#[tokio::test]
+async fn an_outcomes_numbers_are_the_headers_numbers() {
+    use std::time::Duration;
+
+    use plug_limit::{HeaderStyle, RuntimeLimit};
+    let redis = RedisServer::start();
+    for style in [HeaderStyle::Legacy, HeaderStyle::Draft10] {
+        for (backend, limits) in backends(&redis, |b| b.header_style(style)) {
+            let at = format!("{backend} {style:?}");
+            let key = at.as_str();
+            let bucket = RuntimeLimit::new("token_bucket", [2, 60, 2]).unwrap();
+            let first = limits.check(bucket.clone(), key).await.unwrap();
+            assert_eq!(first.limit(), Some(2), "{at}");
+            assert_eq!(first.remaining(), Some(1), "{at}");
+            assert_eq!(first.reset(), Some(Duration::from_secs(60)), "{at}");
+            assert_eq!(first.retry_after(), None, "{at}");
+            assert_eq!(
+                first.policy().as_deref(),
+                Some("2 2;w=60;burst=2;policy=token_bucket"),
+                "{at}"
+            );
+            limits.check(bucket.clone(), key).await.unwrap();
+            let denied = limits.check(bucket, key).await.unwrap();
+            assert!(!denied.is_allowed(), "{at}");
+            assert_eq!(denied.remaining(), Some(0), "{at}");
+            assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)), "{at}");
+            if style == HeaderStyle::Legacy {
+                let header = |name| denied.header(name).unwrap().to_str().unwrap().to_owned();
+                assert_eq!(header("retry-after"), "60", "{at}");
+                assert_eq!(header("x-ratelimit-remaining"), "0", "{at}");
+            }
+            let rates = RuntimeLimit::new("multi_window", ["1/10", "5/3600"]).unwrap();
+            limits.check(rates.clone(), key).await.unwrap();
+            let by_the_short_window = limits.check(rates, key).await.unwrap();
+            assert_eq!(by_the_short_window.limit(), Some(1), "{at}");
+            assert_eq!(by_the_short_window.policy().as_deref(), Some("1"), "{at}");
+            assert_eq!(
+                by_the_short_window.retry_after(),
+                Some(Duration::from_secs(10)),
+                "{at}"
+            );
+        }
+    }
+    let custom = plug_limit::PlugLimit::builder(redis.pool())
+        .limiter(
+            "echo",
+            plug_limit::Limiter::script("return {'allow', {'7', '6', '5'}}").headers([
+                "x-ratelimit-limit",
+                "x-ratelimit-reset",
+                "x-ratelimit-remaining",
+            ]),
+        )
+        .build()
+        .unwrap();
+    let echo = RuntimeLimit::new("echo", Vec::<Opt>::new()).unwrap();
+    let outcome = custom.check(echo, "numbers").await.unwrap();
+    assert_eq!(outcome.header("x-ratelimit-limit").unwrap(), "7");
+    assert_eq!(
+        (
+            outcome.limit(),
+            outcome.remaining(),
+            outcome.reset(),
+            outcome.policy()
+        ),
+        (None, None, None, None)
+    );
+}

@@ -7,7 +7,7 @@ use axum::response::{IntoResponseParts, ResponseParts};
 use deadpool_redis::redis::Value;
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use crate::algorithm::Report;
+use crate::algorithm::{Field, Report};
 
 use self::headers::Headers;
 pub(crate) use self::headers::{Names, Reported, number};
@@ -241,6 +241,72 @@ impl Outcome {
     #[must_use]
     pub fn header_map(&self) -> http::HeaderMap {
         self.headers().iter().cloned().collect()
+    }
+
+    /// The deciding quota's limit (gcra's burst), as `x-ratelimit-limit` carries it; `None`
+    /// for a custom script's outcome or one whose headers were edited. Numbers without
+    /// parsing headers, whatever the [`HeaderStyle`]:
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use plug_limit::{FixedWindow, PlugLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let outcome = limits.check(FixedWindow::<2, 60>, "job:42").await?;
+    /// assert_eq!(outcome.limit(), Some(2));
+    /// assert_eq!(outcome.remaining(), Some(1));
+    /// assert_eq!(outcome.reset(), Some(Duration::from_secs(60)));
+    /// assert_eq!(outcome.retry_after(), None);
+    /// assert_eq!(outcome.policy().as_deref(), Some("2"));
+    /// limits.check(FixedWindow::<2, 60>, "job:42").await?;
+    /// let denied = limits.check(FixedWindow::<2, 60>, "job:42").await?;
+    /// assert_eq!(denied.retry_after(), Some(Duration::from_secs(60)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn limit(&self) -> Option<u64> {
+        match self.report()?.limit() {
+            Field::Int(n) => u64::try_from(*n).ok(),
+            Field::TokenBucketPolicy { limit, .. } => Some(u64::from(*limit)),
+            // A policy as a script writes it, `{limit} {limit};w=..`: its limit leads.
+            Field::Text(text) => {
+                let digits = text.split(|c: char| !c.is_ascii_digit()).next()?;
+                digits.parse().ok()
+            }
+        }
+    }
+
+    /// What the deciding quota has left; `None` as for [`limit`](Self::limit).
+    #[must_use]
+    pub fn remaining(&self) -> Option<u64> {
+        u64::try_from(self.report()?.remaining()).ok()
+    }
+
+    /// How long until the deciding quota resets; `None` as for [`limit`](Self::limit).
+    #[must_use]
+    pub fn reset(&self) -> Option<std::time::Duration> {
+        let seconds = u64::try_from(self.report()?.reset()).ok()?;
+        Some(std::time::Duration::from_secs(seconds))
+    }
+
+    /// How long a denied request waits before it may pass (`retry-after`); `None` for an
+    /// allowed one, and as for [`limit`](Self::limit).
+    #[must_use]
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        let seconds = u64::try_from(self.report()?.retry_after()?).ok()?;
+        Some(std::time::Duration::from_secs(seconds))
+    }
+
+    /// The policy that decided, as the built-in writes it into `x-ratelimit-limit`: the limit
+    /// (`"100"`), token_bucket's `"20 20;w=600;burst=5;policy=token_bucket"`, or for
+    /// `multi_window` and a stack, the limit of the window that decided; `None` as for
+    /// [`limit`](Self::limit).
+    #[must_use]
+    pub fn policy(&self) -> Option<String> {
+        Some(self.report()?.limit().to_string())
     }
 
     /// The values a custom script returned after the headers, for a
