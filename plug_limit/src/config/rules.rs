@@ -147,12 +147,16 @@ impl Rules {
 
     /// Requests for which `predicate` is `true` are let through uncounted, without headers:
     /// health checks, metrics scrapes. It runs on every request of the limiters it applies to,
-    /// before the key is extracted: keep it cheap.
+    /// before the key is extracted: keep it cheap. A second `skip` adds to the first: a
+    /// request either accepts is let through (`.skip(health).skip(metrics)`).
     pub fn skip<F>(mut self, predicate: F) -> Self
     where
         F: Fn(&Parts) -> bool + Send + Sync + 'static,
     {
-        self.skip = Some(Arc::new(predicate));
+        self.skip = Some(match self.skip.take() {
+            None => Arc::new(predicate),
+            Some(earlier) => Arc::new(move |parts: &Parts| earlier(parts) || predicate(parts)),
+        });
         self
     }
 
@@ -315,5 +319,23 @@ mod tests {
         assert_eq!(merged.deny.as_ref().map(|c| c.blocks().len()), Some(1));
         assert!(merged.skip.is_some());
         assert!(merged.ip.is_none());
+    }
+
+    /// A second `skip` adds to the first, where it replaced it: each exempts its own
+    /// requests, and no other.
+    #[test]
+    fn skips_compose() {
+        let rules = Rules::new()
+            .skip(|parts| parts.uri.path() == "/health")
+            .skip(|parts| parts.uri.path() == "/metrics");
+        let skip = rules.skip.expect("a skip");
+        let skips = |path: &str| {
+            let (parts, ()) = http::Request::get(path).body(()).unwrap().into_parts();
+            skip(&parts)
+        };
+        assert_eq!(
+            [skips("/health"), skips("/metrics"), skips("/api")],
+            [true, true, false]
+        );
     }
 }
