@@ -182,10 +182,19 @@ impl RuntimeLimit {
     ///
     /// # Errors
     ///
-    /// A cost above 2,147,483,647 (field `cost`).
+    /// A cost above 2,147,483,647, or other than 1 for a custom limiter, whose script gets
+    /// only its options (field `cost`): refused here, where the limit is made, as
+    /// [`count_if`](Self::count_if) and [`settle`](Self::settle) refuse one, rather than by
+    /// every check.
     pub fn cost(mut self, cost: u32) -> Result<Self, BuildError> {
         if cost > MAX_COST {
             return Err(BuildError::invalid("cost", "must be at most 2147483647"));
+        }
+        if cost != 1 && Builtin::from_name(self.limiter()).is_none() {
+            return Err(BuildError::invalid(
+                "cost",
+                "needs a built-in limiter: a custom script gets only its options",
+            ));
         }
         match &mut self.repr {
             Repr::Typed(typed) => typed.cost = cost,
@@ -406,9 +415,18 @@ mod tests {
         let limit = RuntimeLimit::new("quota", [Opt::from("monthly"), Opt::Int(-1)]).unwrap();
         assert_eq!(limit.limiter(), "quota");
         assert_eq!(
-            limit.cost(MAX_COST + 1).unwrap_err().to_string(),
+            limit.clone().cost(MAX_COST + 1).unwrap_err().to_string(),
             "invalid `cost`: must be at most 2147483647"
         );
+        // One rule with `count_if` and `settle`: refused where the limit is made, not by
+        // each check (`Error::NotBuiltIn`).
+        assert_eq!(
+            limit.clone().cost(3).unwrap_err().to_string(),
+            "invalid `cost`: needs a built-in limiter: a custom script gets only its options"
+        );
+        assert!(limit.cost(1).is_ok());
+        let built_in = RuntimeLimit::new("fixed_window", [10, 60]).unwrap();
+        assert_eq!(built_in.cost(3).unwrap().as_ref().cost, 3);
     }
 
     #[test]
