@@ -8,9 +8,10 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use http::HeaderValue;
+use plug_limit::key::KeyExtractor;
 use plug_limit::{
-    FailurePolicy, FixedWindow, Gcra, KeyExtractor, Limit, Limiter, LocalBatches, Opt, PlugLimit,
-    RateLimited, Store, TokenBucket,
+    FailurePolicy, FixedWindow, Gcra, Limit, Limiter, LocalBatches, Opt, PlugLimit, RateLimited,
+    Store, TokenBucket,
 };
 use tower_governor::GovernorLayer;
 use tower_governor::governor::GovernorConfigBuilder;

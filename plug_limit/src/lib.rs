@@ -70,8 +70,8 @@
 //! # Configuration
 //!
 //! [`PlugLimit::builder`] sets everything: the enabled flag (fixed, or an environment variable
-//! read per request), the key prefix, the timeout of a check, the default [`KeyExtractor`]
-//! (see [`key`]), the [`Hook`], the [`FailurePolicy`] and [`LogLevel`], and custom
+//! read per request), the key prefix, the timeout of a check, the default
+//! [`KeyExtractor`](key::KeyExtractor) (see [`key`]), the [`Hook`], the [`FailurePolicy`] and [`LogLevel`], and custom
 //! [`Limiter`]s with their own Lua script, header names, pool, key and hook, and the
 //! [`HeaderStyle`] of the rate-limit headers (the `x-ratelimit-*` ones, or the IETF draft's
 //! `RateLimit-Policy` and `RateLimit`). Scripts can be registered once and shared by limiters
@@ -207,8 +207,6 @@ pub use self::error::{BuildError, Error, ReplyError};
 pub use self::extract::RateLimited;
 pub use self::handle::PlugLimit;
 pub use self::hook::{Action, Check, Hook};
-#[doc(no_inline)]
-pub use self::key::{KeyError, KeyExtractor};
 pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,

@@ -149,7 +149,7 @@ fn limit(config: &Config, vis: &Visibility, marker: &Ident) -> TokenStream {
     let key = config.key.as_ref().map(|expr| {
         // Spanned on the expression: one that is not a `KeyExtractor` is reported there.
         quote_spanned! {expr.span()=>
-            const KEY: ::core::option::Option<&'static dyn ::plug_limit::KeyExtractor> =
+            const KEY: ::core::option::Option<&'static dyn ::plug_limit::key::KeyExtractor> =
                 ::core::option::Option::Some(&#expr);
         }
     });

@@ -176,7 +176,8 @@ use quote::quote;
 ///
 /// ```
 /// use axum::http::request::Parts;
-/// use plug_limit::{key, rate_limit, KeyError};
+/// use plug_limit::{key, rate_limit};
+/// use plug_limit::key::KeyError;
 ///
 /// // One budget per API key.
 /// #[rate_limit(opts = [100, 3600], key = key::header("x-api-key"))]

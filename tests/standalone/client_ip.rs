@@ -8,8 +8,9 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::{Router, routing::get};
 use http::{HeaderValue, Request};
+use plug_limit::key::KeyExtractor;
 use plug_limit::key::{self, ClientIpSource, IpNet};
-use plug_limit::{FixedWindow, KeyExtractor, Limit, Opt, PlugLimit, RateLimited};
+use plug_limit::{FixedWindow, Limit, Opt, PlugLimit, RateLimited};
 use plug_limit_tests::send;
 
 /// Five requests a minute, keyed by the default key: the TCP peer.

@@ -6,10 +6,10 @@ use axum::{Router, routing::get};
 use http::StatusCode;
 use http::request::Parts;
 use plug_limit::key::KeyError;
+use plug_limit::key::KeyExtractor;
 use plug_limit::redis::Value;
 use plug_limit::{
-    Action, Check, FixedWindow, Hook, KeyExtractor, Limit, Limiter, Opt, Outcome, PlugLimit,
-    RateLimited, key,
+    Action, Check, FixedWindow, Hook, Limit, Limiter, Opt, Outcome, PlugLimit, RateLimited, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, get as send_get, stored_key, unique_prefix};

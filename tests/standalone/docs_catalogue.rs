@@ -132,3 +132,29 @@ fn the_configuration_guide_names_every_field_of_config() {
         );
     }
 }
+
+/// The migration chapter has a row for each breaking change of the CHANGELOG's unreleased
+/// section: a breaking entry added there fails here until the chapter says what to write now.
+#[test]
+fn the_migration_chapter_has_a_row_for_each_breaking_change() {
+    let changelog = read("CHANGELOG.md");
+    let unreleased = changelog
+        .split_once("# Unreleased")
+        .map(|(_, rest)| rest.split("\n# ").next().unwrap_or(rest))
+        .expect("an Unreleased section");
+    let breaking = unreleased
+        .lines()
+        .filter(|line| line.starts_with("- **Breaking"))
+        .count();
+    let chapter = read("plug_limit/docs/guide/migrating.md");
+    let section = chapter
+        .split_once("## From an earlier version of plug_limit")
+        .map(|(_, rest)| rest)
+        .expect("the chapter's section on this crate");
+    let rows = table(section, "| was |");
+    assert_eq!(
+        rows.len(),
+        breaking,
+        "rows of the migration table, breaking entries"
+    );
+}

@@ -4,9 +4,10 @@
 use std::net::SocketAddr;
 
 use axum::{Router, body::Body, routing::get};
+use plug_limit::key::KeyExtractor;
 use plug_limit::{
-    Action, Check, FailurePolicy, FixedWindow, KeyExtractor, Limit, LogLevel, Opt, PlugLimit,
-    RateLimitLayer, RuntimeLimit, key,
+    Action, Check, FailurePolicy, FixedWindow, Limit, LogLevel, Opt, PlugLimit, RateLimitLayer,
+    RuntimeLimit, key,
 };
 use plug_limit_tests::{RedisServer, backends, dead_url, pool, send};
 use tonic::transport::server::TcpIncoming;

@@ -9,7 +9,8 @@ use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::http::request::Parts;
 use axum::{Router, routing::get};
-use plug_limit::{FailurePolicy, KeyError, PlugLimit, RateLimitLayer, RuntimeLimit, Store, key};
+use plug_limit::key::KeyError;
+use plug_limit::{FailurePolicy, PlugLimit, RateLimitLayer, RuntimeLimit, Store, key};
 use plug_limit_tests::{RedisServer, Reply, backends, send};
 
 /// `GET uri` from `ip`, with `x-api-key` and `authorization` when given.

@@ -7,9 +7,10 @@ use axum::Router;
 use axum::extract::FromRef;
 use axum::response::IntoResponse;
 use axum::routing::get;
+use plug_limit::key::KeyExtractor;
 use plug_limit::{
-    FixedWindow, HeaderStyle, KeyExtractor, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer,
-    RateLimited, Rules, key,
+    FixedWindow, HeaderStyle, Limit, ManualClock, Opt, PlugLimit, RateLimitLayer, RateLimited,
+    Rules, key,
 };
 use plug_limit_tests::limit;
 use plug_limit_tests::{RedisServer, backends, get as request, unique_prefix};

@@ -25,7 +25,7 @@ use super::{Key, KeyError, KeyExtractor, forwarded, single_value};
 /// // nginx on the same host, with `proxy_set_header X-Real-IP $remote_addr;`.
 /// let proxies = vec!["127.0.0.1/32".parse::<IpNet>()?, "::1/128".parse()?];
 /// let key = ClientIp::new(ClientIpSource::XRealIp, proxies);
-/// # let _: &dyn plug_limit::KeyExtractor = &key;
+/// # let _: &dyn plug_limit::key::KeyExtractor = &key;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -175,7 +175,7 @@ impl ClientIp {
     ///     .map(str::parse)
     ///     .collect::<Result<_, _>>()?;
     /// let key = ClientIp::new(ClientIpSource::RightmostForwarded, proxies);
-    /// # let _: &dyn plug_limit::KeyExtractor = &key;
+    /// # let _: &dyn plug_limit::key::KeyExtractor = &key;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     #[must_use]

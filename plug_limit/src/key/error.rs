@@ -11,7 +11,7 @@ use std::borrow::Cow;
 /// # Example
 ///
 /// ```
-/// use plug_limit::KeyError;
+/// use plug_limit::key::KeyError;
 ///
 /// let error = KeyError::new("request has no tenant");
 /// assert_eq!(error.to_string(), "request has no tenant");

@@ -16,7 +16,8 @@ use super::{KeyError, Or};
 ///
 /// ```
 /// use axum::http::request::Parts;
-/// use plug_limit::{KeyError, KeyExtractor, key};
+/// use plug_limit::key;
+/// use plug_limit::key::{KeyError, KeyExtractor};
 ///
 /// fn tenant(parts: &Parts) -> Result<String, KeyError> {
 ///     parts
@@ -46,7 +47,8 @@ pub trait KeyExtractor: Any + Send + Sync {
     /// # Example
     ///
     /// ```
-    /// use plug_limit::{KeyExtractor, key};
+    /// use plug_limit::key;
+    /// use plug_limit::key::KeyExtractor;
     ///
     /// // Users by the id an auth layer in front sets, everyone else by address.
     /// let key = key::header("x-user-id").or(key::peer_ip());

@@ -17,12 +17,13 @@ pub struct Global;
 /// # Example
 ///
 /// ```
-/// use plug_limit::{KeyExtractor, key};
+/// use plug_limit::key;
+/// use plug_limit::key::KeyExtractor;
 ///
 /// let (parts, ()) = http::Request::new(()).into_parts();
 /// let key = key::global().extract(&parts)?;
 /// assert_eq!(key.iter().collect::<Vec<_>>(), ["global"]);
-/// # Ok::<(), plug_limit::KeyError>(())
+/// # Ok::<(), plug_limit::key::KeyError>(())
 /// ```
 #[must_use]
 pub const fn global() -> Global {
@@ -52,7 +53,8 @@ pub struct Header(&'static str);
 /// # Example
 ///
 /// ```
-/// use plug_limit::{KeyExtractor, key};
+/// use plug_limit::key;
+/// use plug_limit::key::KeyExtractor;
 ///
 /// let request = http::Request::builder().header("x-api-key", "k-123").body(())?;
 /// let key = key::header("x-api-key").extract(&request.into_parts().0)?;

@@ -28,7 +28,7 @@
 //!
 //! use axum::extract::ConnectInfo;
 //! use plug_limit::key::{ClientIp, ClientIpSource, IpNet};
-//! use plug_limit::KeyExtractor;
+//! use plug_limit::key::KeyExtractor;
 //!
 //! let proxies = vec!["10.0.0.0/8".parse::<IpNet>()?];
 //! let key = ClientIp::new(ClientIpSource::RightmostXForwardedFor, proxies);
@@ -85,7 +85,7 @@
 //!         .map(str::to_owned)
 //!         .ok_or_else(|| KeyError::new("request has no host"))
 //! }
-//! # let _: &dyn plug_limit::KeyExtractor = &tenant;
+//! # let _: &dyn plug_limit::key::KeyExtractor = &tenant;
 //! ```
 
 mod addr;

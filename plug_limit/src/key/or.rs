@@ -23,7 +23,8 @@ use super::{Key, KeyError, KeyExtractor};
 /// use std::net::SocketAddr;
 ///
 /// use axum::extract::ConnectInfo;
-/// use plug_limit::{KeyExtractor, key};
+/// use plug_limit::key;
+/// use plug_limit::key::KeyExtractor;
 ///
 /// const KEY: key::Or<key::Header, key::PeerIp> =
 ///     key::Or::new(key::header("x-api-key"), key::peer_ip());
@@ -34,7 +35,7 @@ use super::{Key, KeyError, KeyExtractor};
 ///     .extension(peer)
 ///     .body(())?;
 /// let without = http::Request::builder().extension(peer).body(())?;
-/// let key_of = |request: http::Request<()>| -> Result<Vec<String>, plug_limit::KeyError> {
+/// let key_of = |request: http::Request<()>| -> Result<Vec<String>, plug_limit::key::KeyError> {
 ///     let key = KEY.extract(&request.into_parts().0)?;
 ///     Ok(key.iter().map(str::to_owned).collect())
 /// };

@@ -33,7 +33,8 @@ pub struct PeerIp {
 /// use std::net::SocketAddr;
 ///
 /// use axum::extract::ConnectInfo;
-/// use plug_limit::{KeyExtractor, key};
+/// use plug_limit::key;
+/// use plug_limit::key::KeyExtractor;
 ///
 /// let peer: SocketAddr = "[2001:db8:1:2:aaaa::7]:40000".parse()?;
 /// let request = http::Request::builder().extension(ConnectInfo(peer)).body(())?;

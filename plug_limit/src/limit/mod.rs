@@ -33,7 +33,8 @@ mod runtime;
 /// # Example
 ///
 /// ```
-/// use plug_limit::{key, KeyExtractor, Limit, Opt, RateLimited};
+/// use plug_limit::{key, Limit, Opt, RateLimited};
+/// use plug_limit::key::KeyExtractor;
 ///
 /// /// Five login attempts a minute per user name header, on a custom script.
 /// struct LoginAttempts;
@@ -139,7 +140,8 @@ impl<L: Limit> OptsKey<L> {
 /// # Example
 ///
 /// ```
-/// use plug_limit::{key, FixedWindow, KeyExtractor, Limit, Opt, RateLimited, TokenBucket};
+/// use plug_limit::{key, FixedWindow, Limit, Opt, RateLimited, TokenBucket};
+/// use plug_limit::key::KeyExtractor;
 ///
 /// /// 1,000 requests a day per tenant, shared by every route that names this scope.
 /// struct TenantDaily;
