@@ -158,3 +158,72 @@ fn the_migration_chapter_has_a_row_for_each_breaking_change() {
         "rows of the migration table, breaking entries"
     );
 }
+
+/// The crate docs' table of feature flags is `plug_limit/Cargo.toml`'s `[features]`: every
+/// feature once, in its order, and `yes` in the default column for the default ones alone.
+#[test]
+fn the_feature_table_is_the_manifests_features() {
+    let manifest: toml::Table = read("plug_limit/Cargo.toml").parse().expect("a manifest");
+    let features = manifest["features"].as_table().expect("[features]");
+    let defaults: Vec<&str> = features["default"]
+        .as_array()
+        .expect("default = [..]")
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    let declared: Vec<&str> = features
+        .keys()
+        .map(String::as_str)
+        .filter(|name| *name != "default")
+        .collect();
+    let rows = table(
+        &read("plug_limit/src/lib.rs"),
+        "| name | description | default? |",
+    );
+    let listed: Vec<&str> = rows.iter().map(|row| code(&row[0])).collect();
+    let mut sorted_declared = declared.clone();
+    sorted_declared.sort_unstable();
+    let mut sorted_listed = listed.clone();
+    sorted_listed.sort_unstable();
+    assert_eq!(
+        sorted_listed, sorted_declared,
+        "the crate docs' feature table"
+    );
+    for row in &rows {
+        let name = code(&row[0]);
+        let default = row.last().map(String::as_str) == Some("yes");
+        assert_eq!(default, defaults.contains(&name), "default? of `{name}`");
+    }
+}
+
+/// The README's table of examples is `examples/Cargo.toml`'s: every example once, each
+/// naming the features it needs (`--features grpc`), so `cargo run --example NAME` as the
+/// README writes it runs.
+#[test]
+fn the_readmes_examples_are_the_packages() {
+    let manifest: toml::Table = read("examples/Cargo.toml").parse().expect("a manifest");
+    let examples = manifest["example"].as_array().expect("[[example]]");
+    let rows = table(&read("README.md"), "| example | shows |");
+    let mut listed: Vec<&str> = rows.iter().map(|row| code(&row[0])).collect();
+    let mut declared: Vec<&str> = examples
+        .iter()
+        .filter_map(|example| example["name"].as_str())
+        .collect();
+    for example in examples {
+        let name = example["name"].as_str().expect("a name");
+        let row = rows
+            .iter()
+            .find(|row| code(&row[0]) == name)
+            .unwrap_or_else(|| panic!("the README has no row for `{name}`"));
+        let needs = example
+            .get("required-features")
+            .and_then(toml::Value::as_array);
+        for feature in needs.into_iter().flatten().filter_map(toml::Value::as_str) {
+            let flag = format!("`--features {feature}`");
+            assert!(row[1].contains(&flag), "`{name}`'s row lacks {flag}");
+        }
+    }
+    listed.sort_unstable();
+    declared.sort_unstable();
+    assert_eq!(listed, declared);
+}
