@@ -22,7 +22,7 @@
 //! them and the tests that hold its docs to them.
 //!
 //! [`excerpt`] is how much of a refused input an error quotes, here and in plug_limit: its
-//! first 64 characters, then its length.
+//! first 64 characters, then its length, escaped as `str::escape_debug` escapes it.
 
 mod arg;
 mod attribute;
