@@ -378,6 +378,45 @@ impl PlugLimit {
         self.decider.reset(limit.as_ref(), key).await
     }
 
+    /// Forgets everything `limiter` counted for `key` under every options and every scope, and
+    /// returns how many keys it deleted: to forgive a client a limiter's every route at once,
+    /// or after a configuration change, when a client's counters under the options it had are
+    /// still stored. [`reset`](Self::reset) forgets one limit's.
+    ///
+    /// On Redis it deletes the keys of `key` that `SCAN` finds under the limiter (on Redis
+    /// Cluster, every primary is scanned), as [`reset_all`](Self::reset_all) does: not atomic,
+    /// so a request counted while it runs may survive it. In memory (the memory backend, the
+    /// memory fallback, this instance's deny cache and local batches), where keys are kept as
+    /// digests that cannot be read back, it finds them under every options and scope this
+    /// process has counted the limiter under (up to 65,536 of them a store).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimiter`] for an unregistered limiter; the first Redis or timeout
+    /// error, once every store has been tried.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use plug_limit::{FixedWindow, PlugLimit, RuntimeLimit};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), plug_limit::Error> {
+    /// let limits = PlugLimit::memory();
+    /// let before = RuntimeLimit::from(FixedWindow::<1, 60>).scope("/search");
+    /// let after = RuntimeLimit::from(FixedWindow::<2, 60>).scope("/export");
+    /// limits.check(before.clone(), "user-7").await?;
+    /// limits.check(after.clone(), "user-7").await?;
+    /// assert_eq!(limits.reset_key("fixed_window", "user-7").await?, 2);
+    /// assert_eq!(limits.check(before, "user-7").await?.remaining(), Some(0));
+    /// assert_eq!(limits.check(after, "user-7").await?.remaining(), Some(1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn reset_key(&self, limiter: &str, key: &str) -> Result<u64, Error> {
+        self.decider.reset_key(limiter, key).await
+    }
+
     /// Forgets everything every limiter counted under this handle's prefix: between tests, or
     /// to lift every limit at once. Returns how many keys it deleted.
     ///

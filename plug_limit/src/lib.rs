@@ -57,7 +57,8 @@
 //!   response, even from a handler that does not return its [`RateLimited`].
 //! - **[`PlugLimit::check`]**, [`peek`](PlugLimit::peek) and [`reset`](PlugLimit::reset)
 //!   outside requests, of a typed limit (`FixedWindow::<3, 3600>`) or a [`RuntimeLimit`]: for
-//!   jobs, websockets, quotas and custom middleware.
+//!   jobs, websockets, quotas and custom middleware; [`reset_key`](PlugLimit::reset_key)
+//!   forgives a client a limiter's every options and scope at once.
 //!
 //! A denied request gets `429 Too Many Requests` (`text/plain`) with the rate-limit headers. A
 //! [`Hook`] sees every result, allowed, denied or failed, and may answer each with a response

@@ -406,6 +406,47 @@ async fn reset_all_forgets_its_prefix_on_every_primary_and_nothing_else() {
     );
 }
 
+/// `reset_key` finds a client's keys of one limiter under every options on the primary that
+/// owns their slot (every key of a client shares its tag), and deletes no other client's.
+#[tokio::test]
+async fn reset_key_forgets_a_client_on_the_primary_that_holds_it() {
+    let cluster = RedisCluster::start();
+    let prefix = unique_prefix("reset_key");
+    let limits = PlugLimit::builder(cluster.pool())
+        .prefix(&prefix)
+        .build()
+        .unwrap();
+    let mut slots = Slots::read(&cluster).await;
+    let options: [&[Opt]; 2] = [&[Opt::Int(1), Opt::Int(60)], &[Opt::Int(5), Opt::Int(60)]];
+    let mut stored = Vec::new();
+    for i in 0..KEYS {
+        let key = format!("client-{i}");
+        for opts in options {
+            assert!(
+                limits
+                    .check(limit("fixed_window", opts), &key)
+                    .await
+                    .unwrap()
+                    .is_allowed()
+            );
+            let name = stored_key(&prefix, "fixed_window", &opts_text(opts), "", &key);
+            stored.push((i % 2 == 0, slots.owner(&name).await, name));
+        }
+    }
+    let owners: BTreeSet<u16> = stored.iter().map(|(_, owner, _)| *owner).collect();
+    assert_eq!(owners, all_ports(&cluster));
+    for i in (0..KEYS).step_by(2) {
+        let deleted = limits
+            .reset_key("fixed_window", &format!("client-{i}"))
+            .await
+            .unwrap();
+        assert_eq!(deleted, 2, "client-{i}");
+    }
+    for (reset, owner, name) in &stored {
+        assert_eq!(node_holds(&cluster, *owner, name).await, !reset, "{name}");
+    }
+}
+
 type Item = RateLimited<FixedWindow<5, 60>>;
 
 async fn item(limited: Item) -> (Item, &'static str) {

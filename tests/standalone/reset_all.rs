@@ -133,3 +133,92 @@ async fn no_denial_cached_during_the_reset_outlives_it() {
     assert_eq!(during.status, 429);
     assert_eq!(plug_limit_tests::get(&app, "/", "c").await.status, 200);
 }
+
+/// `PlugLimit::reset_key`: a client's keys of one limiter under every options and scope are
+/// forgotten, on Redis and in memory, with this instance's cached denials and batches; other
+/// clients' (one whose key only ends like it included), other limiters' and other prefixes'
+/// stay.
+#[tokio::test]
+async fn reset_key_forgets_a_clients_every_option_and_scope_of_one_limiter() {
+    use plug_limit::RuntimeLimit;
+    let redis = RedisServer::start();
+    let long = "l".repeat(100);
+    for (backend, limits) in plug_limit_tests::backends(&redis, |b| b.deny_cache(true)) {
+        let once = RuntimeLimit::new("fixed_window", [1, 60])
+            .unwrap()
+            .scope("/a");
+        let five = RuntimeLimit::new("fixed_window", [5, 60])
+            .unwrap()
+            .scope("/b:c");
+        let bucket = RuntimeLimit::new("token_bucket", [2, 60, 2]).unwrap();
+        let remaining = |outcome: plug_limit::Outcome| outcome.remaining();
+        for client in ["x:y", "z:x:y", long.as_str()] {
+            limits.check(once.clone(), client).await.unwrap();
+            // Denied, and cached so.
+            assert!(
+                !limits
+                    .check(once.clone(), client)
+                    .await
+                    .unwrap()
+                    .is_allowed()
+            );
+            limits.check(five.clone(), client).await.unwrap();
+            limits.check(bucket.clone(), client).await.unwrap();
+        }
+        for client in ["x:y", long.as_str()] {
+            let deleted = limits.reset_key("fixed_window", client).await.unwrap();
+            assert_eq!(deleted, 2, "{backend} {client}");
+            let again = limits.check(once.clone(), client).await.unwrap();
+            assert_eq!(remaining(again), Some(0), "{backend} {client}");
+            let again = limits.check(five.clone(), client).await.unwrap();
+            assert_eq!(remaining(again), Some(4), "{backend} {client}");
+            let kept = limits.check(bucket.clone(), client).await.unwrap();
+            assert_eq!(remaining(kept), Some(0), "{backend}: another limiter's");
+        }
+        let other = limits.check(once.clone(), "z:x:y").await.unwrap();
+        assert!(!other.is_allowed(), "{backend}: another client's");
+        assert_eq!(
+            limits
+                .check(five.clone(), "z:x:y")
+                .await
+                .unwrap()
+                .remaining(),
+            Some(3),
+            "{backend}: another client's"
+        );
+        assert_eq!(limits.reset_key("fixed_window", "nobody").await.unwrap(), 0);
+        let unknown = limits.reset_key("fixed_windw", "x:y").await.unwrap_err();
+        assert!(
+            matches!(unknown, plug_limit::Error::UnknownLimiter(_)),
+            "{unknown}"
+        );
+    }
+}
+
+/// Local batches hold units of a key at an instance: `reset_key` drops them with the key, so
+/// the client's next request reserves afresh from a window that starts anew.
+#[tokio::test]
+async fn reset_key_drops_a_clients_local_batches() {
+    use plug_limit::{LocalBatches, RuntimeLimit};
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .limiter(
+            "hot",
+            Limiter::fixed_window().local_batches(LocalBatches::new(10)),
+        )
+        .build()
+        .unwrap();
+    let hot = RuntimeLimit::new("hot", [20, 60]).unwrap();
+    for _ in 0..20 {
+        assert!(limits.check(hot.clone(), "k").await.unwrap().is_allowed());
+    }
+    assert!(!limits.check(hot.clone(), "k").await.unwrap().is_allowed());
+    assert_eq!(limits.reset_key("hot", "k").await.unwrap(), 1);
+    assert!(limits.check(hot.clone(), "k").await.unwrap().is_allowed());
+    assert!(
+        stored_keys(&redis)
+            .await
+            .iter()
+            .any(|key| key.ends_with(":k"))
+    );
+}

@@ -4,13 +4,19 @@
 //! client of one limit on one route: a thread hashes it once and keeps its value, so a check
 //! hashes only its client's text.
 //!
+//! A digest cannot be read back: each map also remembers the route parts it has digested (a
+//! few per limit, each once), by which `PlugLimit::reset_key` finds a client's keys under
+//! every options and scope of a limiter.
+//!
 //! A key past its head reads `{limiter}:{options}:{scope length}:{scope}:{client}`
 //! (`decide/keys.rs` composes it); its route part is everything before `{client}`, written by
 //! [`Route::write_to`] and found in a composed key by [`split`].
 
 use std::cell::RefCell;
+use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock};
 
 use siphasher::sip128::SipHasher13;
 
@@ -42,7 +48,18 @@ pub(crate) struct KeyDigests {
     id: u64,
     route: SipHasher13,
     client: SipHasher13,
+    /// The route parts this map has digested, as [`Route::write_to`] writes them: a digest
+    /// cannot be read back, so these are how a client's keys are found under every options
+    /// and scope of a limiter ([`client_keys`](Self::client_keys)). Added to when a thread
+    /// first keeps a route part (a long one, on each check), never on a check that finds it
+    /// kept; at most [`MAX_SEEN`].
+    seen: RwLock<HashSet<Box<str>>>,
 }
+
+/// The most route parts one map remembers: a limiter's options times the scopes it counts
+/// under (routes, and the scopes of programmatic checks). Past it, a client's keys under
+/// route parts first seen later are not found by [`KeyDigests::client_keys`].
+pub(crate) const MAX_SEEN: usize = 65_536;
 
 impl KeyDigests {
     pub(crate) fn new() -> Self {
@@ -52,6 +69,40 @@ impl KeyDigests {
             id: NEXT.fetch_add(1, Ordering::Relaxed),
             route: SipHasher13::new_with_keys(random_u64(), random_u64()),
             client: SipHasher13::new_with_keys(random_u64(), random_u64()),
+            seen: RwLock::new(HashSet::new()),
+        }
+    }
+
+    /// The digests of `client`'s keys (its client part as a key holds it) under every route
+    /// part of `limiter` this map has digested.
+    pub(crate) fn client_keys(&self, limiter: &str, client: &[u8]) -> Vec<Digest> {
+        let seen = self.seen.read().unwrap_or_else(PoisonError::into_inner);
+        seen.iter()
+            .filter(|route| {
+                route
+                    .strip_prefix(limiter)
+                    .is_some_and(|rest| rest.starts_with(':'))
+            })
+            .map(|route| self.with_client(self.route_text(route.as_bytes()), client))
+            .collect()
+    }
+
+    /// Remembers `route`'s part, once.
+    fn remember(&self, route: Route<'_>) {
+        let mut text = String::new();
+        route.write_to(&mut text);
+        // Read first: a long route part comes here on every check, and is nearly always known.
+        if self
+            .seen
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(text.as_str())
+        {
+            return;
+        }
+        let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
+        if seen.len() < MAX_SEEN {
+            seen.insert(text.into_boxed_str());
         }
     }
 
@@ -107,6 +158,7 @@ impl KeyDigests {
     fn route(&self, route: Route<'_>) -> Digest {
         let pieces = [route.limiter, route.opts, route.scope].map(str::as_bytes);
         if pieces.iter().map(|piece| piece.len()).sum::<usize>() > ROOM {
+            self.remember(route);
             return self.route_written(route);
         }
         let slot = slot_of(self.id, route);
@@ -116,13 +168,16 @@ impl KeyDigests {
             if slot.holds(self.id, pieces) {
                 return Some(slot.route);
             }
+            self.remember(route);
             let value = self.route_written(route);
             *slot = Slot::new(self.id, pieces, value);
             Some(value)
         });
-        kept.ok()
-            .flatten()
-            .unwrap_or_else(|| self.route_written(route))
+        kept.ok().flatten().unwrap_or_else(|| {
+            // The thread's slots are gone (it is exiting) or in use: hashed, and remembered, here.
+            self.remember(route);
+            self.route_written(route)
+        })
     }
 
     /// The value of `route`'s part, written out and hashed.

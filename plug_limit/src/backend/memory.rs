@@ -139,6 +139,13 @@ impl MemoryBackend {
         self.states.lock_text(past_head(key, self.head)).remove();
     }
 
+    /// Deletes `client`'s state (its client part as a key holds it) under every options and
+    /// scope of `limiter` this backend counted; returns how many keys held state.
+    pub(crate) fn reset_client(&self, limiter: &str, client: &str) -> usize {
+        self.states
+            .remove_client(limiter, client.as_bytes(), |_| {})
+    }
+
     /// Forgets every key; returns how many held state.
     pub(crate) fn clear(&self) -> usize {
         self.states.clear()

@@ -112,6 +112,18 @@ pub(crate) fn head_len(prefix: &str) -> usize {
     prefix.len() + ":{0000}:".len()
 }
 
+/// A client's keys of one limiter, under any options and scope: what
+/// [`PlugLimit::reset_key`](crate::PlugLimit::reset_key) deletes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientKeys<'a> {
+    pub(crate) prefix: &'a str,
+    /// Their hash tag.
+    pub(crate) tag: [u8; 4],
+    pub(crate) limiter: &'a str,
+    /// The client part they hold: the client's key, or `#` and its digest.
+    pub(crate) part: &'a str,
+}
+
 /// `key` past its first `head` bytes; all of it when it is shorter.
 pub(crate) fn past_head(key: &str, head: usize) -> &[u8] {
     let bytes = key.as_bytes();
@@ -302,6 +314,18 @@ impl Backend {
                 Ok(())
             }
             Self::Redis(redis) => redis.delete(key).await,
+        }
+    }
+
+    /// Deletes `client`'s keys (in memory: those under every options and scope this process
+    /// counted); returns how many there were.
+    pub(crate) async fn clear_client(&self, client: ClientKeys<'_>) -> Result<u64, Error> {
+        match self {
+            Self::Memory(memory) => {
+                let count = memory.reset_client(client.limiter, client.part);
+                Ok(u64::try_from(count).unwrap_or(u64::MAX))
+            }
+            Self::Redis(redis) => redis.delete_client(client).await,
         }
     }
 

@@ -186,6 +186,28 @@ impl<V> Sharded<V> {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Drops `client`'s entries (its client part as a key holds it) under every options and
+    /// scope of `limiter` this map has digested (see [`KeyDigests::client_keys`]), each value
+    /// given to `dropped` first; returns how many there were.
+    pub(crate) fn remove_client(
+        &self,
+        limiter: &str,
+        client: &[u8],
+        mut dropped: impl FnMut(&mut V),
+    ) -> usize {
+        let digests = self.digests.client_keys(limiter, client);
+        digests
+            .into_iter()
+            .filter(|&digest| {
+                let mut locked = self.lock_digest(digest);
+                if let Some(value) = locked.get_mut() {
+                    dropped(value);
+                }
+                locked.remove()
+            })
+            .count()
+    }
+
     /// Drops every entry; returns how many there were.
     pub(crate) fn clear(&self) -> usize {
         self.shards
@@ -370,14 +392,19 @@ impl<V, G: DerefMut<Target = Shard<V>>> Locked<'_, V, G> {
     }
 
     /// Forgets the key.
-    pub(crate) fn remove(&mut self) {
+    /// Removes the key's entry; whether there was one.
+    pub(crate) fn remove(&mut self) -> bool {
         let digest = self.digest;
-        if let Ok(occupied) = self
+        match self
             .shard
             .entries
             .find_entry(digest.0, |(stored, _)| *stored == digest)
         {
-            occupied.remove();
+            Ok(occupied) => {
+                occupied.remove();
+                true
+            }
+            Err(_) => false,
         }
     }
 }

@@ -297,6 +297,14 @@ impl Batches {
         shard.remove();
     }
 
+    /// Drops what this instance holds of `client`'s keys (its client part as a key holds it)
+    /// under any options and scope of `limiter`.
+    pub(crate) fn forget_client(&self, limiter: &str, client: &str) {
+        self.inner
+            .slots
+            .remove_client(limiter, client.as_bytes(), |slot| forget(slot));
+    }
+
     /// Drops what this instance holds of every key.
     pub(crate) fn clear(&self) {
         self.inner.slots.for_each(|slot| forget(slot));

@@ -138,6 +138,13 @@ impl DenyCache {
     pub(crate) fn remove(&self, keys: &dyn KeyText) {
         self.lock(keys).remove();
     }
+
+    /// Forgets every denial of `client` (its client part as a key holds it) under any options
+    /// and scope of `limiter`, as [`PlugLimit::reset_key`](crate::PlugLimit::reset_key) must.
+    pub(crate) fn remove_client(&self, limiter: &str, client: &str) {
+        self.denials
+            .remove_client(limiter, client.as_bytes(), |_| {});
+    }
 }
 
 /// The longest a denial is answered from here, in seconds.

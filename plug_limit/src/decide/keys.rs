@@ -253,6 +253,12 @@ fn tag_hash(bytes: &[u8]) -> u16 {
     top
 }
 
+/// What every key of `client` holds of it: their hash tag, and their client part (`client`
+/// itself, or `#` and its digest), by which its keys are found under any limit.
+pub(crate) fn client_parts(client: &str) -> ([u8; 4], String) {
+    (tag(client), client_part(client, str::to_owned))
+}
+
 /// Whether a client part is stored as it is, rather than as its digest.
 fn is_verbatim(part: &str) -> bool {
     part.len() <= MAX_VERBATIM && !part.starts_with('#')

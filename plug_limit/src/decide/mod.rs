@@ -21,7 +21,7 @@ use axum::extract::MatchedPath;
 use http::request::Parts;
 
 use crate::algorithm::{Builtin, Report};
-use crate::backend::{Backend, Call, MemoryBackend, Started};
+use crate::backend::{Backend, Call, ClientKeys, MemoryBackend, Started};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, KeyFailure, LogLevel};
 use crate::error::Error;
@@ -528,6 +528,38 @@ impl Decider {
             batches.forget(&keys);
         }
         reset
+    }
+
+    /// Forgets everything `limiter` counted for `client` under any options and scope: in its
+    /// backend and the memory fallback, in this instance's deny cache and local batches.
+    pub(crate) async fn reset_key(&self, limiter: &str, client: &str) -> Result<u64, Error> {
+        let entry = self.registry.get(limiter)?;
+        let name = entry.name();
+        let (tag, part) = keys::client_parts(client);
+        let forget_here = || {
+            self.denials.remove_client(name, &part);
+            if let Some(batches) = &entry.batches {
+                batches.forget_client(name, &part);
+            }
+        };
+        forget_here();
+        let (mut deleted, mut first_error) = (0, None);
+        // One failing store does not keep the other from being cleared.
+        let client = ClientKeys {
+            prefix: &self.prefix,
+            tag,
+            limiter: name,
+            part: &part,
+        };
+        for backend in std::iter::once(self.backend(entry)).chain(self.fallback.get()) {
+            match backend.clear_client(client).await {
+                Ok(count) => deleted += count,
+                Err(error) => first_error = first_error.or(Some(error)),
+            }
+        }
+        // Again: a denial cached, or a batch reserved, while the keys went would outlive them.
+        forget_here();
+        first_error.map_or(Ok(deleted), Err)
     }
 
     /// Forgets everything every limiter counted, in every backend (the limiters' own pools and

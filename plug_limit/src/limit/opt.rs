@@ -337,12 +337,13 @@ mod tests {
             ahead(Builtin::FixedWindow, [3.0, 1.0, 0.0])
         );
         // leaky_bucket's window is read with its limit (their product is bounded), a quota's
-        // period is a word, a number may be given as text, a custom script reads its own:
-        // each check reads them, as before.
+        // period is a word, a number given as text (which `RuntimeLimit::new` refuses, but a
+        // hand-written `Limit::OPTS` may hold), a custom script reads its own: each check
+        // reads them, as before.
         assert_eq!(read(LimitRef::of::<LeakyBucket<10, 60>>()), None);
         assert_eq!(read(LimitRef::of::<DailyQuota<10>>()), None);
-        let text = RuntimeLimit::new("fixed_window", [Opt::Str("10"), Opt::Int(60)]);
-        assert_eq!(read(text.expect("valid options").as_ref()), None);
+        let text = RuntimeLimit::unchecked("fixed_window", &[Opt::Str("10"), Opt::Int(60)]);
+        assert_eq!(read(text.as_ref()), None);
         assert_eq!(ReadAhead::of(None, &[Opt::Int(10), Opt::Int(60)]), None);
         // Options a check refuses are left for the check to refuse, in its script's words.
         let refused = RuntimeLimit::unchecked("fixed_window", &[Opt::Int(0), Opt::Int(60)]);

@@ -37,7 +37,8 @@ pub(crate) use self::connection::Pools;
 use self::eviction::Eviction;
 pub use self::eviction::EvictionPolicy;
 use super::breaker::{Admit, Breaker};
-use super::{Answer, Call, Program, StackPart, Stacked};
+use super::digest::split;
+use super::{Answer, Call, ClientKeys, Program, StackPart, Stacked};
 use crate::algorithm::{self, Builtin, stack};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{CircuitBreaker, LogLevel};
@@ -237,20 +238,60 @@ impl RedisBackend {
     /// On Redis Cluster, every primary is scanned, each with its own cursor; the cluster
     /// client splits an `UNLINK` of keys of several slots into one per node.
     pub(crate) async fn delete_prefix(&self, prefix: &str) -> Result<u64, Error> {
-        let pattern = prefix_pattern(prefix);
+        let mut pattern = escaped(prefix);
+        pattern.push_str(":\\{");
+        pattern.push_str(&"[0-9a-f]".repeat(4));
+        pattern.push_str("\\}:*");
+        self.delete_matching(&pattern, &|_| true).await
+    }
+
+    /// Deletes `client`'s keys under every options and scope of its limiter; returns how many
+    /// there were.
+    pub(crate) async fn delete_client(&self, client: ClientKeys<'_>) -> Result<u64, Error> {
+        let mut pattern = escaped(client.prefix);
+        pattern.push_str(":\\{");
+        pattern.extend(client.tag.map(char::from));
+        pattern.push_str("\\}:");
+        pattern.push_str(&escaped(client.limiter));
+        pattern.push_str(":*");
+        let head = super::head_len(client.prefix);
+        let (limiter, part) = (client.limiter.as_bytes(), client.part.as_bytes());
+        // What `SCAN` matched, read by its parts: a client part that only ends like this one,
+        // or a limiter that only starts like this one, is another's.
+        let keep = |key: &[u8]| {
+            let (route, held) = split(key.get(head..).unwrap_or_default());
+            held == part
+                && route
+                    .strip_prefix(limiter)
+                    .is_some_and(|rest| rest.first() == Some(&b':'))
+        };
+        self.delete_matching(&pattern, &keep).await
+    }
+
+    /// Deletes the keys `pattern` matches (a `SCAN` pattern) that `keep` keeps; returns how
+    /// many there were.
+    async fn delete_matching(
+        &self,
+        pattern: &str,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<u64, Error> {
         #[cfg(feature = "cluster")]
         if self.connections.is_cluster() {
-            return self.delete_prefix_on_cluster(&pattern).await;
+            return self.delete_matching_on_cluster(pattern, keep).await;
         }
-        let first = self.send(&Command::Plain(scan(0, &pattern))).await?;
-        self.unlink_scanned(first, |cursor| Command::Plain(scan(cursor, &pattern)))
+        let first = self.send(&Command::Plain(scan(0, pattern))).await?;
+        self.unlink_scanned(first, keep, |cursor| Command::Plain(scan(cursor, pattern)))
             .await
     }
 
-    /// [`delete_prefix`](Self::delete_prefix) on Redis Cluster: a first `SCAN` on every
+    /// [`delete_matching`](Self::delete_matching) on Redis Cluster: a first `SCAN` on every
     /// primary tells them apart by address, then each is scanned to its end.
     #[cfg(feature = "cluster")]
-    async fn delete_prefix_on_cluster(&self, pattern: &str) -> Result<u64, Error> {
+    async fn delete_matching_on_cluster(
+        &self,
+        pattern: &str,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
+    ) -> Result<u64, Error> {
         use deadpool_redis::redis::cluster_routing::{
             MultipleNodeRoutingInfo, RoutingInfo, SingleNodeRoutingInfo,
         };
@@ -274,7 +315,7 @@ impl RedisBackend {
                 })?;
             let node = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
             deleted += self
-                .unlink_scanned(first, |cursor| {
+                .unlink_scanned(first, keep, |cursor| {
                     Command::Routed(scan(cursor, pattern), node.clone())
                 })
                 .await?;
@@ -282,17 +323,19 @@ impl RedisBackend {
         Ok(deleted)
     }
 
-    /// Unlinks the keys of `reply`, a `SCAN` step, and of the steps `step` sends from its
-    /// cursor on, until the cursor is back at 0; how many keys there were.
+    /// Unlinks the keys `keep` keeps of `reply`, a `SCAN` step, and of the steps `step` sends
+    /// from its cursor on, until the cursor is back at 0; how many keys there were.
     async fn unlink_scanned(
         &self,
         mut reply: Value,
+        keep: &(dyn Fn(&[u8]) -> bool + Sync),
         step: impl Fn(u64) -> Command<'static>,
     ) -> Result<u64, Error> {
         let mut deleted = 0_u64;
         loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) =
+            let (next, mut keys): (u64, Vec<Vec<u8>>) =
                 deadpool_redis::redis::from_redis_value(reply).map_err(RedisError::from)?;
+            keys.retain(|key| keep(key));
             deleted += self.unlink(&keys).await?;
             if next == 0 {
                 return Ok(deleted);
@@ -505,20 +548,17 @@ fn scan(cursor: u64, pattern: &str) -> deadpool_redis::redis::Cmd {
     scan
 }
 
-/// The `SCAN` pattern of the library's keys under `prefix` (`{prefix}:{TAG}:...`, see
-/// `decide/keys.rs`): the prefix matched literally, then the hash tag, so a prefix never
-/// matches the keys of another that extends it (`app` and `app:v2`).
-fn prefix_pattern(prefix: &str) -> String {
-    let mut pattern = String::with_capacity(prefix.len() + 40);
-    for c in prefix.chars() {
+/// `text` as a `SCAN` pattern matches it literally. The library's keys under a prefix are
+/// `{prefix}:{TAG}:...` (see `decide/keys.rs`): a pattern of the prefix then the hash tag never
+/// matches the keys of another prefix that extends it (`app` and `app:v2`).
+fn escaped(text: &str) -> String {
+    let mut pattern = String::with_capacity(text.len() + 40);
+    for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
             pattern.push('\\');
         }
         pattern.push(c);
     }
-    pattern.push_str(":\\{");
-    pattern.push_str(&"[0-9a-f]".repeat(4));
-    pattern.push_str("\\}:*");
     pattern
 }
 
