@@ -15,10 +15,10 @@ use http::HeaderName;
 #[non_exhaustive]
 pub enum Error {
     /// No connection could be taken from the Redis pool.
-    #[error("redis pool: {0}")]
+    #[error("redis pool: {}", server_text(.0))]
     Pool(#[from] PoolError),
     /// Redis answered with an error (connection lost, script error, ...).
-    #[error("redis: {0}")]
+    #[error("redis: {}", server_text(.0))]
     Redis(#[from] RedisError),
     /// Redis kept failing and the circuit breaker is open: no call was made (see
     /// [`CircuitBreaker`](crate::CircuitBreaker)).
@@ -46,6 +46,15 @@ pub enum Error {
     /// one's first 64 characters and length).
     #[error("unknown limiter `{0}`; register it with `Builder::limiter`")]
     UnknownLimiter(String),
+}
+
+/// A message from Redis as an error quotes it: escaped and bounded, as every quoted input is.
+/// A script's refusal of an option fills the server's reply with the option, which a limit
+/// made at run time may carry from anywhere.
+fn server_text(error: &dyn std::fmt::Display) -> String {
+    /// Enough for any message of the server's own; a quoted input is cut after it.
+    const SERVER_TEXT_CHARS: usize = 512;
+    plug_limit_options::excerpt_within(&error.to_string(), SERVER_TEXT_CHARS).into_owned()
 }
 
 impl Error {

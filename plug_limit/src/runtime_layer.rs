@@ -68,8 +68,11 @@ impl RateLimitLayer<RuntimeLimit> {
     ///
     /// # Errors
     ///
-    /// A limiter `limits` does not know (field `limiter`): a bad file fails at start-up, not on
-    /// every request.
+    /// A limiter `limits` does not know (field `limiter`, with the nearest registered name);
+    /// a cost, a `count_if` or a `settle` for a custom script, which takes none (fields
+    /// `cost`, `count_if`, `settle`); options a built-in registered under a name of its own
+    /// would refuse (field `opts`, in its script's words). A bad file fails at start-up, not
+    /// on every request.
     ///
     /// # Example
     ///
@@ -96,14 +99,7 @@ impl RateLimitLayer<RuntimeLimit> {
     /// # }
     /// ```
     pub fn runtime(limits: PlugLimit, limit: RuntimeLimit) -> Result<Self, BuildError> {
-        let name = limit.limiter();
-        let registry = &limits.decider().registry;
-        if !registry.contains(name) {
-            return Err(BuildError::invalid(
-                "limiter",
-                registry.not_registered(name),
-            ));
-        }
+        limits.decider().registry.admits(limit.as_ref())?;
         Ok(Self::resolve(limits, move |_| Some(limit.clone())))
     }
 

@@ -222,7 +222,11 @@ use quote::quote;
 /// ```
 ///
 /// The scope is part of every key of the limit, so changing a route's pattern without a
-/// `scope` starts its budget afresh; moving or renaming its handler does not. To let some requests through uncounted (health checks,
+/// `scope` starts its budget afresh; moving or renaming its handler does not. Two ways of
+/// limiting one route with the same limiter and options (this attribute and a
+/// `RateLimitLayer`, or a `RateLimited<L>`) count one budget, as they count one limit; a
+/// request no route matched (a fallback, a `nest_service`) counts under the scope `*`, one
+/// budget for every such handler of a limit: name a scope to keep them apart. To let some requests through uncounted (health checks,
 /// monitoring), give the handle or the limiter `Rules` with a `skip` predicate.
 ///
 /// # Handlers

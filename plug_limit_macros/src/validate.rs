@@ -375,10 +375,13 @@ fn limiter_name(lit: &LitStr) -> syn::Result<()> {
             "expected a limiter name, found an empty string",
         ));
     }
-    if name.contains(|c: char| c.is_whitespace() || c == ':') {
+    if !name.chars().all(plug_limit_options::limiter_name_char) {
         return Err(syn::Error::new_spanned(
             lit,
-            format!("invalid limiter name `{name}`; expected no whitespace or `:`"),
+            format!(
+                "invalid limiter name `{}`; expected no whitespace, `:`, control or invisible characters",
+                plug_limit_options::excerpt(&name)
+            ),
         ));
     }
     Ok(())

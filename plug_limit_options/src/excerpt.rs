@@ -16,8 +16,8 @@ const EXCERPT_CHARS: usize = 64;
 /// characters, an ellipsis and its length in bytes, so that a long input still reads as itself
 /// and its size shows how it came to be refused. What it quotes is escaped as
 /// [`str::escape_debug`] escapes it: control characters (`\r`, `\n`, `\0`, ...), invisible
-/// format characters such as the right-to-left override (`\u{202e}`), backslashes and quotes;
-/// everything else reads as typed. Every error of plug_limit and its options that quotes an
+/// format characters such as the right-to-left override (`\u{202e}`) and backslashes;
+/// everything else, quotes included, reads as typed. Every error of plug_limit and its options that quotes an
 /// input quotes it through this.
 ///
 /// ```
@@ -30,22 +30,55 @@ const EXCERPT_CHARS: usize = 64;
 /// ```
 #[must_use]
 pub fn excerpt(text: &str) -> Cow<'_, str> {
-    let (head, cut) = match text.char_indices().nth(EXCERPT_CHARS) {
+    excerpt_within(text, EXCERPT_CHARS)
+}
+
+/// [`excerpt`] of a whole message rather than one input: its first `chars` characters,
+/// escaped. For a message made elsewhere that may quote an input (a Redis server's error
+/// reply, which a script's refusal of an option fills), whose head says what it is about.
+///
+/// ```
+/// use plug_limit_options::excerpt_within;
+///
+/// assert_eq!(excerpt_within("ERR bad\r\n", 16), r"ERR bad\r\n");
+/// assert_eq!(excerpt_within("abcdef", 3), "abc… (6 bytes)");
+/// ```
+#[must_use]
+pub fn excerpt_within(text: &str, chars: usize) -> Cow<'_, str> {
+    let (head, cut) = match text.char_indices().nth(chars) {
         // `nth` gives the byte offset of a character: a boundary, so the slice cannot split one.
         Some((end, _)) => (&text[..end], true),
         None => (text, false),
     };
-    let escaped = head.escape_debug();
-    let quoted = if escaped.clone().eq(head.chars()) {
-        Cow::Borrowed(head)
-    } else {
-        Cow::Owned(escaped.to_string())
-    };
+    let quoted = escaped(head);
     if cut {
         Cow::Owned(format!("{quoted}… ({} bytes)", text.len()))
     } else {
         quoted
     }
+}
+
+/// `text` as [`str::escape_debug`] escapes it, but for its quotes, which a message holds as
+/// its own punctuation: `got '0'` stays `got '0'`.
+fn escaped(text: &str) -> Cow<'_, str> {
+    if text.escape_debug().eq(text.chars())
+        || text
+            .split(['\'', '"'])
+            .all(|piece| piece.escape_debug().eq(piece.chars()))
+    {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for piece in text.split_inclusive(['\'', '"']) {
+        match piece.strip_suffix(['\'', '"']) {
+            Some(before) => {
+                out.extend(before.escape_debug());
+                out.push_str(&piece[before.len()..]);
+            }
+            None => out.extend(piece.escape_debug()),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]
@@ -78,10 +111,7 @@ mod tests {
         assert_eq!(excerpt("nul\0"), r"nul\0");
         assert_eq!(excerpt("\u{202e}gpj.exe"), r"\u{202e}gpj.exe");
         assert_eq!(excerpt("tab\there"), r"tab\there");
-        assert_eq!(
-            excerpt("back\\slash 'q' \"dq\""),
-            r#"back\\slash \'q\' \"dq\""#
-        );
+        assert_eq!(excerpt("back\\slash 'q' \"dq\""), r#"back\\slash 'q' "dq""#);
         assert!(matches!(excerpt("Europe/Berlin é 𝄞"), Cow::Borrowed(_)));
         // The cut counts the input's characters, and its length is the input's, not the
         // escaped text's.

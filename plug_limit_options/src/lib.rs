@@ -33,8 +33,8 @@ mod rules;
 pub use self::arg::{Arg, Refusal};
 pub use self::attribute::{ATTRIBUTE_ARGUMENTS, attribute_arguments};
 pub use self::catalogue::{Builtin, Kind, Param, assert_calendar, check};
-pub use self::excerpt::excerpt;
+pub use self::excerpt::{excerpt, excerpt_within};
 pub use self::rules::{
     MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, MAX_ZONE_NAME, PERIODS, Rule, burst, count,
-    is_zone_form, leaky, period, rate, utc_offset, zone_name,
+    is_zone_form, leaky, limiter_name_char, period, rate, utc_offset, zone_name,
 };

@@ -126,6 +126,25 @@ pub const fn utc_offset(minutes: i64) -> Result<(), Rule> {
     }
 }
 
+/// Whether a limiter's name may hold `c`: not whitespace, not `:` (which ends the name in a
+/// key), not a control character and not an invisible format character (a right-to-left
+/// override, a zero-width space): a name is in every key and log line of its limiter, where
+/// those would be read as something else. Any other character, non-ASCII letters included.
+#[must_use]
+pub fn limiter_name_char(c: char) -> bool {
+    !(c.is_whitespace()
+        || c == ':'
+        || c.is_control()
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{feff}'
+        ))
+}
+
 /// Whether calendar_quota's third option is written as a time zone name rather than an offset:
 /// text led by an ASCII letter (an offset is digits, maybe after a `-`).
 #[must_use]

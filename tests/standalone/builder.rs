@@ -88,7 +88,7 @@ fn every_rule_names_its_field() {
             builder()
                 .limiter("has space", Limiter::script("return 1"))
                 .build(),
-            "invalid `limiters.has space`: a limiter name must be non-empty, without whitespace or `:`",
+            "invalid `limiters.has space`: a limiter name must be non-empty, without whitespace, `:`, control or invisible characters",
         ),
         (
             builder().limiter("empty", Limiter::script("  \n")).build(),
@@ -222,7 +222,7 @@ fn an_error_quotes_a_bounded_excerpt_of_the_input_it_refuses() {
         (
             error(builder().config(limiter).build()),
             format!(
-                "invalid `limiters.{}`: a limiter name must be non-empty, without whitespace or `:`",
+                "invalid `limiters.{}`: a limiter name must be non-empty, without whitespace, `:`, control or invisible characters",
                 head(" ".repeat(64))
             ),
         ),
@@ -404,4 +404,33 @@ fn a_built_ins_number_written_as_text_is_refused() {
     ] {
         assert!(RuntimeLimit::new(limiter, opts).is_ok(), "{limiter}");
     }
+}
+
+/// A limiter's name is in every key and log line of its limiter: a control or invisible format
+/// character is refused (it would read as something else there), a non-ASCII letter is not.
+#[test]
+fn a_limiter_name_holds_no_control_or_invisible_character() {
+    for name in ["a\u{1b}[2Jb", "a\u{202e}b", "a\u{200b}b", "a\0b"] {
+        let refused = PlugLimit::builder(plug_limit::Store::memory())
+            .limiter(name, Limiter::fixed_window())
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.ends_with(
+                "a limiter name must be non-empty, without whitespace, `:`, control or invisible characters"
+            ),
+            "{refused}"
+        );
+        assert!(
+            !refused.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{refused:?}"
+        );
+    }
+    assert!(
+        PlugLimit::builder(plug_limit::Store::memory())
+            .limiter("límite", Limiter::fixed_window())
+            .build()
+            .is_ok()
+    );
 }

@@ -204,6 +204,16 @@ fn an_owned_list_keys_as_the_constant_one() {
     .unwrap_err();
     assert_eq!(
         refused.to_string(),
-        "trusted_proxies[0]: `10.0.0.0/33` is not a CIDR block or an IP address"
+        "trusted_proxies[0]: `10.0.0.0/33` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)"
+    );
+    // A block with host bits set is refused, as the rules' lists refuse it, where it trusted
+    // the whole /8 that one proxy's address was meant to be.
+    let widened = serde_json::from_value::<plug_limit::Config>(serde_json::json!({
+        "client_ip": { "source": "x_real_ip", "trusted_proxies": ["10.0.0.1/8"] }
+    }))
+    .unwrap_err();
+    assert_eq!(
+        widened.to_string(),
+        "trusted_proxies[0]: `10.0.0.1/8` has host bits set; the block is `10.0.0.0/8`"
     );
 }

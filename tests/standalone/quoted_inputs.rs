@@ -112,3 +112,27 @@ async fn a_scripts_decision_is_quoted_escaped() {
     quoted(&failed);
     assert!(matches!(failed, plug_limit::Error::Reply(_)), "{failed:?}");
 }
+
+/// A built-in registered under a name of its own reads its options in its script, which
+/// refuses a bad one by quoting it in Redis's error reply: the error escapes and bounds that
+/// reply as it does every quoted input, where it echoed a 100 kB option with its escape
+/// sequences.
+#[tokio::test]
+async fn a_scripts_refusal_is_quoted_escaped_and_bounded() {
+    let redis = RedisServer::start();
+    let limits = PlugLimit::builder(redis.pool())
+        .limiter("hot", Limiter::fixed_window())
+        .build()
+        .unwrap();
+    let option = format!("\u{202e}\u{1b}[31m{}", "A".repeat(100_000));
+    let limit = RuntimeLimit::new("hot", [Opt::from(option), Opt::from(60)]).unwrap();
+    let failed = limits.check(limit, "k").await.unwrap_err();
+    assert!(matches!(failed, plug_limit::Error::Redis(_)), "{failed:?}");
+    let text = failed.to_string();
+    assert!(text.len() < 700, "{} bytes", text.len());
+    assert!(text.contains(r"got '\u{202e}\u{1b}[31mAAA"), "{text}");
+    assert!(
+        !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+        "{text:?}"
+    );
+}

@@ -356,13 +356,20 @@ async fn a_handler_finds_its_usage_when_nothing_was_counted() {
 
 #[tokio::test]
 async fn settling_is_refused_where_it_cannot_happen() {
-    let error = plug_limit::RuntimeLimit::new("quota", [Opt::Int(5)])
+    // A custom script takes no refund: refused when the limit meets the handle that knows it.
+    let redis = plug_limit_tests::RedisServer::start();
+    let custom = PlugLimit::builder(redis.pool())
+        .limiter("quota", plug_limit::Limiter::script("return {'allow', {}}"))
+        .build()
+        .unwrap();
+    let settling = plug_limit::RuntimeLimit::new("quota", [Opt::Int(5)])
         .unwrap()
         .settle()
-        .unwrap_err();
+        .unwrap();
+    let error = plug_limit::RateLimitLayer::runtime(custom, settling).unwrap_err();
     assert_eq!(
         error.to_string(),
-        "invalid `settle`: needs a built-in limiter: a custom script takes no refund"
+        "invalid `settle`: needs a built-in limiter: a custom script takes no cost and no refund"
     );
     // A limit that does not settle has no usage to report.
     let limits = PlugLimit::memory();

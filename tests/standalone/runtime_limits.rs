@@ -262,3 +262,49 @@ fn limits_read_from_toml_are_checked_with_the_field_and_the_rule() {
         error.message()
     );
 }
+
+/// What only the handle knows of a limit is checked when the layer is built: a built-in
+/// registered under a name of its own takes a cost, and refuses options as its script would
+/// (a number as text included); a custom script takes no cost.
+#[tokio::test]
+async fn a_renamed_built_in_takes_a_cost_and_has_its_options_checked() {
+    let redis = RedisServer::start();
+    let limits = plug_limit::PlugLimit::builder(redis.pool())
+        .limiter("hot", plug_limit::Limiter::fixed_window())
+        .limiter(
+            "custom",
+            plug_limit::Limiter::script("return {'allow', {}}"),
+        )
+        .build()
+        .unwrap();
+    let hot = RuntimeLimit::new("hot", [10, 60]).unwrap().cost(3).unwrap();
+    let outcome = limits.check(hot.clone(), "k").await.unwrap();
+    assert_eq!(outcome.remaining(), Some(7));
+    assert!(RateLimitLayer::runtime(limits.clone(), hot).is_ok());
+    let refused = |limit: RuntimeLimit| {
+        RateLimitLayer::runtime(limits.clone(), limit)
+            .unwrap_err()
+            .to_string()
+    };
+    assert_eq!(
+        refused(RuntimeLimit::new("hot", [Opt::from(20), Opt::from("600")]).unwrap()),
+        "invalid `opts`: fixed_window: window must be an integer, not a string, got '600'"
+    );
+    let hostile = format!("\u{202e}{}", "A".repeat(100_000));
+    assert_eq!(
+        refused(RuntimeLimit::new("hot", [Opt::from(hostile), Opt::from(60)]).unwrap()),
+        format!(
+            "invalid `opts`: fixed_window: limit must be a positive integer, got '\\u{{202e}}{}… (100003 bytes)'",
+            "A".repeat(63)
+        )
+    );
+    assert_eq!(
+        refused(
+            RuntimeLimit::new("custom", Vec::<Opt>::new())
+                .unwrap()
+                .cost(2)
+                .unwrap()
+        ),
+        "invalid `cost`: needs a built-in limiter: a custom script takes no cost and no refund"
+    );
+}

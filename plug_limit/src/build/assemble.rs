@@ -215,10 +215,10 @@ impl Builder {
         scripts: &HashMap<String, Compiled>,
     ) -> Result<Entry, BuildError> {
         let field = format!("limiters.{}", excerpt(name));
-        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ':') {
+        if name.is_empty() || !name.chars().all(plug_limit_options::limiter_name_char) {
             return Err(BuildError::invalid(
                 field,
-                "a limiter name must be non-empty, without whitespace or `:`",
+                "a limiter name must be non-empty, without whitespace, `:`, control or invisible characters",
             ));
         }
         // Every key of the limiter carries its name, as it carries the prefix: the same bound.

@@ -393,7 +393,7 @@ impl Builder {
 
     /// Registers a custom limiter under `name`, for [`Limit::LIMITER`](crate::Limit::LIMITER)
     /// and `#[rate_limit(limiter = "name")]`. A name is non-empty, at most 64 bytes (every key
-    /// of the limiter carries it, as it carries the prefix), without whitespace or `:`;
+    /// of the limiter carries it, as it carries the prefix), without whitespace, `:`, control or invisible characters;
     /// [`build`](Self::build) refuses another, by its excerpt.
     pub fn limiter(mut self, name: impl Into<String>, limiter: Limiter) -> Self {
         self.limiters.push((name.into(), limiter));

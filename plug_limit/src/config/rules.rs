@@ -1,13 +1,12 @@
 //! [`Rules`]: the requests a limiter lets through uncounted, and those it refuses outright.
 
 use std::fmt;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use http::request::Parts;
 use ipnet::IpNet;
 
-use crate::key::{ClientAddress, ClientIp};
+use crate::key::{ClientAddress, ClientIp, block};
 
 /// A predicate over a request's parts: `true` lets the request through uncounted.
 pub(crate) type Skip = Arc<dyn Fn(&Parts) -> bool + Send + Sync>;
@@ -227,28 +226,6 @@ impl Cidrs {
             Self::Invalid { .. } => &[],
         }
     }
-}
-
-/// One list entry: a CIDR block, or one address as the block of it alone.
-fn block(text: &str) -> Result<IpNet, String> {
-    let quoted = || plug_limit_options::excerpt(text);
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        return Ok(IpNet::from(ip));
-    }
-    let block: IpNet = text.parse().map_err(|_| {
-        format!(
-            "`{}` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)",
-            quoted()
-        )
-    })?;
-    if block.trunc() != block {
-        return Err(format!(
-            "`{}` has host bits set; the block is `{}`",
-            quoted(),
-            block.trunc()
-        ));
-    }
-    Ok(block)
 }
 
 impl fmt::Debug for Rules {

@@ -13,7 +13,7 @@ use super::ruling::RuleSet;
 use crate::backend::{Backend, Program};
 use crate::batch::Batches;
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
-use crate::error::Error;
+use crate::error::{BuildError, Error};
 use crate::hook::{Action, Check, Hook};
 use crate::key::KeyExtractor;
 use crate::limit::LimitRef;
@@ -147,16 +147,29 @@ impl Registry {
         self.by_name.contains_key(name)
     }
 
-    /// Why `name` is refused as a limiter of this handle: not registered, and the registered
-    /// name nearest to it when one is near enough to be a typo of it.
-    pub(crate) fn not_registered(&self, name: &str) -> String {
-        let quoted = plug_limit_options::excerpt(name);
-        match nearest(name, self.by_name.keys().map(|known| &**known)) {
-            Some(known) => {
-                format!("`{quoted}` is not registered with this PlugLimit; did you mean `{known}`?")
-            }
-            None => format!("`{quoted}` is not registered with this PlugLimit"),
-        }
+    /// Refuses a limit this handle cannot check, before any request: a limiter not
+    /// registered (with the registered name nearest to it, when one is near enough to be a
+    /// typo of it), and what only the registry knows of the limit: a custom script takes no
+    /// cost and no refund, a built-in under a name of its own refuses options as its script
+    /// would ([`check_against`](crate::limit::check_against)).
+    pub(crate) fn admits(&self, limit: LimitRef<'_>) -> Result<(), BuildError> {
+        let name = limit.limiter;
+        let Some(entry) = self
+            .by_name
+            .get(name)
+            .and_then(|&place| self.entries.get(place))
+        else {
+            let quoted = plug_limit_options::excerpt(name);
+            let rule = match nearest(name, self.by_name.keys().map(|known| &**known)) {
+                Some(known) => format!(
+                    "`{quoted}` is not registered with this PlugLimit; did you mean `{}`?",
+                    plug_limit_options::excerpt(known)
+                ),
+                None => format!("`{quoted}` is not registered with this PlugLimit"),
+            };
+            return Err(BuildError::invalid("limiter", rule));
+        };
+        crate::limit::check_against(limit, entry.program.algorithm)
     }
 
     /// The limiter registered as `name`.

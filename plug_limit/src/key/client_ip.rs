@@ -1,5 +1,6 @@
 //! The client IP a proxy reports, believed only from the proxies you trust.
 
+use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Mutex, PoisonError};
 
@@ -101,14 +102,15 @@ pub struct ClientIp {
 /// distinct list once, however many keys are made of it, so that a `ClientIp` stays a
 /// `Copy` constant-friendly value.
 fn interned(list: Vec<IpNet>) -> &'static [IpNet] {
-    static LISTS: Mutex<Vec<&'static [IpNet]>> = Mutex::new(Vec::new());
-    // A panic while the lock was held left the list whole: appending is its only change.
+    static LISTS: Mutex<Option<HashSet<&'static [IpNet]>>> = Mutex::new(None);
+    // A panic while the lock was held left the set whole: inserting is its only change.
     let mut lists = LISTS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(&known) = lists.iter().find(|known| ***known == *list) {
+    let lists = lists.get_or_insert_with(HashSet::new);
+    if let Some(&known) = lists.get(list.as_slice()) {
         return known;
     }
     let list: &'static [IpNet] = list.leak();
-    lists.push(list);
+    lists.insert(list);
     list
 }
 
@@ -261,15 +263,8 @@ impl<'de> Deserialize<'de> for ClientIp {
         let written = Written::deserialize(deserializer)?;
         let mut proxies = Vec::with_capacity(written.trusted_proxies.len());
         for (i, text) in written.trusted_proxies.iter().enumerate() {
-            let block = match text.parse::<IpAddr>() {
-                Ok(ip) => IpNet::from(ip),
-                Err(_) => text.parse::<IpNet>().map_err(|_| {
-                    D::Error::custom(format!(
-                        "trusted_proxies[{i}]: `{}` is not a CIDR block or an IP address",
-                        plug_limit_options::excerpt(text)
-                    ))
-                })?,
-            };
+            let block = block(text)
+                .map_err(|rule| D::Error::custom(format!("trusted_proxies[{i}]: {rule}")))?;
             proxies.push(block);
         }
         let key = Self::new(written.source, proxies);
@@ -281,4 +276,28 @@ impl<'de> Deserialize<'de> for ClientIp {
             ))),
         }
     }
+}
+
+/// One entry of a list of blocks (trusted proxies, `Rules`' allow- and deny-lists): a CIDR
+/// block, or one address as the block of it alone. A block with host bits set is refused, not
+/// widened: `10.0.0.1/8` names one host by mistake more often than all of `10.0.0.0/8`.
+pub(crate) fn block(text: &str) -> Result<IpNet, String> {
+    let quoted = || plug_limit_options::excerpt(text);
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Ok(IpNet::from(ip));
+    }
+    let block: IpNet = text.parse().map_err(|_| {
+        format!(
+            "`{}` is not a CIDR block or an IP address (e.g. `10.0.0.0/8`, `::1`)",
+            quoted()
+        )
+    })?;
+    if block.trunc() != block {
+        return Err(format!(
+            "`{}` has host bits set; the block is `{}`",
+            quoted(),
+            block.trunc()
+        ));
+    }
+    Ok(block)
 }

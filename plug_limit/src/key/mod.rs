@@ -102,6 +102,7 @@ mod single_value;
 mod tests;
 
 pub(crate) use self::client_address::ClientAddress;
+pub(crate) use self::client_ip::block;
 pub use self::client_ip::{ANY_PEER, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
 pub use self::extractor::{Key, KeyExtractor};

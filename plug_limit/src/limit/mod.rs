@@ -15,6 +15,7 @@ pub use self::opt::Opt;
 use self::opt::key_text;
 pub(crate) use self::opt::{ReadAhead, push_digest, write_key_text};
 pub use self::runtime::RuntimeLimit;
+pub(crate) use self::runtime::check_against;
 
 mod builtin;
 mod charge;

@@ -182,19 +182,14 @@ impl RuntimeLimit {
     ///
     /// # Errors
     ///
-    /// A cost above 2,147,483,647, or other than 1 for a custom limiter, whose script gets
-    /// only its options (field `cost`): refused here, where the limit is made, as
-    /// [`count_if`](Self::count_if) and [`settle`](Self::settle) refuse one, rather than by
-    /// every check.
+    /// A cost above 2,147,483,647 (field `cost`). A cost other than 1 for a custom limiter,
+    /// whose script gets only its options, is refused by
+    /// [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime), which knows the handle's
+    /// limiters, as a `count_if` or a `settle` is (and by a check, with
+    /// [`Error::NotBuiltIn`](crate::Error::NotBuiltIn)).
     pub fn cost(mut self, cost: u32) -> Result<Self, BuildError> {
         if cost > MAX_COST {
             return Err(BuildError::invalid("cost", "must be at most 2147483647"));
-        }
-        if cost != 1 && Builtin::from_name(self.limiter()).is_none() {
-            return Err(BuildError::invalid(
-                "cost",
-                "needs a built-in limiter: a custom script gets only its options",
-            ));
         }
         match &mut self.repr {
             Repr::Typed(typed) => typed.cost = cost,
@@ -224,8 +219,10 @@ impl RuntimeLimit {
     ///
     /// # Errors
     ///
-    /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
-    /// anyway (field `count_if`).
+    /// `concurrency`, whose units come back anyway (field `count_if`). A custom limiter, whose
+    /// script takes no refund, is refused by
+    /// [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime), which knows the handle's
+    /// limiters (a built-in may be registered under a name of its own).
     pub fn count_if(self, count_if: fn(StatusCode) -> bool) -> Result<Self, BuildError> {
         settles_after(self.limiter(), "count_if")?;
         Ok(self.changed(|inner| inner.count_if = Some(count_if)))
@@ -237,8 +234,10 @@ impl RuntimeLimit {
     ///
     /// # Errors
     ///
-    /// A custom limiter, whose script takes no refund, or `concurrency`, whose units come back
-    /// anyway (field `settle`).
+    /// `concurrency`, whose units come back anyway (field `settle`). A custom limiter, whose
+    /// script takes no refund, is refused by
+    /// [`RateLimitLayer::runtime`](crate::RateLimitLayer::runtime), which knows the handle's
+    /// limiters (a built-in may be registered under a name of its own).
     pub fn settle(self) -> Result<Self, BuildError> {
         settles_after(self.limiter(), "settle")?;
         Ok(self.changed(|inner| inner.settle = true))
@@ -276,28 +275,68 @@ impl RuntimeLimit {
     }
 }
 
-/// Refuses `field` (`count_if`, `settle`) for a limiter that cannot settle after the
-/// response: a custom one (its script takes no refund), or `concurrency` (its lease comes back).
+/// Refuses `field` (`count_if`, `settle`) for a limiter the catalogue names that cannot
+/// settle after the response: `concurrency` (its lease comes back).
 fn settles_after(limiter: &str, field: &'static str) -> Result<(), BuildError> {
     match Builtin::from_name(limiter) {
-        None => Err(BuildError::invalid(
-            field,
-            "needs a built-in limiter: a custom script takes no refund",
-        )),
         Some(algorithm) if algorithm.leases() => Err(BuildError::invalid(
             field,
             "does not apply to concurrency: its units come back when each response ends",
         )),
-        Some(_) => Ok(()),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses what `limit` asks of `algorithm`, the limiter it names as the handle has it
+/// registered (`None`: a custom script): a custom script takes no cost and no refund; a
+/// built-in under a name of its own refuses options as its script would. What only the
+/// registry knows, checked when a limit meets a handle's limiters.
+pub(crate) fn check_against(
+    limit: LimitRef<'_>,
+    algorithm: Option<Builtin>,
+) -> Result<(), BuildError> {
+    match algorithm {
+        None => {
+            let takes_no = |field| {
+                BuildError::invalid(
+                    field,
+                    "needs a built-in limiter: a custom script takes no cost and no refund",
+                )
+            };
+            if limit.cost != 1 {
+                return Err(takes_no("cost"));
+            }
+            if limit.count_if.is_some() {
+                return Err(takes_no("count_if"));
+            }
+            if limit.settle {
+                return Err(takes_no("settle"));
+            }
+            Ok(())
+        }
+        // Its name is the catalogue's: checked when it was made.
+        Some(_) if limit.builtin.is_some() => Ok(()),
+        Some(builtin) => {
+            if builtin.leases() && (limit.count_if.is_some() || limit.settle) {
+                let field = if limit.settle { "settle" } else { "count_if" };
+                settles_after(builtin.name(), field)?;
+            }
+            check_builtin_opts(builtin, limit.opts)
+        }
     }
 }
 
 /// Refuses what a built-in's script would refuse, with its words (see
 /// [`plug_limit_options::check`]).
 fn check_opts(limiter: &str, opts: &[Opt]) -> Result<(), BuildError> {
-    let Some(builtin) = Builtin::from_name(limiter) else {
-        return Ok(());
-    };
+    match Builtin::from_name(limiter) {
+        Some(builtin) => check_builtin_opts(builtin, opts),
+        None => Ok(()),
+    }
+}
+
+/// [`check_opts`] of `builtin`'s options.
+fn check_builtin_opts(builtin: Builtin, opts: &[Opt]) -> Result<(), BuildError> {
     let args: Vec<Arg<'_>> = opts.iter().map(Opt::arg).collect();
     plug_limit_options::check(builtin, &args)
         .map_err(|refusal| BuildError::invalid("opts", refusal.to_string()))?;
@@ -418,15 +457,20 @@ mod tests {
             limit.clone().cost(MAX_COST + 1).unwrap_err().to_string(),
             "invalid `cost`: must be at most 2147483647"
         );
-        // One rule with `count_if` and `settle`: refused where the limit is made, not by
-        // each check (`Error::NotBuiltIn`).
+        // Whether `quota` is a custom script or a built-in registered under a name of its
+        // own, only a handle knows: one rule with `count_if` and `settle`, checked where the
+        // limit meets the handle (`check_against`).
+        let costly = limit.clone().cost(3).unwrap();
         assert_eq!(
-            limit.clone().cost(3).unwrap_err().to_string(),
-            "invalid `cost`: needs a built-in limiter: a custom script gets only its options"
+            check_against(costly.as_ref(), None)
+                .unwrap_err()
+                .to_string(),
+            "invalid `cost`: needs a built-in limiter: a custom script takes no cost and no refund"
         );
-        assert!(limit.cost(1).is_ok());
-        let built_in = RuntimeLimit::new("fixed_window", [10, 60]).unwrap();
-        assert_eq!(built_in.cost(3).unwrap().as_ref().cost, 3);
+        assert!(check_against(costly.as_ref(), Some(Builtin::FixedWindow)).is_err());
+        let hot = RuntimeLimit::new("hot", [10, 60]).unwrap().cost(3).unwrap();
+        assert!(check_against(hot.as_ref(), Some(Builtin::FixedWindow)).is_ok());
+        assert!(check_against(limit.as_ref(), None).is_ok());
     }
 
     #[test]
@@ -442,10 +486,25 @@ mod tests {
                 .to_string(),
             "invalid `opts`: concurrency: lease must be a positive integer, got '0'"
         );
-        let custom = RuntimeLimit::new("quota", [5]).unwrap();
+        let custom = RuntimeLimit::new("quota", [5])
+            .unwrap()
+            .count_if(|_| true)
+            .unwrap();
         assert_eq!(
-            custom.count_if(|_| true).unwrap_err().to_string(),
-            "invalid `count_if`: needs a built-in limiter: a custom script takes no refund"
+            check_against(custom.as_ref(), None)
+                .unwrap_err()
+                .to_string(),
+            "invalid `count_if`: needs a built-in limiter: a custom script takes no cost and no refund"
+        );
+        let in_flight = RuntimeLimit::new("slots", [3, 600])
+            .unwrap()
+            .settle()
+            .unwrap();
+        assert_eq!(
+            check_against(in_flight.as_ref(), Some(Builtin::Concurrency))
+                .unwrap_err()
+                .to_string(),
+            "invalid `settle`: does not apply to concurrency: its units come back when each response ends"
         );
         let logins = RuntimeLimit::new("fixed_window", [5, 900])
             .unwrap()

@@ -292,8 +292,10 @@ impl Outcome {
         Some(std::time::Duration::from_secs(seconds))
     }
 
-    /// How long a denied request waits before it may pass (`retry-after`); `None` for an
-    /// allowed one, and as for [`limit`](Self::limit).
+    /// How long until the next request may pass, as `retry-after` says it: on a denial, and
+    /// on the allowed request that spent a token bucket's last token (the seed's
+    /// `token_bucket` says it then too); `None` otherwise, and as for [`limit`](Self::limit).
+    /// Read [`is_allowed`](Self::is_allowed) for the decision.
     #[must_use]
     pub fn retry_after(&self) -> Option<std::time::Duration> {
         let seconds = u64::try_from(self.report()?.retry_after()?).ok()?;

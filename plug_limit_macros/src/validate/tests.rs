@@ -426,7 +426,7 @@ fn custom_options_are_literals() {
 fn limiter_names_follow_the_builder_rule() {
     assert_eq!(
         error(quote!(limiter = "my quota", opts = [])),
-        "invalid limiter name `my quota`; expected no whitespace or `:`"
+        "invalid limiter name `my quota`; expected no whitespace, `:`, control or invisible characters"
     );
     assert_eq!(
         error(quote!(limiter = "", opts = [])),
