@@ -40,6 +40,13 @@ async fn second() -> &'static str {
     "second"
 }
 
+/// `hourly` is `Limiter::fixed_window()` under a name of its own: a built-in, which takes a
+/// cost (a custom script's would be refused when the handle is built).
+#[rate_limit(limiter = "hourly", opts = [100, 3600], cost = 2)]
+async fn renamed_costly() -> &'static str {
+    "costly"
+}
+
 #[rate_limit(opts = [1, 60], scope = "shared")]
 async fn shared_a() -> &'static str {
     "a"
@@ -156,6 +163,7 @@ fn app(limits: PlugLimit) -> Router {
         .route("/first", get(first))
         .route("/first/{again}", get(first))
         .route("/second", get(second))
+        .route("/renamed", get(renamed_costly))
         .route("/shared/a", get(shared_a))
         .route("/shared/b", get(shared_b))
         .route("/api", get(by_api_key))
@@ -298,6 +306,18 @@ async fn a_handlers_budget_is_its_matched_routes() {
             .unwrap();
         assert_eq!(exists, 1, "{key}");
     }
+}
+
+#[tokio::test]
+async fn a_renamed_built_in_takes_the_attributes_cost() {
+    let server = RedisServer::start();
+    let app = app(limits(&server, "renamed_cost"));
+    let response = get_as(&app, "/renamed", "gus").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        header(response.headers(), "x-ratelimit-remaining"),
+        Some("98")
+    );
 }
 
 #[tokio::test]

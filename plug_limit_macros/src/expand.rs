@@ -46,7 +46,7 @@ pub(crate) fn handler(configs: &[Config], item: ItemFn) -> TokenStream {
         };
         // As visible as the handler, whose signature names it.
         let limit = limit(config, &item.vis, &marker);
-        let registration = registration(&config.limiter, &handler_path, configs.len() > 1);
+        let registration = registration(config, &handler_path, configs.len() > 1);
         items.extend(quote! {
             #(#cfgs)*
             #limit
@@ -184,21 +184,29 @@ fn limit(config: &Config, vis: &Visibility, marker: &Ident) -> TokenStream {
 }
 
 /// For a limiter that is not built in: the record that lets `Builder::build` refuse a
-/// `PlugLimit` in which it is not registered, or (`stacked`) in which it cannot stack.
-fn registration(
-    limiter: &Limiter,
-    handler_path: &TokenStream,
-    stacked: bool,
-) -> Option<TokenStream> {
-    let Limiter::Custom { name, .. } = limiter else {
+/// `PlugLimit` in which it is not registered, in which it cannot stack (`stacked`), or in which
+/// it runs a custom script that does not take what the handler gives it (`takes`: a cost, a
+/// refund), which only the registry knows (a built-in may be registered under a name of its
+/// own).
+fn registration(config: &Config, handler_path: &TokenStream, stacked: bool) -> Option<TokenStream> {
+    let Limiter::Custom { name, .. } = &config.limiter else {
         return None;
     };
+    let takes = [
+        (config.cost.is_some(), "cost"),
+        (config.count_if.is_some(), "count_if"),
+        (config.settle, "settle"),
+    ]
+    .into_iter()
+    .find_map(|(given, argument)| given.then_some(argument))
+    .unwrap_or_default();
     Some(quote! {
         ::plug_limit::__private::inventory::submit! {
             ::plug_limit::__private::LimiterUse {
                 limiter: #name,
                 handler: #handler_path,
                 stacked: #stacked,
+                takes: #takes,
             }
         }
     })

@@ -62,7 +62,7 @@ use quote::quote;
 /// |---|---|---|
 /// | `limiter = "<name>"` | `"fixed_window"` | the limiter: a built-in (`fixed_window`, `token_bucket`, `sliding_window`, `sliding_log`, `leaky_bucket`, `gcra`, `multi_window`, `calendar_quota`, `concurrency`; see below), or one registered with `Builder::limiter` |
 /// | `opts = [..]` | required | the limiter's options, in the order of its script's `ARGV` |
-/// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only |
+/// | `cost = <integer>` | `1` | how many units one request to this handler consumes; built-in limiters only (a limiter outside the catalogue may be one under a name of its own: `Builder::build` refuses a custom script's) |
 /// | `key = <extractor>` | the limiter's key, else the `PlugLimit`'s | who a request is counted against: a `KeyExtractor` |
 /// | `scope = "<name>"` | the matched route, as for `RateLimited<L>` | the budget the requests count against |
 /// | `settle` | off | the `cost` is an estimate, reserved at admission; once the response ends, the request is charged what the handler reported through `Usage` instead; built-in limiters but `concurrency` only |

@@ -21,10 +21,8 @@ pub(crate) struct Args {
     pub(crate) settle: Arg<Path>,
 }
 
-/// `cost = <integer>`. The name is kept with the value: a `cost` the limiter cannot take is
-/// reported on the whole argument, not only on its number.
+/// `cost = <integer>`: its value, reported on where it is out of bounds.
 pub(crate) struct Cost {
-    pub(crate) name: Path,
     pub(crate) value: Expr,
     /// The value's base-10 digits, with a leading `-` if negative.
     pub(crate) digits: String,
@@ -77,22 +75,12 @@ impl Args {
                     "expected an array of options, as in `opts = [10, 60]`",
                 )),
             }),
-            "cost" => {
-                let name = meta.path().clone();
-                set(&mut self.cost, meta, |value| {
-                    let digits = integer(&value).ok_or_else(|| {
-                        syn::Error::new_spanned(
-                            &value,
-                            "expected an integer literal, as in `cost = 3`",
-                        )
-                    })?;
-                    Ok(Cost {
-                        name,
-                        value,
-                        digits,
-                    })
-                })
-            }
+            "cost" => set(&mut self.cost, meta, |value| {
+                let digits = integer(&value).ok_or_else(|| {
+                    syn::Error::new_spanned(&value, "expected an integer literal, as in `cost = 3`")
+                })?;
+                Ok(Cost { value, digits })
+            }),
             "key" => set(&mut self.key, meta, Ok),
             "scope" => set(&mut self.scope, meta, string("scope", "search")),
             "count_if" => set(&mut self.count_if, meta, |value| match value {

@@ -5,7 +5,6 @@
 use jiff::tz::TimeZone;
 use plug_limit_options::{Builtin, Kind, MAX, MAX_LEAKY_PRODUCT, MAX_UTC_OFFSET, Param, Rule};
 use proc_macro2::Span;
-use quote::ToTokens;
 use syn::{Expr, ExprArray, ExprLit, ExprUnary, FnArg, ItemFn, Lit, LitStr, Type, UnOp};
 
 use crate::errors::Errors;
@@ -65,7 +64,7 @@ fn built_in_opts(name: &str) -> Option<&'static str> {
 pub(crate) fn config((args, mut errors): (Args, Errors), item: &ItemFn) -> syn::Result<Config> {
     let limiter = limiter(&args.limiter, &args.opts, &mut errors);
     let cost = match &args.cost {
-        Arg::Given(cost) => errors.push(cost_for(cost, &args.limiter)),
+        Arg::Given(cost) => errors.push(cost_for(cost)),
         Arg::Absent | Arg::Malformed => None,
     };
     let scope = match &args.scope {
@@ -299,7 +298,8 @@ fn not_a_rate(builtin: Builtin, opt: &Expr) -> syn::Error {
 
 /// `cost` is an `ARGV` entry after the options, which only the built-in scripts read.
 /// `count_if` and `settle` charge after the response what the admission reserved: built-ins
-/// only (a custom script takes no refund), and not `concurrency`, whose units come back anyway.
+/// only (a custom script takes no refund, which `Builder::build` checks, knowing which names
+/// run one), and not `concurrency`, whose units come back anyway.
 fn settles_after(argument: &str, path: syn::Path, limiter: &Arg<LitStr>) -> syn::Result<syn::Path> {
     let name = match limiter {
         Arg::Given(name) => name.value(),
@@ -315,26 +315,14 @@ fn settles_after(argument: &str, path: syn::Path, limiter: &Arg<LitStr>) -> syn:
             ),
         ));
     }
-    if built_in_opts(&name).is_none() {
-        return Err(syn::Error::new_spanned(
-            path,
-            format!("`{argument}` needs a built-in limiter: a custom script takes no refund"),
-        ));
-    }
+    // A name outside the catalogue may be a built-in registered under a name of its own:
+    // `Builder::build` refuses it for a custom script (`LimiterUse::takes`).
     Ok(path)
 }
 
-fn cost_for(cost: &Cost, limiter: &Arg<LitStr>) -> syn::Result<u32> {
-    if let Arg::Given(name) = limiter
-        && built_in_opts(&name.value()).is_none()
-    {
-        let mut argument = cost.name.to_token_stream();
-        cost.value.to_tokens(&mut argument);
-        return Err(syn::Error::new_spanned(
-            argument,
-            "`cost` needs a built-in limiter: a custom script gets `ARGV = opts`",
-        ));
-    }
+/// A cost's value. For any limiter: a name outside the catalogue may be a built-in registered
+/// under a name of its own, and `Builder::build` refuses a cost for a custom script.
+fn cost_for(cost: &Cost) -> syn::Result<u32> {
     let value = &cost.value;
     if cost.digits.starts_with('-') {
         return Err(syn::Error::new_spanned(

@@ -8,7 +8,7 @@ use std::time::Duration;
 use http::HeaderName;
 use plug_limit_options::excerpt;
 
-use super::handler_uses::{check_limiters, check_stacked};
+use super::handler_uses::{check_limiters, check_stacked, check_takes};
 use super::limiter::Source;
 use super::script::{Compiled, compile, lua_file, lua_source};
 use super::store::Kind;
@@ -135,6 +135,11 @@ impl Builder {
                 } else {
                     None
                 }
+            })?;
+            check_takes(|name| {
+                registry
+                    .get(name)
+                    .is_ok_and(|entry| entry.program.algorithm.is_none())
             })?;
         }
         Ok(self.finish(registry))

@@ -17,6 +17,9 @@ pub struct LimiterUse {
     pub handler: &'static str,
     /// The limiter is one of several stacked on the handler: it must be able to stack.
     pub stacked: bool,
+    /// The first argument the handler gives it that only a built-in takes (`cost`,
+    /// `count_if`, `settle`), or `""`: a custom script takes no cost and no refund.
+    pub takes: &'static str,
 }
 
 inventory::collect!(LimiterUse);
@@ -64,6 +67,35 @@ pub(crate) fn check_stacked(
     }
 }
 
+/// The first handler in this program (in the same order) that gives a limiter which
+/// `is_custom` says runs a custom script what only a built-in takes.
+pub(crate) fn check_takes(is_custom: impl Fn(&str) -> bool) -> Result<(), BuildError> {
+    first_taking(inventory::iter::<LimiterUse>, is_custom)
+}
+
+/// [`check_takes`] of `uses`.
+fn first_taking<'a>(
+    uses: impl IntoIterator<Item = &'a LimiterUse>,
+    is_custom: impl Fn(&str) -> bool,
+) -> Result<(), BuildError> {
+    let refused = uses
+        .into_iter()
+        .filter(|used| !used.takes.is_empty() && is_custom(used.limiter))
+        .min_by_key(|used| (used.limiter, used.handler));
+    match refused {
+        None => Ok(()),
+        Some(used) => Err(BuildError::invalid(
+            format!("limiters.{}", excerpt(used.limiter)),
+            format!(
+                "handler `{}` gives limiter `{}` a `{}`, which a custom script does not take: only built-in limiters do",
+                used.handler,
+                excerpt(used.limiter),
+                used.takes
+            ),
+        )),
+    }
+}
+
 /// Warns, once for the first of them, when a `#[rate_limit]` handler of this program uses a
 /// limiter that is not built in: the check of the constructors with the default settings,
 /// which have no error to return and register no custom limiter.
@@ -73,5 +105,36 @@ pub(crate) fn warn_unless_builtin() {
             target: "plug_limit",
             "{error}: a PlugLimit made with the default settings knows only the built-in limiters; register the others with PlugLimit::builder, or serve that handler with another PlugLimit"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn used(limiter: &'static str, takes: &'static str) -> LimiterUse {
+        LimiterUse {
+            limiter,
+            handler: "app::handler",
+            stacked: false,
+            takes,
+        }
+    }
+
+    /// A custom script given a cost or a refund is refused; a built-in under a name of its
+    /// own, and a custom script given neither, are not.
+    #[test]
+    fn only_a_custom_script_given_a_cost_or_a_refund_is_refused() {
+        let is_custom = |name: &str| name == "quota";
+        let uses = [
+            used("hot", "cost"),
+            used("quota", ""),
+            used("quota", "settle"),
+        ];
+        assert_eq!(
+            first_taking(&uses, is_custom).unwrap_err().to_string(),
+            "invalid `limiters.quota`: handler `app::handler` gives limiter `quota` a `settle`, which a custom script does not take: only built-in limiters do"
+        );
+        assert!(first_taking(&uses[..2], is_custom).is_ok());
     }
 }
