@@ -19,7 +19,8 @@ pub(crate) struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> i64 {
         // The system call itself where there is one: `SystemTime` checks and normalizes a
-        // `Duration` on the way, about 60 instructions a memory check (`benches/README.md`).
+        // `Duration` on the way, about 60 instructions a memory check (`benches/HISTORY.md`,
+        // "The clock, the span, and a route's part of a key kept per thread").
         #[cfg(unix)]
         if let Ok(now) = nix::time::clock_gettime(nix::time::ClockId::CLOCK_REALTIME) {
             // As `SystemTime` reads it below: never before the epoch.

@@ -40,7 +40,7 @@ pub(crate) type Digest = (u64, u64);
 /// a collision there costs speed, here two keys would share a budget. No published analysis
 /// finds collisions of SipHash-1-3 under a secret key, but its margin is thinner than
 /// SipHash-2-4's, which read a typical key in about 110 more instructions, 3% of what a
-/// check added to a bare route (`benches/README.md`): a trade made on purpose, and one to
+/// check added to a bare route (`benches/HISTORY.md`, "A hit without what it did not need"): a trade made on purpose, and one to
 /// revisit should that analysis change.
 pub(crate) struct KeyDigests {
     /// This map's among every map's of the process: the route parts a thread keeps are told

@@ -79,8 +79,8 @@ pub(crate) type KeyAt = (Digest, usize);
 pub(crate) const FEW: usize = 4;
 
 /// `items`, held inline, pushed one by one: `SmallVec`'s `collect` (its `extend`) reserves
-/// from the size hint first, which cost more than a stack's few items (`benches/README.md`, "A
-/// stack's collections").
+/// from the size hint first, which cost more than a stack's few items (`benches/HISTORY.md`, "A
+/// stack's collections, and one codegen unit").
 #[inline]
 pub(crate) fn few<T>(items: impl IntoIterator<Item = T>) -> SmallVec<[T; FEW]> {
     let mut few = SmallVec::new();
