@@ -55,6 +55,18 @@ mod wait;
 /// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
 pub(crate) type Decided = Result<Option<Outcome>, RateLimitRejection>;
 
+/// What preparing a check comes to, before any backend call.
+pub(crate) enum Prepared<T> {
+    /// The request goes to its limiter: what the preparation's `then` made of it.
+    Check(T),
+    /// Let through uncounted and without headers: the rules skip it, or its key could not be
+    /// read and its limiter's `KeyFailure` is `Pass`.
+    Pass,
+    /// Answered without its limiter: refused (a deny-list, a key that could not be read), or
+    /// its limiter unknown, by the failure policy.
+    Answered(Decided),
+}
+
 /// A check as far as it gets without waiting: decided, or waiting on Redis.
 enum Step<'a> {
     Done(Decided),
@@ -101,16 +113,19 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        self.prepare(limit, parts, None, |request| self.run(request))
-            .unwrap_or_else(Step::Done)
+        match self.prepare(limit, parts, None, |request| self.run(request)) {
+            Prepared::Check(step) => step,
+            Prepared::Pass => Step::Done(Ok(None)),
+            Prepared::Answered(decided) => Step::Done(decided),
+        }
     }
 
     /// A request's check up to its dispatch: the limiter, the rules, the key (with `shared`,
     /// what a stack's limits share of reading the request: the route it matched, looked up
     /// once, and the header the limit before read, not read again);
     /// then `then` of the request, handed over where it is made rather than moved out and in
-    /// again (the request is some three hundred bytes). `Err` when the preparation settles
-    /// the check: refused, or let through uncounted.
+    /// again (the request is some three hundred bytes). [`Prepared::Pass`] or
+    /// [`Prepared::Answered`] when the preparation settles the check.
     #[inline]
     fn prepare<'a, T>(
         &'a self,
@@ -118,7 +133,7 @@ impl Decider {
         parts: &'a Parts,
         shared: Option<&mut Shared<'a>>,
         then: impl FnOnce(Request<'a>) -> T,
-    ) -> Result<T, Decided> {
+    ) -> Prepared<T> {
         let (matched, reads) = shared
             .map(|shared| (&shared.matched, &mut shared.reads))
             .unzip();
@@ -150,7 +165,7 @@ impl Decider {
                 self.failures.log(self.log_level, limit.limiter, &error);
                 watch.failed(telemetry::cause(&error));
                 watch.undecided();
-                return Err(refuse_or_pass(self.on_failure, error));
+                return Prepared::Answered(refuse_or_pass(self.on_failure, error));
             }
         };
         let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
@@ -163,11 +178,11 @@ impl Decider {
                 ruling::Ruling::Check => {}
                 ruling::Ruling::Pass => {
                     watch.decided(DecisionLabel::Skipped);
-                    return Err(Ok(None));
+                    return Prepared::Pass;
                 }
                 ruling::Ruling::Forbid => {
                     watch.decided(DecisionLabel::Forbidden);
-                    return Err(Err(RateLimitRejection::Forbidden));
+                    return Prepared::Answered(Err(RateLimitRejection::Forbidden));
                 }
             }
         }
@@ -187,15 +202,15 @@ impl Decider {
                     watch.failed(telemetry::KEY_CAUSE);
                     watch.undecided();
                     if entry.on_key_failure == KeyFailure::Pass {
-                        return Err(Ok(None));
+                        return Prepared::Pass;
                     }
-                    return Err(Err(RateLimitRejection::KeyRejected(error)));
+                    return Prepared::Answered(Err(RateLimitRejection::KeyRejected(error)));
                 };
                 // A budget of its own: the extractor's keys and the peer's never meet.
                 (peer, Cow::Owned(format!("{route_scope}\0peer")))
             }
         };
-        Ok(then(Request {
+        Prepared::Check(then(Request {
             entry,
             keys: Keys::namespaced(key, &self.prefix, named(entry, limit), scope),
             opts: limit.opts,

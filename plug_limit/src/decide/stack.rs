@@ -12,7 +12,7 @@ use smallvec::SmallVec;
 use tracing::Instrument;
 
 use super::keys::Keys;
-use super::{Decided, Decider, Entry, Request, Shared, Step, refuse_or_pass, waiting};
+use super::{Decided, Decider, Entry, Prepared, Request, Shared, Step, refuse_or_pass, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;
@@ -50,9 +50,11 @@ impl Decider {
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
-            if let Err(Err(rejection)) = self.prepare(limit, parts, Some(&mut shared), |request| {
-                requests.push(request)
-            }) {
+            if let Prepared::Answered(Err(rejection)) =
+                self.prepare(limit, parts, Some(&mut shared), |request| {
+                    requests.push(request)
+                })
+            {
                 undecided(&requests);
                 return Step::Done(Err(rejection));
             }
