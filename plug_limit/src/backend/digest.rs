@@ -87,22 +87,25 @@ impl KeyDigests {
             .collect()
     }
 
-    /// Remembers `route`'s part, once.
-    fn remember(&self, route: Route<'_>) {
-        let mut text = String::new();
-        route.write_to(&mut text);
+    /// Remembers the route part `text` (as [`Route::write_to`] writes it), once: allocated
+    /// only when it is new.
+    fn remember(&self, text: &[u8]) {
+        // Written from `&str`s: never refused.
+        let Ok(text) = std::str::from_utf8(text) else {
+            return;
+        };
         // Read first: a long route part comes here on every check, and is nearly always known.
         if self
             .seen
             .read()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(text.as_str())
+            .contains(text)
         {
             return;
         }
         let mut seen = self.seen.write().unwrap_or_else(PoisonError::into_inner);
         if seen.len() < MAX_SEEN {
-            seen.insert(text.into_boxed_str());
+            seen.insert(text.into());
         }
     }
 
@@ -158,7 +161,6 @@ impl KeyDigests {
     fn route(&self, route: Route<'_>) -> Digest {
         let pieces = [route.limiter, route.opts, route.scope].map(str::as_bytes);
         if pieces.iter().map(|piece| piece.len()).sum::<usize>() > ROOM {
-            self.remember(route);
             return self.route_written(route);
         }
         let slot = slot_of(self.id, route);
@@ -168,26 +170,28 @@ impl KeyDigests {
             if slot.holds(self.id, pieces) {
                 return Some(slot.route);
             }
-            self.remember(route);
             let value = self.route_written(route);
             *slot = Slot::new(self.id, pieces, value);
             Some(value)
         });
         kept.ok().flatten().unwrap_or_else(|| {
-            // The thread's slots are gone (it is exiting) or in use: hashed, and remembered, here.
-            self.remember(route);
+            // The thread's slots are gone (it is exiting) or in use: hashed here.
             self.route_written(route)
         })
     }
 
     /// The value of `route`'s part, written out and hashed.
+    /// Never on a check that finds the part kept by its thread: the part is remembered from
+    /// the text it is hashed from, written once.
     fn route_written(&self, route: Route<'_>) -> Digest {
         let mut text = StackText::default();
         if route.write(&mut text).is_ok() {
+            self.remember(text.as_bytes());
             return self.route_text(text.as_bytes());
         }
         let mut text = String::new();
         route.write_to(&mut text);
+        self.remember(text.as_bytes());
         self.route_text(text.as_bytes())
     }
 }
