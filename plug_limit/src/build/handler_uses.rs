@@ -24,74 +24,69 @@ pub struct LimiterUse {
 
 inventory::collect!(LimiterUse);
 
-/// The first handler in this program (by limiter name, then handler path, so the error is the
-/// same on every run) whose limiter `is_registered` does not know.
+/// The first handler in this program whose limiter `is_registered` does not know.
 pub(crate) fn check_limiters(is_registered: impl Fn(&str) -> bool) -> Result<(), BuildError> {
-    let missing = inventory::iter::<LimiterUse>
-        .into_iter()
-        .filter(|used| !is_registered(used.limiter))
-        .min_by_key(|used| (used.limiter, used.handler));
-    match missing {
-        None => Ok(()),
-        Some(used) => Err(BuildError::invalid(
-            format!("limiters.{}", excerpt(used.limiter)),
+    first_refused(inventory::iter::<LimiterUse>, |used| {
+        (!is_registered(used.limiter)).then(|| {
             format!(
                 "handler `{}` uses limiter `{}`, which is not registered",
                 used.handler,
                 excerpt(used.limiter)
-            ),
-        )),
-    }
+            )
+        })
+    })
 }
 
-/// The first handler in this program (in the same order) that stacks a limiter which
-/// `cannot_stack` says cannot be stacked, and why.
+/// The first handler in this program that stacks a limiter which `cannot_stack` says cannot
+/// be stacked, and why.
 pub(crate) fn check_stacked(
     cannot_stack: impl Fn(&str) -> Option<&'static str>,
 ) -> Result<(), BuildError> {
-    let refused = inventory::iter::<LimiterUse>
-        .into_iter()
-        .filter(|used| used.stacked)
-        .filter_map(|used| Some((used, cannot_stack(used.limiter)?)))
-        .min_by_key(|(used, _)| (used.limiter, used.handler));
-    match refused {
-        None => Ok(()),
-        Some((used, why)) => Err(BuildError::invalid(
-            format!("limiters.{}", excerpt(used.limiter)),
-            format!(
-                "handler `{}` stacks limiter `{}`, which {why}",
-                used.handler,
-                excerpt(used.limiter)
-            ),
-        )),
-    }
+    first_refused(inventory::iter::<LimiterUse>, |used| {
+        let why = cannot_stack(used.limiter).filter(|_| used.stacked)?;
+        Some(format!(
+            "handler `{}` stacks limiter `{}`, which {why}",
+            used.handler,
+            excerpt(used.limiter)
+        ))
+    })
 }
 
-/// The first handler in this program (in the same order) that gives a limiter which
-/// `is_custom` says runs a custom script what only a built-in takes.
+/// The first handler in this program that gives a limiter which `is_custom` says runs a
+/// custom script what only a built-in takes.
 pub(crate) fn check_takes(is_custom: impl Fn(&str) -> bool) -> Result<(), BuildError> {
-    first_taking(inventory::iter::<LimiterUse>, is_custom)
+    first_refused(inventory::iter::<LimiterUse>, |used| {
+        taken(used, &is_custom)
+    })
 }
 
-/// [`check_takes`] of `uses`.
-fn first_taking<'a>(
+/// Why `used` gives a custom script what only a built-in takes, if it does.
+fn taken(used: &LimiterUse, is_custom: &impl Fn(&str) -> bool) -> Option<String> {
+    (!used.takes.is_empty() && is_custom(used.limiter)).then(|| {
+        format!(
+            "handler `{}` gives limiter `{}` a `{}`, which a custom script does not take: only built-in limiters do",
+            used.handler,
+            excerpt(used.limiter),
+            used.takes
+        )
+    })
+}
+
+/// The first of `uses` that `refuse` words a refusal of, by limiter name then handler path
+/// (so the error is the same on every run), as the error of its limiter's field.
+fn first_refused<'a>(
     uses: impl IntoIterator<Item = &'a LimiterUse>,
-    is_custom: impl Fn(&str) -> bool,
+    refuse: impl Fn(&LimiterUse) -> Option<String>,
 ) -> Result<(), BuildError> {
     let refused = uses
         .into_iter()
-        .filter(|used| !used.takes.is_empty() && is_custom(used.limiter))
-        .min_by_key(|used| (used.limiter, used.handler));
+        .filter_map(|used| Some((used, refuse(used)?)))
+        .min_by_key(|(used, _)| (used.limiter, used.handler));
     match refused {
         None => Ok(()),
-        Some(used) => Err(BuildError::invalid(
+        Some((used, rule)) => Err(BuildError::invalid(
             format!("limiters.{}", excerpt(used.limiter)),
-            format!(
-                "handler `{}` gives limiter `{}` a `{}`, which a custom script does not take: only built-in limiters do",
-                used.handler,
-                excerpt(used.limiter),
-                used.takes
-            ),
+            rule,
         )),
     }
 }
@@ -132,9 +127,11 @@ mod tests {
             used("quota", "settle"),
         ];
         assert_eq!(
-            first_taking(&uses, is_custom).unwrap_err().to_string(),
+            first_refused(&uses, |used| taken(used, &is_custom))
+                .unwrap_err()
+                .to_string(),
             "invalid `limiters.quota`: handler `app::handler` gives limiter `quota` a `settle`, which a custom script does not take: only built-in limiters do"
         );
-        assert!(first_taking(&uses[..2], is_custom).is_ok());
+        assert!(first_refused(&uses[..2], |used| taken(used, &is_custom)).is_ok());
     }
 }

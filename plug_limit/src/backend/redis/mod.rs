@@ -238,20 +238,16 @@ impl RedisBackend {
     /// On Redis Cluster, every primary is scanned, each with its own cursor; the cluster
     /// client splits an `UNLINK` of keys of several slots into one per node.
     pub(crate) async fn delete_prefix(&self, prefix: &str) -> Result<u64, Error> {
-        let mut pattern = escaped(prefix);
-        pattern.push_str(":\\{");
-        pattern.push_str(&"[0-9a-f]".repeat(4));
-        pattern.push_str("\\}:*");
+        let mut pattern = head_pattern(prefix, &"[0-9a-f]".repeat(4));
+        pattern.push('*');
         self.delete_matching(&pattern, &|_| true).await
     }
 
     /// Deletes `client`'s keys under every options and scope of its limiter; returns how many
     /// there were.
     pub(crate) async fn delete_client(&self, client: ClientKeys<'_>) -> Result<u64, Error> {
-        let mut pattern = escaped(client.prefix);
-        pattern.push_str(":\\{");
-        pattern.extend(client.tag.map(char::from));
-        pattern.push_str("\\}:");
+        let tag: String = client.tag.map(char::from).into_iter().collect();
+        let mut pattern = head_pattern(client.prefix, &tag);
         pattern.push_str(&escaped(client.limiter));
         pattern.push_str(":*");
         let head = super::head_len(client.prefix);
@@ -546,6 +542,16 @@ fn scan(cursor: u64, pattern: &str) -> deadpool_redis::redis::Cmd {
         .arg("COUNT")
         .arg(1000);
     scan
+}
+
+/// The `SCAN` pattern of a key's head, `{prefix}:{TAG}:`, the prefix literal and `tag` a
+/// pattern of the tag's four hex digits.
+fn head_pattern(prefix: &str, tag: &str) -> String {
+    let mut pattern = escaped(prefix);
+    pattern.push_str(":\\{");
+    pattern.push_str(tag);
+    pattern.push_str("\\}:");
+    pattern
 }
 
 /// `text` as a `SCAN` pattern matches it literally. The library's keys under a prefix are
