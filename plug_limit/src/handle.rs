@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backend::EvictionPolicy;
-use crate::decide::Decider;
+use crate::engine::Decider;
 use crate::error::Error;
 use crate::limit::{Charge, RuntimeLimit};
 use crate::outcome::Outcome;
@@ -61,7 +61,7 @@ impl PlugLimit {
     /// Whether limits apply now (see [`Enabled`](crate::Enabled)).
     #[must_use]
     pub fn is_enabled(&self) -> bool {
-        self.decider.enabled.is_enabled()
+        self.decider.is_enabled()
     }
 
     /// How many keys the memory backend holds state for (expired keys not yet swept
@@ -69,7 +69,7 @@ impl PlugLimit {
     /// within their windows.
     #[must_use]
     pub fn memory_keys(&self) -> Option<usize> {
-        self.decider.backend.memory_keys()
+        self.decider.default_backend().memory_keys()
     }
 
     /// Whether the Redis behind this handle may evict its counters, for a health check: its
@@ -107,7 +107,7 @@ impl PlugLimit {
     /// ```
     #[must_use]
     pub fn redis_eviction(&self) -> Option<EvictionPolicy> {
-        self.decider.backend.redis_eviction()
+        self.decider.default_backend().redis_eviction()
     }
 
     /// Evaluates `limit` for the client key `key`, outside any request: for jobs, websockets
@@ -455,14 +455,8 @@ impl PlugLimit {
 
 impl fmt::Debug for PlugLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let decider = &self.decider;
-        f.debug_struct("PlugLimit")
-            .field("enabled", &decider.enabled)
-            .field("prefix", &decider.prefix)
-            .field("log_level", &decider.log_level)
-            .field("on_failure", &decider.on_failure)
-            .field("backend", &decider.backend)
-            .field("limiters", &decider.registry.names())
-            .finish_non_exhaustive()
+        let mut fields = f.debug_struct("PlugLimit");
+        self.decider.describe(&mut fields);
+        fields.finish_non_exhaustive()
     }
 }

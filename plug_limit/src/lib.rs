@@ -127,14 +127,10 @@
 // The public face: the handle (its constructors first), the ways to limit, and what a denied
 // request gets.
 mod build;
-mod extract;
-mod grpc;
 mod handle;
 mod hook;
-mod layer;
 mod rejection;
-mod runtime_layer;
-mod send_headers;
+mod web;
 
 // What users configure and name.
 mod clock;
@@ -150,9 +146,7 @@ mod zone;
 // The pipeline below the handle: one decision module, the backends, the algorithms.
 mod algorithm;
 mod backend;
-mod batch;
-mod decide;
-mod settle;
+mod engine;
 mod telemetry;
 #[cfg(feature = "metrics")]
 mod text;
@@ -205,17 +199,17 @@ pub use self::config::{
     CircuitBreaker, Enabled, FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules,
 };
 pub use self::error::{BuildError, Error, ReplyError};
-pub use self::extract::RateLimited;
 pub use self::handle::PlugLimit;
 pub use self::hook::{Action, Check, Hook};
-pub use self::layer::{RateLimit, RateLimitLayer};
 pub use self::limit::{
     Concurrency, DailyQuota, FixedWindow, Gcra, LeakyBucket, Limit, Limits, MonthlyQuota, Opt,
     RuntimeLimit, SlidingLog, SlidingWindow, TokenBucket, WeeklyQuota,
 };
 pub use self::outcome::{HeaderStyle, Outcome, Usage};
 pub use self::rejection::RateLimitRejection;
-pub use self::send_headers::{SendHeaders, SendHeadersLayer};
+pub use self::web::RateLimited;
+pub use self::web::{RateLimit, RateLimitLayer};
+pub use self::web::{SendHeaders, SendHeadersLayer};
 
 #[cfg(feature = "macros")]
 pub use plug_limit_macros::rate_limit;

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
@@ -15,15 +15,15 @@ use super::store::Kind;
 use super::{Builder, Limiter};
 use crate::algorithm::{Builtin, Runtime};
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
-use crate::batch::Batches;
 use crate::clock::SystemClock;
 use crate::config::{Enabled, FailurePolicy};
-use crate::decide::{Decider, DenyCache, Entry, Lines, LogThrottle, Registry, RuleSet};
+use crate::engine::batch::Batches;
+use crate::engine::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet, Settings};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::outcome::ietf::PartitionKeys;
 use crate::outcome::{Names, Styler, is_framing};
-use crate::telemetry::{BreakerLabel, Telemetry};
+use crate::telemetry::BreakerLabel;
 
 /// The longest a circuit breaker may stay open: longer hides a recovered Redis for no gain.
 const MAX_OPEN_FOR: Duration = Duration::from_secs(3600);
@@ -379,24 +379,18 @@ impl Builder {
             }
         };
         let denials = Arc::new(DenyCache::new(memory_capacity, &self.prefix));
-        PlugLimit::from_decider(Decider {
+        PlugLimit::from_decider(Decider::new(Settings {
             enabled: self.enabled,
             prefix: self.prefix.into(),
             log_level: self.log_level,
             on_failure: self.on_failure,
-            failures: LogThrottle::new(),
             denials,
             backend,
             clock: self.clock,
             memory_capacity,
-            fallback: OnceLock::new(),
-            epoch: std::time::Instant::now(),
             registry,
-            telemetry: Telemetry::default(),
             timeout: self.timeout,
-            lines: Lines::default(),
             wait_queue: self.wait_queue,
-            warned_no_peer: std::sync::atomic::AtomicBool::new(false),
-        })
+        }))
     }
 }

@@ -209,7 +209,7 @@ mod tests {
             )
             .build()
             .unwrap();
-        let registry = &limits.decider().registry;
+        let registry = limits.decider().registry();
         let (one, two) = (registry.get("one").unwrap(), registry.get("two").unwrap());
         assert!(Arc::ptr_eq(&one.program.script, &two.program.script));
         assert_eq!(one.program.headers.len(), 1);

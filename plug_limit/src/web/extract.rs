@@ -7,13 +7,13 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::response::{IntoResponse, IntoResponseParts, Response, ResponseParts};
 use http::request::Parts;
 
+use crate::engine::settle;
 use crate::handle::PlugLimit;
 use crate::limit::Limits;
 use crate::outcome::Outcome;
 use crate::outcome::Usage;
 use crate::rejection::RateLimitRejection;
-use crate::send_headers::HeaderSlot;
-use crate::settle;
+use crate::web::send_headers::HeaderSlot;
 
 /// Extractor that checks the limit `L` before the handler runs: one [`Limit`](crate::Limit),
 /// or a tuple of them checked at once ([stacked limits](crate::Limits)).

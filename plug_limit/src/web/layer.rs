@@ -14,12 +14,12 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::grpc;
+use crate::engine::settle;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
-use crate::runtime_layer::Resolver;
-use crate::settle;
+use crate::web::grpc;
+use crate::web::runtime_layer::Resolver;
 
 /// Applies a limit to every request of the services it wraps: the typed limit `L`
 /// ([`new`](Self::new): one [`Limit`](crate::Limit), or a tuple of them checked at once,
@@ -69,7 +69,7 @@ impl<L: Limits> RateLimitLayer<L> {
     #[must_use]
     pub fn new(limits: PlugLimit) -> Self {
         for limit in L::STACK {
-            if let Err(error) = limits.decider().registry.get(limit.limiter) {
+            if let Err(error) = limits.decider().registry().get(limit.limiter) {
                 tracing::error!(target: "plug_limit", "RateLimitLayer: {error}");
             }
         }

@@ -24,8 +24,9 @@ use tokio::time::Instant;
 
 use super::line::{self, Refused};
 use super::pace::{self, Pace};
+use super::prepare::opts_id;
 use super::ruling::Ruling;
-use super::{Decided, Decider, opts_id};
+use super::{Decider, Verdict};
 use crate::error::Error;
 use crate::key;
 use crate::limit::{Charge, LimitRef};
@@ -60,7 +61,7 @@ impl Decider {
         limits: &[LimitRef<'_>],
         parts: &Parts,
         bound: Duration,
-    ) -> Decided {
+    ) -> Verdict {
         let check = || self.decide_all(limits, parts);
         let line = self.line_of(limits, parts);
         let refuse = |denial| Err(RateLimitRejection::denied(denial));
@@ -260,16 +261,16 @@ fn call_admitted(checked: &Result<Outcome, Error>) -> Option<&Outcome> {
 }
 
 /// A request's admitting outcome, if it was admitted with one.
-fn request_admitted(decided: &Decided) -> Option<&Outcome> {
-    match decided {
+fn request_admitted(verdict: &Verdict) -> Option<&Outcome> {
+    match verdict {
         Ok(outcome) => outcome.as_ref(),
         Err(_) => None,
     }
 }
 
 /// A request's denial, if it got the default 429 (a hook's own answer is not waited on).
-fn request_denied(decided: &Decided) -> Option<&Outcome> {
-    match decided {
+fn request_denied(verdict: &Verdict) -> Option<&Outcome> {
+    match verdict {
         Err(RateLimitRejection::TooManyRequests(denied)) => Some(denied),
         _ => None,
     }

@@ -13,14 +13,11 @@ use http::Request;
 use http::request::Parts;
 use tower_service::Service;
 
-use crate::config::FailurePolicy;
-use crate::decide::Decider;
-use crate::error::{BuildError, Error};
-use crate::grpc;
+use crate::error::BuildError;
 use crate::handle::PlugLimit;
-use crate::layer::{RateLimit, RateLimitLayer, limited};
 use crate::limit::RuntimeLimit;
-use crate::rejection::RateLimitRejection;
+use crate::web::grpc;
+use crate::web::layer::{RateLimit, RateLimitLayer, limited};
 
 /// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
 #[derive(Clone)]
@@ -99,7 +96,7 @@ impl RateLimitLayer<RuntimeLimit> {
     /// # }
     /// ```
     pub fn runtime(limits: PlugLimit, limit: RuntimeLimit) -> Result<Self, BuildError> {
-        limits.decider().registry.admits(limit.as_ref())?;
+        limits.decider().registry().admits(limit.as_ref())?;
         Ok(Self::resolve(limits, move |_| Some(limit.clone())))
     }
 
@@ -216,10 +213,10 @@ where
         let request = Request::from_parts(parts, body);
         Box::pin(async move {
             let decider = limits.decider();
-            if !decider.enabled.is_enabled() {
+            if !decider.is_enabled() {
                 return unlimited(inner.call(request).await);
             }
-            match bounded(decider, limit).await {
+            match decider.resolve(limit).await {
                 Ok(Some(limit)) => limited(&limits, wait, &[limit.as_ref()], request, inner).await,
                 Ok(None) | Err(Ok(_)) => unlimited(inner.call(request).await),
                 Err(Err(rejection)) => Ok(grpc::refuse(request.headers(), rejection)),
@@ -235,30 +232,4 @@ where
     B::Error: Into<BoxError>,
 {
     response.map(|response| response.map(Body::new))
-}
-
-/// What a resolver that could not answer in time comes to: pass without headers, or refuse.
-pub(crate) type Unresolved = Result<Option<crate::outcome::Outcome>, RateLimitRejection>;
-
-/// Runs a resolver within the check's timeout. One that overruns it fails like a check that
-/// could not decide, by the handle's failure policy (no limiter is known yet to have one of
-/// its own): a resolver waiting on a slow database must not hold every request with it.
-pub(crate) async fn bounded<F>(
-    decider: &Decider,
-    resolver: F,
-) -> Result<Option<RuntimeLimit>, Unresolved>
-where
-    F: Future<Output = Option<RuntimeLimit>>,
-{
-    let Ok(limit) = tokio::time::timeout(decider.timeout, resolver).await else {
-        let error = Error::Timeout(decider.timeout);
-        decider.failures.log(decider.log_level, "resolver", &error);
-        return Err(match decider.on_failure {
-            FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
-            FailurePolicy::Closed | FailurePolicy::LocalShare => {
-                Err(RateLimitRejection::Unavailable(error))
-            }
-        });
-    };
-    Ok(limit)
 }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 
 use plug_limit_options::Builtin;
 
-use super::Decided;
+use super::Verdict;
 use super::log_throttle::LogThrottle;
 use super::ruling::RuleSet;
 use crate::backend::{Backend, Program};
-use crate::batch::Batches;
 use crate::config::{FailurePolicy, KeyFailure, LogLevel};
+use crate::engine::batch::Batches;
 use crate::error::{BuildError, Error};
 use crate::hook::{Action, Check, Hook};
 use crate::key::KeyExtractor;
@@ -53,18 +53,18 @@ impl Entry {
     }
 
     /// What its hook makes of `outcome`; `None` without a hook, or to keep the default path.
-    pub(crate) fn hooked(&self, outcome: &Outcome) -> Option<Decided> {
+    pub(crate) fn hooked(&self, outcome: &Outcome) -> Option<Verdict> {
         consult(self.hook.as_deref()?, self.name(), outcome)
     }
 
     /// What its hook makes of `error`; `None` without a hook, or to keep the failure policy.
-    pub(crate) fn hooked_failure(&self, error: &Error) -> Option<Decided> {
+    pub(crate) fn hooked_failure(&self, error: &Error) -> Option<Verdict> {
         failed(self.hook.as_deref()?, self.name(), error)
     }
 }
 
 /// What `hook` makes of `limiter`'s outcome: `None` keeps the default path.
-fn consult(hook: &dyn Hook, limiter: &str, outcome: &Outcome) -> Option<Decided> {
+fn consult(hook: &dyn Hook, limiter: &str, outcome: &Outcome) -> Option<Verdict> {
     let check = if outcome.is_allowed() {
         Check::Allowed(outcome)
     } else {
@@ -74,11 +74,11 @@ fn consult(hook: &dyn Hook, limiter: &str, outcome: &Outcome) -> Option<Decided>
 }
 
 /// What `hook` makes of `limiter`'s failure: `None` keeps the failure policy.
-fn failed(hook: &dyn Hook, limiter: &str, error: &Error) -> Option<Decided> {
+fn failed(hook: &dyn Hook, limiter: &str, error: &Error) -> Option<Verdict> {
     overrides(hook.on_check(limiter, Check::Failed(error)), None)
 }
 
-fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Decided> {
+fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Verdict> {
     match action {
         Action::Default => None,
         Action::Proceed(headers) => {

@@ -13,8 +13,8 @@ use http::Request;
 use tower_layer::Layer;
 use tower_service::Service;
 
+use crate::engine::settle;
 use crate::outcome::Outcome;
-use crate::settle;
 
 /// Adds the rate-limit headers of the requests it wraps to their responses.
 ///

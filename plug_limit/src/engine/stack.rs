@@ -11,29 +11,31 @@ use http::request::Parts;
 use smallvec::SmallVec;
 use tracing::Instrument;
 
-use super::keys::Keys;
-use super::{Decided, Decider, Entry, Prepared, Request, Shared, Step, refuse_or_pass, waiting};
+use super::evaluation::{Evaluation, styled};
+use super::prepare::{Prepared, Reading};
+use super::run::refuse_or_pass;
+use super::{Decider, Entry, Step, Verdict, waiting};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;
+use crate::engine::settle::Pending;
 use crate::error::Error;
 use crate::limit::Charge;
-use crate::limit::{LimitRef, Opt};
+use crate::limit::LimitRef;
 use crate::outcome::Outcome;
 use crate::outcome::tightest::{Tightest, Tightness, for_the_stack, merge};
 use crate::rejection::RateLimitRejection;
-use crate::settle::Pending;
 use crate::telemetry::{self, DecisionLabel, Watch};
 
 impl Decider {
     /// Decides one request under every limit of `limits` at once.
-    pub(crate) async fn decide_all(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Decided {
+    pub(crate) async fn decide_all(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Verdict {
         let step = match limits {
             [limit] => self.start(limit, parts),
             limits => self.start_stack(limits, parts),
         };
         match step {
-            Step::Done(decided) => decided,
+            Step::Done(verdict) => verdict,
             Step::Waiting(call) => call.await,
         }
     }
@@ -43,66 +45,71 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        let mut requests: Few<Request<'a>> = Few::new();
+        let mut evaluations: Few<Evaluation<'a>> = Few::new();
         // A limit keyed by the header the limit before it read does not read it again, nor
         // looks the matched route up again.
-        let mut shared = Shared::default();
+        let mut reading = Reading::default();
         for limit in limits {
             // Pushed where it is made: a request is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
             if let Prepared::Answered(Err(rejection)) =
-                self.prepare(limit, parts, Some(&mut shared), |request| {
-                    requests.push(request)
+                self.prepare(limit, parts, Some(&mut reading), |evaluation| {
+                    evaluations.push(evaluation)
                 })
             {
-                undecided(&requests);
+                undecided(&evaluations);
                 return Step::Done(Err(rejection));
             }
         }
-        if requests.len() < 2 {
-            return requests.pop().map_or(Step::Done(Ok(None)), |request| {
-                let _entered = request.watch.entered();
-                self.run(request)
-            });
+        if evaluations.len() < 2 {
+            return evaluations
+                .pop()
+                .map_or(Step::Done(Ok(None)), |evaluation| {
+                    let _entered = evaluation.watch().entered();
+                    self.run(evaluation)
+                });
         }
         // What is decided without waiting logs within the first limit's span, as a stack that
         // waits on Redis does.
-        let _entered = requests[0].watch.entered();
+        let _entered = evaluations[0].watch().entered();
         // A denial any limit has cached settles the stack without a call.
-        if let Some(at) = requests.iter().position(|request| request.cached.is_some())
-            && let Some((at, decided)) = requests[at..]
+        if let Some(at) = evaluations
+            .iter()
+            .position(|evaluation| evaluation.cached().is_some())
+            && let Some((at, verdict)) = evaluations[at..]
                 .iter()
                 .enumerate()
-                .find_map(|(i, request)| Some((at + i, self.cached_denial(request)?)))
+                .find_map(|(i, evaluation)| Some((at + i, self.cached_denial(evaluation)?)))
         {
-            for (i, request) in requests.iter().enumerate() {
+            for (i, evaluation) in evaluations.iter().enumerate() {
                 if i != at {
-                    request.watch.undecided();
+                    evaluation.watch().undecided();
                 }
             }
-            return Step::Done(decided);
+            return Step::Done(verdict);
         }
-        let backend = match self.stack_backend(requests.iter().map(|request| request.entry)) {
-            Ok(backend) => backend,
-            Err(error) => return Step::Done(self.fail_stack(&requests, error)),
-        };
-        for request in &requests {
-            request.watch.dispatched(backend.name());
+        let backend =
+            match self.stack_backend(evaluations.iter().map(|evaluation| evaluation.entry())) {
+                Ok(backend) => backend,
+                Err(error) => return Step::Done(self.fail_stack(&evaluations, error)),
+            };
+        for evaluation in &evaluations {
+            evaluation.watch().dispatched(backend.name());
         }
         let mut answers = Outcomes::new();
-        match backend.start_stack(stack_parts(&requests), &mut answers) {
+        match backend.start_stack(stack_parts(&evaluations), &mut answers) {
             Err(error) | Ok(StartedStack::Done(Err(error))) => {
-                Step::Done(self.fail_stack(&requests, error))
+                Step::Done(self.fail_stack(&evaluations, error))
             }
             Ok(StartedStack::Done(Ok(()))) => {
-                Step::Done(self.stack_verdict(backend, &requests, &mut answers))
+                Step::Done(self.stack_verdict(backend, &evaluations, &mut answers))
             }
             Ok(StartedStack::Redis(redis)) => {
-                let span = requests[0].watch.span().cloned();
+                let span = evaluations[0].watch().span().cloned();
                 waiting(span, async move {
-                    match redis.eval_stack(&few(stack_parts(&requests))).await {
-                        Ok(mut answers) => self.stack_verdict(backend, &requests, &mut answers),
-                        Err(error) => self.fail_stack(&requests, error),
+                    match redis.eval_stack(&few(stack_parts(&evaluations))).await {
+                        Ok(mut answers) => self.stack_verdict(backend, &evaluations, &mut answers),
+                        Err(error) => self.fail_stack(&evaluations, error),
                     }
                 })
             }
@@ -225,15 +232,15 @@ impl Decider {
     fn stack_verdict(
         &self,
         backend: &Backend,
-        requests: &[Request<'_>],
+        evaluations: &[Evaluation<'_>],
         answers: &mut Outcomes,
-    ) -> Decided {
+    ) -> Verdict {
         // One pass learns what the verdict turns on: the first limit that denied (not in
         // shadow mode), whether any allowed, whether any has a hook, and whether any lists
         // every limit's policy.
         let (mut denier, mut any_allowed, mut hooks, mut lists) = (None, false, false, false);
-        for (at, (request, answer)) in requests.iter().zip(answers.iter()).enumerate() {
-            let entry = request.entry;
+        for (at, (evaluation, answer)) in evaluations.iter().zip(answers.iter()).enumerate() {
+            let entry = evaluation.entry();
             hooks |= entry.hook.is_some();
             lists |= entry.style.lists_policies();
             match answer {
@@ -243,7 +250,7 @@ impl Decider {
             }
         }
         if let Some(denier) = denier {
-            return self.stack_denied(requests, answers, denier);
+            return self.stack_denied(evaluations, answers, denier);
         }
         // A shadow limit's would-be denial speaks for nothing: the headers are those of the
         // limits that allowed (of every limit, when each one is a shadow denial), and the
@@ -255,22 +262,22 @@ impl Decider {
         let mut owed: Option<Vec<Pending>> = None;
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
-        for (at, (request, answer)) in requests.iter().zip(answers.iter()).enumerate() {
+        for (at, (evaluation, answer)) in evaluations.iter().zip(answers.iter()).enumerate() {
             let Some(answer) = answer else {
                 // Not run: an earlier limit denied.
-                request.watch.undecided();
+                evaluation.watch().undecided();
                 continue;
             };
-            let entry = request.entry;
+            let entry = evaluation.entry();
             if answer.is_allowed() {
-                request.watch.decided(DecisionLabel::Allowed);
+                evaluation.watch().decided(DecisionLabel::Allowed);
                 // What an admitted stack owes each limit that settles after the response.
-                if request.terms.owes() {
-                    let caches_denials = request.cached.is_some();
+                if evaluation.terms().owes() {
+                    let caches_denials = evaluation.cached().is_some();
                     owed.get_or_insert_with(Vec::new).push(self.owed(
                         backend,
-                        request.call(),
-                        request.terms,
+                        evaluation.call(),
+                        evaluation.terms(),
                         caches_denials,
                         answer.report(),
                     ));
@@ -279,7 +286,7 @@ impl Decider {
                 if let Some(suppressed) = entry.shadow_denials.due() {
                     tracing::info!(target: "plug_limit", limiter = %entry.name(), suppressed, "request would be denied (shadow mode)");
                 }
-                request.watch.decided(DecisionLabel::ShadowDenied);
+                evaluation.watch().decided(DecisionLabel::ShadowDenied);
             }
             if speaks(answer) {
                 if hooks {
@@ -290,23 +297,21 @@ impl Decider {
         }
         // In the legacy style the tightest limit speaks for all, and only its outcome is made;
         // a limit in the draft-10 style lists every limit's policy.
-        let merged = if lists {
-            merge(
-                requests
-                    .iter()
-                    .zip(answers.iter_mut())
-                    .filter_map(|(request, answer)| {
+        let merged =
+            if lists {
+                merge(evaluations.iter().zip(answers.iter_mut()).filter_map(
+                    |(evaluation, answer)| {
                         let answer = answer.take().filter(|answer| speaks(answer))?;
-                        Some((Tightness::of(answer.report()), request.styled(answer)))
-                    }),
-            )
-        } else {
-            let speaking = tightest.take().and_then(|at| {
-                let answer = answers.get_mut(at)?.take()?;
-                Some(requests.get(at)?.styled(answer))
-            });
-            for_the_stack(speaking)
-        };
+                        Some((Tightness::of(answer.report()), evaluation.styled(answer)))
+                    },
+                ))
+            } else {
+                let speaking = tightest.take().and_then(|at| {
+                    let answer = answers.get_mut(at)?.take()?;
+                    Some(evaluations.get(at)?.styled(answer))
+                });
+                for_the_stack(speaking)
+            };
         let merged = match owed.and_then(Pending::stacked) {
             Some(pending) => merged.owing(pending),
             None => merged,
@@ -315,7 +320,7 @@ impl Decider {
         let hooked = heard.iter().find_map(|entry| {
             entry
                 .hooked(&merged)
-                .filter(|decided| !(entry.shadow && decided.is_err()))
+                .filter(|verdict| !(entry.shadow && verdict.is_err()))
         });
         hooked.unwrap_or(Ok(Some(merged)))
     }
@@ -325,27 +330,24 @@ impl Decider {
     /// what they took, and decided nothing, as did those after it, which did not run.
     fn stack_denied(
         &self,
-        requests: &[Request<'_>],
+        evaluations: &[Evaluation<'_>],
         answers: &mut Outcomes,
         denier: usize,
-    ) -> Decided {
-        for (at, request) in requests.iter().enumerate() {
+    ) -> Verdict {
+        for (at, evaluation) in evaluations.iter().enumerate() {
             if at != denier {
-                request.watch.undecided();
+                evaluation.watch().undecided();
             }
         }
         let answer = answers.get_mut(denier).and_then(Option::take);
-        let Some((request, answer)) = requests.get(denier).zip(answer) else {
+        let Some((evaluation, answer)) = evaluations.get(denier).zip(answer) else {
             return Ok(None);
         };
-        let entry = request.entry;
-        let outcome = request.styled(answer);
+        let entry = evaluation.entry();
+        let outcome = evaluation.styled(answer);
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
-        request.watch.decided(DecisionLabel::Denied);
-        if let Some((opts, now_ms)) = request.cached {
-            self.denials
-                .insert(&request.keys, opts, request.cost, &outcome, now_ms);
-        }
+        evaluation.watch().decided(DecisionLabel::Denied);
+        evaluation.remember_denial(&self.denials, &outcome);
         entry
             .hooked(&outcome)
             .unwrap_or_else(|| Err(RateLimitRejection::denied(outcome)))
@@ -353,22 +355,22 @@ impl Decider {
 
     /// Logs a stack that could not decide and applies the strictest failure policy of its
     /// limits (`Closed`, then `Memory`, then `Open`), after their hooks.
-    fn fail_stack(&self, requests: &[Request<'_>], error: Error) -> Decided {
-        let lead = requests[0].entry;
+    fn fail_stack(&self, evaluations: &[Evaluation<'_>], error: Error) -> Verdict {
+        let lead = evaluations[0].entry();
         lead.failures.log(lead.log_level, lead.name(), &error);
-        for request in requests {
-            request.watch.failed(telemetry::cause(&error));
+        for evaluation in evaluations {
+            evaluation.watch().failed(telemetry::cause(&error));
         }
-        if let Some(decided) = requests
+        if let Some(verdict) = evaluations
             .iter()
-            .find_map(|request| request.entry.hooked_failure(&error))
+            .find_map(|evaluation| evaluation.entry().hooked_failure(&error))
         {
-            undecided(requests);
-            return decided;
+            undecided(evaluations);
+            return verdict;
         }
-        let policy = requests
+        let policy = evaluations
             .iter()
-            .map(|request| request.entry.on_failure)
+            .map(|evaluation| evaluation.entry().on_failure)
             .max_by_key(|policy| match policy {
                 FailurePolicy::Open => 0,
                 FailurePolicy::Memory => 1,
@@ -379,13 +381,13 @@ impl Decider {
             let mut answers = Outcomes::new();
             match self
                 .fallback()
-                .start_stack(stack_parts(requests), &mut answers)
+                .start_stack(stack_parts(evaluations), &mut answers)
             {
                 Ok(StartedStack::Done(Ok(()))) => {
-                    for request in requests {
-                        request.watch.fell_back();
+                    for evaluation in evaluations {
+                        evaluation.watch().fell_back();
                     }
-                    return self.stack_verdict(self.fallback(), requests, &mut answers);
+                    return self.stack_verdict(self.fallback(), evaluations, &mut answers);
                 }
                 Ok(StartedStack::Done(Err(error))) | Err(error) => {
                     lead.failures.log(lead.log_level, lead.name(), &error);
@@ -394,7 +396,7 @@ impl Decider {
                 Ok(StartedStack::Redis(_)) => {}
             }
         }
-        undecided(requests);
+        undecided(evaluations);
         refuse_or_pass(policy, error)
     }
 }
@@ -405,35 +407,14 @@ type Few<T> = SmallVec<[T; 4]>;
 
 /// The stack's parts, as the backend takes them, made as they are read.
 fn stack_parts<'r>(
-    requests: &'r [Request<'_>],
+    evaluations: &'r [Evaluation<'_>],
 ) -> impl Iterator<Item = StackPart<'r>> + Clone + use<'r> {
-    requests.iter().map(|request| StackPart {
-        program: &request.entry.program,
-        keys: &request.keys,
-        opts: request.opts,
-        read_ahead: request.read_ahead,
-        cost: request.cost,
-        soft: request.entry.shadow,
-    })
+    evaluations.iter().map(Evaluation::stack_part)
 }
 
-impl Request<'_> {
-    /// Its outcome of `answer`, in its limiter's style.
-    fn styled(&self, answer: Answer) -> Outcome {
-        styled(self.entry, &self.keys, self.opts, answer)
-    }
-}
-
-/// The outcome of `answer`, a limit's of `entry` counted under `keys` with `opts`, in the
-/// limiter's style.
-fn styled(entry: &Entry, keys: &Keys<'_>, opts: &[Opt], answer: Answer) -> Outcome {
-    let outcome = answer.into_outcome(&entry.program.headers);
-    entry.style.finish(|| keys.first(), opts, outcome)
-}
-
-/// Ends the watch of every request in `requests` without a decision.
-fn undecided(requests: &[Request<'_>]) {
-    for request in requests {
-        request.watch.undecided();
+/// Ends the watch of every request in `evaluations` without a decision.
+fn undecided(evaluations: &[Evaluation<'_>]) {
+    for evaluation in evaluations {
+        evaluation.watch().undecided();
     }
 }

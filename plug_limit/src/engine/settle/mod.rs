@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 use http::StatusCode;
 
 use crate::backend::{Backend, Call, Program, Started};
-use crate::decide::DenyCache;
+use crate::engine::DenyCache;
 use crate::limit::{Charge, Opt, ReadAhead};
 use crate::outcome::{Owing, Usage};
 

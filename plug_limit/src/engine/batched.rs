@@ -1,0 +1,64 @@
+//! A request of a limiter with local batches: answered from its key's batch at this
+//! instance, or after reserving the next one (`batch/`), then decided as any other.
+
+use std::sync::Arc;
+
+use super::evaluation::Evaluation;
+use super::prepare::opts_id;
+use super::{Decider, Step, Verdict, waiting};
+use crate::backend::RedisBackend;
+use crate::config::FailurePolicy;
+use crate::engine::batch::Batches;
+use crate::error::Error;
+use crate::outcome::Outcome;
+use crate::telemetry;
+
+impl Decider {
+    /// Runs `evaluation` on `batches`, reserving on `redis` when its key's batch is spent.
+    pub(super) fn run_batched<'a>(
+        &'a self,
+        batches: &'a Batches,
+        redis: &'a Arc<RedisBackend>,
+        evaluation: Evaluation<'a>,
+    ) -> Step<'a> {
+        // Hashed once: the deny cache's lookup may have hashed them already.
+        let opts = evaluation
+            .cached()
+            .map_or_else(|| opts_id(evaluation.opts()), |(opts, _)| opts);
+        let ahead = |slot| batches.reserve_ahead(slot, redis, evaluation.call(), opts);
+        match batches.spend(evaluation.keys(), opts, ahead) {
+            Ok(outcome) => Step::Done(self.verdict(&evaluation, outcome)),
+            Err(slot) => {
+                let span = evaluation.watch().span().cloned();
+                waiting(span, async move {
+                    let share = (evaluation.entry().on_failure == FailurePolicy::LocalShare)
+                        .then(|| Arc::clone(&slot));
+                    let result = batches.reserve(slot, redis, evaluation.call(), opts).await;
+                    match (result, share) {
+                        (Err(error), Some(slot)) => {
+                            let outcome = batches.by_share(&slot, evaluation.opts(), opts);
+                            self.by_share(&evaluation, &error, outcome)
+                        }
+                        (result, _) => self.conclude(&evaluation, result),
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl Decider {
+    /// The answer of a key's recent share, `outcome`, to `evaluation`, which Redis could not
+    /// decide: logged and counted as a failure the fallback decided, the hook first.
+    fn by_share(&self, evaluation: &Evaluation<'_>, error: &Error, outcome: Outcome) -> Verdict {
+        let entry = evaluation.entry();
+        entry.failures.log(entry.log_level, entry.name(), error);
+        evaluation.watch().failed(telemetry::cause(error));
+        if let Some(verdict) = entry.hooked_failure(error) {
+            evaluation.watch().undecided();
+            return verdict;
+        }
+        evaluation.watch().fell_back();
+        self.verdict(evaluation, outcome)
+    }
+}

@@ -1,0 +1,180 @@
+//! Preparing a check: the limiter, the rules, the key, then the evaluation it dispatches
+//! ([`Evaluation`]), each before any backend call. What the preparation alone settles (a
+//! request the rules pass or forbid, a key that cannot be read, an unknown limiter) is said in
+//! [`Prepared`].
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::hash::BuildHasher;
+use std::sync::LazyLock;
+use std::sync::atomic::Ordering;
+
+use axum::extract::MatchedPath;
+use http::request::Parts;
+
+use super::evaluation::Evaluation;
+use super::keys::{Keys, Named};
+use super::registry::Entry;
+use super::ruling;
+use super::run::refuse_or_pass;
+use super::{Decider, Verdict};
+use crate::config::KeyFailure;
+use crate::key::{self, Extracted, KeyExtractor, Reads};
+use crate::limit::{LimitRef, Opt};
+use crate::rejection::RateLimitRejection;
+use crate::telemetry::{self, DecisionLabel, Watch};
+
+/// What preparing a check comes to, before any backend call.
+pub(super) enum Prepared<T> {
+    /// The request goes to its limiter: what the preparation's `then` made of it.
+    Check(T),
+    /// Let through uncounted and without headers: the rules skip it, or its key could not be
+    /// read and its limiter's `KeyFailure` is `Pass`.
+    Pass,
+    /// Answered without its limiter: refused (a deny-list, a key that could not be read), or
+    /// its limiter unknown, by the failure policy.
+    Answered(Verdict),
+}
+
+/// What a stack's limits share of reading their one request: each would read it alike.
+#[derive(Default)]
+pub(super) struct Reading<'p> {
+    /// The route the request matched (`None`: none did), once looked up.
+    matched: OnceCell<Option<&'p str>>,
+    reads: Reads<'p>,
+}
+
+impl Decider {
+    /// A request's check up to its dispatch: the limiter, the rules, the key (with `shared`,
+    /// what a stack's limits share of reading the request: the route it matched, looked up
+    /// once, and the header the limit before read, not read again);
+    /// then `then` of the request, handed over where it is made rather than moved out and in
+    /// again (the request is some three hundred bytes). [`Prepared::Pass`] or
+    /// [`Prepared::Answered`] when the preparation settles the check.
+    #[inline]
+    pub(super) fn prepare<'a, T>(
+        &'a self,
+        limit: &LimitRef<'a>,
+        parts: &'a Parts,
+        reading: Option<&mut Reading<'a>>,
+        then: impl FnOnce(Evaluation<'a>) -> T,
+    ) -> Prepared<T> {
+        let (matched, reads) = reading
+            .map(|reading| (&reading.matched, &mut reading.reads))
+            .unzip();
+        // Scoped to the matched route by default, so two routes never share a budget by
+        // accident; `*` only when the router matched nothing (a fallback).
+        let route_scope = limit
+            .scope
+            .or_else(|| {
+                let lookup = || {
+                    parts
+                        .extensions
+                        .get::<MatchedPath>()
+                        .map(MatchedPath::as_str)
+                };
+                match matched {
+                    Some(matched) => *matched.get_or_init(lookup),
+                    None => lookup(),
+                }
+            })
+            .unwrap_or("*");
+        let entry = match self.registry.of(limit) {
+            Ok(entry) => entry,
+            Err(error) => {
+                // Labelled by a fixed word: the name may come from a request (a run-time
+                // limit), and each distinct one would be a metric series of its own.
+                let watch =
+                    Watch::request(&self.telemetry, telemetry::UNKNOWN_LIMITER, route_scope);
+                let _entered = watch.entered();
+                self.failures.log(self.log_level, limit.limiter, &error);
+                watch.failed(telemetry::cause(&error));
+                watch.undecided();
+                return Prepared::Answered(refuse_or_pass(self.on_failure, error));
+            }
+        };
+        let watch = Watch::request(&self.telemetry, entry.name(), route_scope);
+        // Until `then` returns: a check decided without waiting logs within its span, as one
+        // that waits on Redis does.
+        let _entered = watch.entered();
+        // Before the key and any backend call: what the rules settle costs nothing else.
+        if let Some(rules) = entry.rules.as_deref() {
+            match rules.judge(parts) {
+                ruling::Ruling::Check => {}
+                ruling::Ruling::Pass => {
+                    watch.decided(DecisionLabel::Skipped);
+                    return Prepared::Pass;
+                }
+                ruling::Ruling::Forbid => {
+                    watch.decided(DecisionLabel::Forbidden);
+                    return Prepared::Answered(Err(RateLimitRejection::Forbidden));
+                }
+            }
+        }
+        let extractor = limit.key.unwrap_or(&*entry.key);
+        let (key, scope) = match key::extract(extractor, parts, reads) {
+            Ok(key) => (key, Cow::Borrowed(route_scope)),
+            Err(error) => {
+                tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
+                if matches!(error, key::KeyError::NoPeerAddress) {
+                    self.warn_no_peer();
+                }
+                let by_peer = match entry.on_key_failure {
+                    KeyFailure::PeerIp => key::peer_ip().extract(parts).ok().map(Extracted::Owned),
+                    KeyFailure::Reject | KeyFailure::Pass => None,
+                };
+                let Some(peer) = by_peer else {
+                    watch.failed(telemetry::KEY_CAUSE);
+                    watch.undecided();
+                    if entry.on_key_failure == KeyFailure::Pass {
+                        return Prepared::Pass;
+                    }
+                    return Prepared::Answered(Err(RateLimitRejection::KeyRejected(error)));
+                };
+                // A budget of its own: the extractor's keys and the peer's never meet.
+                (peer, Cow::Owned(format!("{route_scope}\0peer")))
+            }
+        };
+        // A shadow limiter never refuses, so it has no denials to answer from a cache.
+        let cached = (entry.deny_cache && !entry.shadow)
+            .then(|| (opts_id(limit.opts), self.now_ms(watch.started())));
+        let keys = Keys::namespaced(key, &self.prefix, named(entry, limit), scope);
+        Prepared::Check(then(Evaluation::new(entry, limit, keys, cached, watch)))
+    }
+
+    /// Says once, at `WARN`, that requests come without a peer address: a server made without
+    /// `into_make_service_with_connect_info` turns every request keyed by it into a `400`,
+    /// which the `DEBUG` line alone would leave unexplained.
+    #[cold]
+    pub(super) fn warn_no_peer(&self) {
+        if !self.warned_no_peer.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                target: "plug_limit",
+                "requests come without a peer address, so a key read from it refuses them with 400: serve with `into_make_service_with_connect_info::<SocketAddr>()` (in tests, add axum's `MockConnectInfo` layer), or key by something else"
+            );
+        }
+    }
+}
+
+/// What the keys of `limit`, run by `entry`, name of it.
+pub(super) fn named<'a>(entry: &'a Entry, limit: &LimitRef<'a>) -> Named<'a> {
+    Named {
+        limiter: entry.name(),
+        opts: limit.opts,
+        opts_key: limit.opts_key,
+    }
+}
+
+/// A limit's options as the deny cache and local batches tell limits apart (two limits of
+/// different options may count under one key and decide differently): their hash, within this
+/// process.
+///
+/// foldhash's quality hasher under a seed drawn once per process: a few words hash in a few
+/// nanoseconds, where std's SipHash took about 35 on every cached or batched check (a profile
+/// of `http_load`'s `global_batched`). The seed is secret, where `DefaultHasher::new()`'s key
+/// is public; and a collision, which a run-time resolver building options from request text
+/// could at most stumble on, only mixes two limits that count under the same client key.
+pub(super) fn opts_id(opts: &[Opt]) -> u64 {
+    static HASHER: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
+    HASHER.hash_one(opts)
+}
