@@ -513,3 +513,322 @@ use crate::*;
         [(26, "a glob of the crate root names every room".to_owned())]
     );
 }
+
+/// A file's paths into the crate, each as the absolute module path it names (`crate::`,
+/// `super::` and `self::` resolved), with the line it is on; and the names its `use` items
+/// bring in, each with the absolute path it stands for.
+#[derive(Default)]
+struct FilePaths {
+    paths: Vec<(usize, Vec<String>)>,
+    uses: BTreeMap<String, Vec<String>>,
+    /// What its visible `use` items re-export: an import of the file's own code only where
+    /// the file names it elsewhere (a module's facade is not its code's dependency).
+    reexports: Vec<(String, Vec<String>)>,
+    /// The first names of the paths in its code.
+    named: BTreeSet<String>,
+}
+
+/// Walks one file for [`FilePaths`], keeping the module it is in.
+struct PathReader {
+    module: Vec<String>,
+    out: FilePaths,
+    /// Whether the `use` item being read is visible outside the file.
+    reexporting: bool,
+}
+
+impl PathReader {
+    /// `segments` as written, made absolute; `None` for a path into another crate or a name
+    /// of this module alone.
+    fn absolute(&self, segments: &[String]) -> Option<Vec<String>> {
+        let mut at: Vec<String> = match segments.first().map(String::as_str) {
+            Some("crate") => Vec::new(),
+            Some("super") => self.module[..self.module.len().saturating_sub(1)].to_vec(),
+            Some("self") => self.module.clone(),
+            _ => return None,
+        };
+        let mut rest = &segments[1..];
+        while rest.first().is_some_and(|s| s == "super") {
+            at.pop();
+            rest = &rest[1..];
+        }
+        at.extend(rest.iter().cloned());
+        Some(at)
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(path) => {
+                prefix.push(path.ident.to_string());
+                self.use_tree(prefix, &path.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(name) => self.used(prefix, &name.ident, &name.ident),
+            syn::UseTree::Rename(rename) => self.used(prefix, &rename.ident, &rename.rename),
+            syn::UseTree::Glob(glob) => {
+                if let Some(path) = self.absolute(prefix) {
+                    self.out
+                        .paths
+                        .push((glob.star_token.span.start().line, path));
+                }
+            }
+            syn::UseTree::Group(group) => {
+                for item in &group.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+
+    fn used(&mut self, prefix: &mut Vec<String>, ident: &syn::Ident, name: &syn::Ident) {
+        // `use super::settle::{self, Deadline}`: `self` names the module the group is in.
+        if ident != "self" {
+            prefix.push(ident.to_string());
+        }
+        if let Some(path) = self.absolute(prefix) {
+            let name = if ident == "self" {
+                prefix.last().cloned().unwrap_or_default()
+            } else {
+                name.to_string()
+            };
+            if self.reexporting {
+                self.out.reexports.push((name.clone(), path.clone()));
+            } else {
+                let line = ident.span().start().line;
+                self.out.paths.push((line, path.clone()));
+            }
+            self.out.uses.insert(name, path);
+        }
+        if ident != "self" {
+            prefix.pop();
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for PathReader {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Macro(i) => &i.attrs,
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            syn::Item::Type(i) => &i.attrs,
+            syn::Item::Union(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if !is_test_only(attrs) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        // A module of its own file is that file's; an inline one is read as this file.
+        if item.content.is_some() {
+            self.module.push(item.ident.to_string());
+            syn::visit::visit_item_mod(self, item);
+            self.module.pop();
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.reexporting = !matches!(item.vis, syn::Visibility::Inherited);
+        self.use_tree(&mut Vec::new(), &item.tree);
+        self.reexporting = false;
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        if let Some(first) = segments.first() {
+            self.out.named.insert(first.clone());
+        }
+        if path.leading_colon.is_none()
+            && segments.len() > 1
+            && let Some(absolute) = self.absolute(&segments)
+        {
+            let line = path.segments[0].ident.span().start().line;
+            self.out.paths.push((line, absolute));
+        }
+        syn::visit::visit_path(self, path);
+    }
+}
+
+/// The file an absolute path lands in: down the modules that are files, then through the
+/// `use` items that re-export the rest (`crate::engine::DenyCache` is `engine/deny_cache.rs`'s).
+fn landing(
+    path: &[String],
+    modules: &BTreeMap<Vec<String>, String>,
+    files: &BTreeMap<String, FilePaths>,
+    depth: usize,
+) -> Option<String> {
+    let mut at: Vec<String> = Vec::new();
+    for (i, segment) in path.iter().enumerate() {
+        let mut next = at.clone();
+        next.push(segment.clone());
+        if modules.contains_key(&next) {
+            at = next;
+            continue;
+        }
+        let file = modules.get(&at)?;
+        let through = files.get(file).and_then(|paths| paths.uses.get(segment));
+        return match through {
+            Some(target) if depth < 8 => {
+                let mut target = target.clone();
+                target.extend(path[i + 1..].iter().cloned());
+                landing(&target, modules, files, depth + 1)
+            }
+            _ => Some(file.clone()),
+        };
+    }
+    modules.get(&at).cloned()
+}
+
+/// A circle of files in `edges`, if there is one: the files in order, the first again last.
+fn circle(edges: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        file: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        trail: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = trail.iter().position(|f| f == file) {
+            let mut found = trail[at..].to_vec();
+            found.push(file.to_owned());
+            return Some(found);
+        }
+        if done.contains(file) {
+            return None;
+        }
+        trail.push(file.to_owned());
+        for next in edges.get(file).into_iter().flatten() {
+            if let Some(found) = visit(next, edges, trail, done) {
+                return Some(found);
+            }
+        }
+        trail.pop();
+        done.insert(file.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    edges
+        .keys()
+        .find_map(|file| visit(file, edges, &mut Vec::new(), &mut done))
+}
+
+/// Every file of `plug_limit/src` that is code (not `lib.rs`, not a unit-test file), by its
+/// module path, and the imports between them.
+fn file_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut paths = Vec::new();
+    sources(src, &mut paths);
+    let mut modules = BTreeMap::new();
+    let mut files = BTreeMap::new();
+    for path in &paths {
+        let relative = path.strip_prefix(src).unwrap();
+        let module = module_path(relative);
+        if module == ["lib"] || module.last().is_some_and(|last| last == "tests") {
+            continue;
+        }
+        let file = relative.display().to_string();
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut reader = PathReader {
+            module: module.clone(),
+            out: FilePaths::default(),
+            reexporting: false,
+        };
+        reader.visit_file(&syn::parse_file(&text).expect("a source file syn parses"));
+        modules.insert(module, file.clone());
+        files.insert(file, reader.out);
+    }
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, found) in &files {
+        let reexports = found
+            .reexports
+            .iter()
+            .filter(|(name, _)| found.named.contains(name))
+            .map(|(_, path)| path);
+        for path in found.paths.iter().map(|(_, path)| path).chain(reexports) {
+            if let Some(target) = landing(path, &modules, &files, 0)
+                && &target != file
+            {
+                edges.entry(file.clone()).or_default().insert(target);
+            }
+        }
+    }
+    edges
+}
+
+#[test]
+fn no_two_files_import_each_other_even_by_a_longer_circle() {
+    let edges = file_edges(&root().join("plug_limit/src"));
+    let mut edges = edges;
+    let mut circles = Vec::new();
+    // Each circle found is reported and broken, so one run names them all.
+    while let Some(found) = circle(&edges) {
+        if let [from, to, ..] = found.as_slice()
+            && let Some(targets) = edges.get_mut(from)
+        {
+            targets.remove(to);
+        }
+        circles.push(found.join(" -> "));
+    }
+    assert!(
+        circles.is_empty(),
+        "files that import each other (a file's types, functions or re-exports):\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_file_graph_follows_re_exports_to_the_file_that_defines() {
+    let dir = std::env::temp_dir().join(format!("plug_limit_arch_{}", std::process::id()));
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod engine;\nmod backend;\n");
+    write(
+        "engine/mod.rs",
+        "pub(crate) use self::cache::DenyCache;\npub(crate) use self::run::Step;\nmod cache;\nmod run;\n\
+         pub(crate) struct Decider(DenyCache);\n",
+    );
+    write(
+        "engine/cache.rs",
+        "use crate::backend::Backend;\npub(crate) struct DenyCache;\n",
+    );
+    write(
+        "engine/run.rs",
+        "use super::Decider;\npub(crate) struct Step;\nfn f() { let _ = crate::engine::DenyCache::new(); }\n",
+    );
+    write(
+        "backend/mod.rs",
+        "use crate::engine::DenyCache;\npub(crate) struct Backend;\n",
+    );
+    let edges = file_edges(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let of = |file: &str| edges.get(file).cloned().unwrap_or_default();
+    assert_eq!(
+        of("engine/run.rs"),
+        BTreeSet::from(["engine/mod.rs".to_owned(), "engine/cache.rs".to_owned()])
+    );
+    assert_eq!(
+        of("engine/mod.rs"),
+        BTreeSet::from(["engine/cache.rs".to_owned()])
+    );
+    assert_eq!(
+        of("backend/mod.rs"),
+        BTreeSet::from(["engine/cache.rs".to_owned()])
+    );
+    assert_eq!(
+        circle(&edges),
+        Some(vec![
+            "backend/mod.rs".to_owned(),
+            "engine/cache.rs".to_owned(),
+            "backend/mod.rs".to_owned()
+        ])
+    );
+}

@@ -6,15 +6,14 @@ use std::num::NonZeroUsize;
 use std::ops::DerefMut;
 use std::sync::Arc;
 
-use deadpool_redis::redis::Value;
-
+use super::answer::{Answer, Outcomes, Twin};
+use super::call::{Call, StackPart, head_len, past_head};
+use super::digest::ClientMemo;
 use super::sharded::{self, Digest, FEW, KeyAt, LockedAll, Sharded};
-use super::{Answer, Call, ClientMemo, Outcomes, StackPart, head_len, past_head};
-use crate::algorithm::{Builtin, Field, Report, Runtime, Stored, Verdict, stack};
+use crate::algorithm::{Builtin, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::error::ReplyError;
-use crate::outcome::{Decision, Names, Outcome, declared_name};
+use crate::outcome::{Names, Outcome};
 use smallvec::SmallVec;
 
 const SHARDS: usize = 64;
@@ -318,68 +317,6 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
 /// under the declared names, checked as a reply's are and made into headers only when read.
 fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
     Ok(Twin::checked(verdict, declared)?.into_outcome(declared))
-}
-
-/// A twin's verdict, checked as its script's reply would be: an outcome but for its names
-/// (see [`Answer`](super::Answer)).
-#[derive(Debug)]
-pub(crate) struct Twin {
-    allow: bool,
-    report: Report,
-    /// The units a batch's `~n` granted and the milliseconds left of their window, which its
-    /// script replies after the headers.
-    granted: Option<(u32, i64)>,
-}
-
-impl Twin {
-    /// `verdict`, its values checked as a reply's are against `declared`, its limiter's
-    /// header names: a name for each, then each a number after the first, which is a valid
-    /// header value. A twin makes every value after the first a number by construction (its
-    /// scenarios and the differential tests hold it to its script), so those are checked in
-    /// debug builds only, where a script's reply, which a server may answer with anything, is
-    /// checked always ([`Report::from_fields`]).
-    #[inline(always)]
-    fn checked(verdict: Verdict, declared: &Names) -> Result<Self, Error> {
-        let fields = verdict.headers;
-        if fields.len() > declared.len() {
-            // The first value without a name, as a reply's check names it.
-            declared_name(declared, declared.len())?;
-        }
-        let out_of_contract = |position, found| ReplyError::InvalidHeaderValue { position, found };
-        if !fields.first().is_none_or(Field::is_valid) {
-            return Err(out_of_contract(0, "bytes not allowed in a header").into());
-        }
-        let report = Report::unchecked(fields, verdict.window);
-        debug_assert_eq!(report.check(), Ok(()), "a twin's values out of contract");
-        Ok(Self {
-            allow: verdict.allow,
-            report,
-            granted: verdict.granted,
-        })
-    }
-
-    pub(crate) fn is_allowed(&self) -> bool {
-        self.allow
-    }
-
-    pub(crate) fn report(&self) -> &Report {
-        &self.report
-    }
-
-    /// The outcome, its values under `names`: those it was checked against.
-    #[inline(always)]
-    pub(crate) fn into_outcome(self, names: &Names) -> Outcome {
-        let decision = if self.allow {
-            Decision::Allow
-        } else {
-            Decision::Deny
-        };
-        let extra: Box<[Value]> = match self.granted {
-            Some((units, window_ms)) => Box::new([Value::Int(units.into()), Value::Int(window_ms)]),
-            None => Box::default(),
-        };
-        Outcome::reported(decision, names.clone(), self.report, extra)
-    }
 }
 
 impl fmt::Debug for MemoryBackend {

@@ -7,20 +7,19 @@
 
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
-use crate::algorithm::{Builtin, Report, Runtime};
 use crate::error::Error;
-use crate::limit::{Charge, Opt, ReadAhead};
-use crate::lua::Lua;
-use crate::outcome::{Names, Outcome};
+use crate::outcome::Outcome;
 
+pub(crate) use self::answer::{Answer, Outcomes};
+pub(crate) use self::call::{Call, ClientKeys, KeyText, Program, StackPart, head_len, past_head};
 pub(crate) use self::digest::{ClientMemo, Digest, KeyDigests};
-pub(crate) use self::memory::{MemoryBackend, Twin};
+pub(crate) use self::memory::MemoryBackend;
 pub use self::redis::EvictionPolicy;
-pub(crate) use self::redis::{Pools, RedisBackend, Settings as RedisSettings};
+pub(crate) use self::redis::{ConnectionSource, RedisBackend, Settings as RedisSettings};
 
+mod answer;
 mod breaker;
+mod call;
 pub(crate) mod digest;
 mod memory;
 mod redis;
@@ -31,194 +30,6 @@ pub(crate) mod sharded;
 pub(crate) enum Backend {
     Redis(Arc<RedisBackend>),
     Memory(Arc<MemoryBackend>),
-}
-
-/// What a limiter runs: a built-in algorithm, or a custom script, with its header names.
-#[derive(Debug, Clone)]
-pub(crate) struct Program {
-    /// The limiter's registered name, for errors.
-    pub(crate) name: Box<str>,
-    /// The built-in its script implements; `None` for a custom script.
-    pub(crate) algorithm: Option<Builtin>,
-    pub(crate) script: Arc<Lua>,
-    pub(crate) headers: Names,
-}
-
-impl Program {
-    /// A built-in under its own name and headers.
-    pub(crate) fn builtin(algorithm: Builtin) -> Self {
-        Self {
-            name: algorithm.name().into(),
-            algorithm: Some(algorithm),
-            script: Arc::clone(algorithm.script()),
-            headers: Names::Builtin(algorithm.headers()),
-        }
-    }
-
-    /// The built-in algorithm, or [`Error::NotBuiltIn`] for what only built-ins do.
-    pub(crate) fn builtin_only(&self) -> Result<Builtin, Error> {
-        self.algorithm
-            .ok_or_else(|| Error::NotBuiltIn(plug_limit_options::excerpt(&self.name).into_owned()))
-    }
-}
-
-/// One evaluation: a program, the request's namespaced keys, the limit's options (and a
-/// built-in's read ahead, for its twin), the cost, and for a limiter that leases its units,
-/// the lease's id (its ARGV entry after `now`): the lease a `Take` takes, or a `Refund` gives
-/// back.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call<'a> {
-    pub(crate) program: &'a Program,
-    pub(crate) keys: &'a dyn KeyText,
-    pub(crate) opts: &'a [Opt],
-    pub(crate) read_ahead: Option<&'a ReadAhead>,
-    pub(crate) cost: Charge,
-    pub(crate) lease: Option<&'a str>,
-}
-
-/// The keys of a call, as the backend reads them: every key's text (Redis), or only the first
-/// key's digest (the in-process stores, for which a request's keys need not be composed).
-pub(crate) trait KeyText: Sync + std::fmt::Debug {
-    /// Every key's text.
-    fn all(&self) -> &[String];
-
-    /// The digest by `digests` of the first key past its first `head` bytes (its
-    /// `{prefix}:{TAG}:`, which the in-process stores leave out); of an empty key without keys.
-    fn first_digest(&self, head: usize, digests: &KeyDigests) -> Digest {
-        digests.of_text(past_head(
-            self.all().first().map_or("", String::as_str),
-            head,
-        ))
-    }
-
-    /// [`first_digest`](Self::first_digest), one of several on one map (a stack's): a client
-    /// part `memo` holds from the key before is not hashed again.
-    fn first_digest_shared<'s>(
-        &'s self,
-        head: usize,
-        digests: &KeyDigests,
-        memo: &mut ClientMemo<'s>,
-    ) -> Digest {
-        let _ = memo;
-        self.first_digest(head, digests)
-    }
-}
-
-/// The length of the `{prefix}:{TAG}:` head of every key under `prefix`: `:{`, the tag's four
-/// hex digits, `}:` after the prefix. The in-process stores (the memory backend, the deny
-/// cache, local batches) tell keys apart past it: one handle's keys share its prefix, and the
-/// tag is a function of the client part that ends the key.
-pub(crate) fn head_len(prefix: &str) -> usize {
-    prefix.len() + ":{0000}:".len()
-}
-
-/// A client's keys of one limiter, under any options and scope: what
-/// [`PlugLimit::reset_key`](crate::PlugLimit::reset_key) deletes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientKeys<'a> {
-    pub(crate) prefix: &'a str,
-    /// Their hash tag.
-    pub(crate) tag: [u8; 4],
-    pub(crate) limiter: &'a str,
-    /// The client part they hold: the client's key, or `#` and its digest.
-    pub(crate) part: &'a str,
-}
-
-/// `key` past its first `head` bytes; all of it when it is shorter.
-pub(crate) fn past_head(key: &str, head: usize) -> &[u8] {
-    let bytes = key.as_bytes();
-    bytes.get(head..).unwrap_or(bytes)
-}
-
-impl KeyText for [String; 1] {
-    fn all(&self) -> &[String] {
-        self
-    }
-}
-
-impl KeyText for Vec<String> {
-    fn all(&self) -> &[String] {
-        self
-    }
-}
-
-/// One limit of stacked limits: its program (a built-in), its key, options and cost, and
-/// whether its denial denies the stack (`soft`: shadow mode, it does not).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StackPart<'a> {
-    pub(crate) program: &'a Program,
-    pub(crate) keys: &'a dyn KeyText,
-    pub(crate) opts: &'a [Opt],
-    pub(crate) read_ahead: Option<&'a ReadAhead>,
-    pub(crate) cost: u32,
-    pub(crate) soft: bool,
-}
-
-impl StackPart<'_> {
-    /// The built-in the part runs, or why it cannot be stacked: a custom script, options
-    /// of another number than its built-in's, or a built-in that leases (its lease would
-    /// outlive the call).
-    #[inline(always)]
-    pub(crate) fn builtin(&self) -> Result<Builtin, Error> {
-        let algorithm = self.program.builtin_only()?;
-        algorithm
-            .check_arity(self.opts.len())
-            .map_err(|refusal| Error::Input(refusal.into()))?;
-        if algorithm.leases() {
-            return Err(Error::Input(format!(
-                "{}: cannot be stacked: its lease outlives the call",
-                algorithm.name()
-            )));
-        }
-        Ok(algorithm)
-    }
-
-    /// The part's key, composed: what Redis reads.
-    pub(crate) fn key(&self) -> &str {
-        self.keys.all().first().map_or("", String::as_str)
-    }
-}
-
-/// What stacked limits answered: each part's answer, in order, `None` for those not run
-/// (after a denial).
-pub(crate) type Stacked = Result<Outcomes, Error>;
-
-/// Each stacked part's answer, a stack's few held inline.
-pub(crate) type Outcomes = SmallVec<[Option<Answer>; 4]>;
-
-/// What one part of a stack answered: Redis's reply, read to an outcome, or a twin's verdict,
-/// checked as a reply is and made an outcome only when the stack keeps it. Of a stack that
-/// allows, one limit speaks for all (in the legacy style): the others' outcomes, each an
-/// allocation, would be made only to be dropped.
-#[derive(Debug)]
-pub(crate) enum Answer {
-    Outcome(Outcome),
-    Twin(Twin),
-}
-
-impl Answer {
-    pub(crate) fn is_allowed(&self) -> bool {
-        match self {
-            Self::Outcome(outcome) => outcome.is_allowed(),
-            Self::Twin(twin) => twin.is_allowed(),
-        }
-    }
-
-    /// The numbers a built-in reported of the limit.
-    pub(crate) fn report(&self) -> Option<&Report> {
-        match self {
-            Self::Outcome(outcome) => outcome.report(),
-            Self::Twin(twin) => Some(twin.report()),
-        }
-    }
-
-    /// The outcome, its values under `names` (its limiter's header names) for a twin's.
-    pub(crate) fn into_outcome(self, names: &Names) -> Outcome {
-        match self {
-            Self::Outcome(outcome) => outcome,
-            Self::Twin(twin) => twin.into_outcome(names),
-        }
-    }
 }
 
 /// How far a backend gets without waiting: decided (memory), or to be sent to Redis.

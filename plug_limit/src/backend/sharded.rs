@@ -10,7 +10,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 
-use super::KeyText;
+use super::call::KeyText;
 pub(crate) use super::digest::Digest;
 use super::digest::KeyDigests;
 

@@ -9,7 +9,7 @@ use deadpool_redis::{Pool, Runtime};
 use serde::Deserialize;
 
 use crate::algorithm::Builtin;
-use crate::backend::Pools;
+use crate::backend::ConnectionSource;
 use crate::config::{FailurePolicy, KeyFailure, LocalBatches, LogLevel, Rules};
 use crate::hook::Hook;
 use crate::key::KeyExtractor;
@@ -51,7 +51,7 @@ pub struct Limiter {
     pub(crate) source: Source,
     pub(crate) headers: Option<Vec<String>>,
     /// Its own pool or connection.
-    pub(crate) redis: Option<Pools>,
+    pub(crate) redis: Option<ConnectionSource>,
     pub(crate) key: Option<Arc<dyn KeyExtractor>>,
     pub(crate) on_failure: Option<FailurePolicy>,
     pub(crate) on_key_failure: Option<KeyFailure>,
@@ -143,7 +143,7 @@ impl Limiter {
 
     /// Runs this limiter on its own Redis pool (the seed's per-limiter `cmd`).
     pub fn pool(mut self, pool: Pool) -> Self {
-        self.redis = Some(Pools::Single(pool));
+        self.redis = Some(ConnectionSource::Single(pool));
         self
     }
 
@@ -151,7 +151,7 @@ impl Limiter {
     /// per-limiter `cmd`), e.g. a `ConnectionManager`, under the rules of
     /// [`Store::connection`](crate::Store::connection).
     pub fn connection(mut self, conn: impl ConnectionLike + Clone + Send + Sync + 'static) -> Self {
-        self.redis = Some(Pools::Own(Box::new(conn)));
+        self.redis = Some(ConnectionSource::Own(Box::new(conn)));
         self
     }
 

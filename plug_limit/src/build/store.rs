@@ -3,7 +3,7 @@
 use deadpool_redis::Pool;
 use deadpool_redis::redis::aio::ConnectionLike;
 
-use crate::backend::Pools;
+use crate::backend::ConnectionSource;
 
 /// Where limits are kept, for [`PlugLimit::builder`](crate::PlugLimit::builder): a Redis pool
 /// (a `deadpool_redis::Pool` converts), a Redis Cluster pool (feature `cluster`), a connection
@@ -38,7 +38,7 @@ impl std::fmt::Debug for Store {
 
 /// What a [`Store`] is.
 pub(super) enum Kind {
-    Redis(Pools),
+    Redis(ConnectionSource),
     Memory,
 }
 
@@ -81,13 +81,13 @@ impl Store {
     /// ```
     #[must_use]
     pub fn connection(conn: impl ConnectionLike + Clone + Send + Sync + 'static) -> Self {
-        Self(Kind::Redis(Pools::Own(Box::new(conn))))
+        Self(Kind::Redis(ConnectionSource::Own(Box::new(conn))))
     }
 }
 
 impl From<Pool> for Store {
     fn from(pool: Pool) -> Self {
-        Self(Kind::Redis(Pools::Single(pool)))
+        Self(Kind::Redis(ConnectionSource::Single(pool)))
     }
 }
 
@@ -95,6 +95,6 @@ impl From<Pool> for Store {
 #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
 impl From<deadpool_redis::cluster::Pool> for Store {
     fn from(pool: deadpool_redis::cluster::Pool) -> Self {
-        Self(Kind::Redis(Pools::Cluster(pool)))
+        Self(Kind::Redis(ConnectionSource::Cluster(pool)))
     }
 }

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use super::Decider;
 use super::evaluation::Evaluation;
 use super::prepare::opts_id;
-use super::{Decider, Step, Verdict, waiting};
+use super::verdict::{Step, Verdict, waiting};
 use crate::backend::RedisBackend;
 use crate::config::FailurePolicy;
 use crate::engine::batch::Batches;

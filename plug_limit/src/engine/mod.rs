@@ -8,20 +8,14 @@
 //! admission (`wait.rs`) each run their own type over the same stages; checks from code and
 //! the resets are `calls.rs`. [`Decider`] holds what they share and keeps it to this room.
 
-use std::future::Future;
 use std::num::NonZeroUsize;
-use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use tracing::Instrument;
-
 use crate::backend::{Backend, MemoryBackend};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, LogLevel};
-use crate::outcome::Outcome;
-use crate::rejection::RateLimitRejection;
 use crate::telemetry::Telemetry;
 
 pub(crate) use self::deny_cache::DenyCache;
@@ -29,6 +23,7 @@ pub(crate) use self::line::Lines;
 pub(crate) use self::log_throttle::LogThrottle;
 pub(crate) use self::registry::{Entry, Registry};
 pub(crate) use self::ruling::RuleSet;
+pub(crate) use self::verdict::Verdict;
 
 pub(crate) mod batch;
 mod batched;
@@ -46,17 +41,8 @@ mod ruling;
 mod run;
 pub(crate) mod settle;
 mod stack;
+mod verdict;
 mod wait;
-
-/// What a check of one request comes to: `Ok(Some(outcome))` to allow it with headers,
-/// `Ok(None)` to let it through without (disabled, or failed open), `Err` to refuse it.
-pub(crate) type Verdict = Result<Option<Outcome>, RateLimitRejection>;
-
-/// A check as far as it gets without waiting: decided, or waiting on Redis.
-enum Step<'a> {
-    Done(Verdict),
-    Waiting(Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>),
-}
 
 /// What a [`Decider`] is made of: the settings of the handle, and what the build made of them.
 pub(crate) struct Settings {
@@ -205,17 +191,4 @@ impl Decider {
             )))
         })
     }
-}
-
-/// A check waiting on Redis, within `span` when there is one (something would record it):
-/// entering and leaving a disabled span on every poll cost a Redis check about 400
-/// instructions. Boxed where it is made: each move of the call's future is a copy of it.
-fn waiting<'a>(
-    span: Option<tracing::Span>,
-    call: impl Future<Output = Verdict> + Send + 'a,
-) -> Step<'a> {
-    Step::Waiting(match span {
-        None => Box::pin(call),
-        Some(span) => Box::pin(call.instrument(span)),
-    })
 }

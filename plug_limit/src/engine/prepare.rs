@@ -16,7 +16,7 @@ use super::evaluation::Evaluation;
 use super::keys::{Keys, Named};
 use super::registry::Entry;
 use super::ruling;
-use super::run::refuse_or_pass;
+use super::verdict::refuse_or_pass;
 use super::{Decider, Verdict};
 use crate::config::KeyFailure;
 use crate::key::{self, Extracted, KeyExtractor, Reads};

@@ -4,9 +4,10 @@
 
 use std::future::Future;
 
+use super::Decider;
 use super::evaluation::Evaluation;
 use super::prepare::Prepared;
-use super::{Decider, Step, Verdict, waiting};
+use super::verdict::{Step, Verdict, refuse_or_pass, waiting};
 use crate::backend::{Backend, Started};
 use crate::config::FailurePolicy;
 use crate::error::Error;
@@ -174,17 +175,6 @@ impl Decider {
         }
         evaluation.watch().undecided();
         refuse_or_pass(entry.on_failure, error)
-    }
-}
-
-/// The failure policy's answer once nothing can decide: pass (`Open`, and `Memory` when memory
-/// cannot stand in) or refuse with 503 (`Closed`, and `LocalShare` where no share stands in).
-pub(super) fn refuse_or_pass(policy: FailurePolicy, error: Error) -> Verdict {
-    match policy {
-        FailurePolicy::Open | FailurePolicy::Memory => Ok(None),
-        FailurePolicy::Closed | FailurePolicy::LocalShare => {
-            Err(RateLimitRejection::Unavailable(error))
-        }
     }
 }
 

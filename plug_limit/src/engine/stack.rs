@@ -13,8 +13,9 @@ use tracing::Instrument;
 
 use super::evaluation::{Evaluation, styled};
 use super::prepare::{Prepared, Reading};
-use super::run::refuse_or_pass;
-use super::{Decider, Entry, Step, Verdict, waiting};
+use super::verdict::refuse_or_pass;
+use super::verdict::{Step, Verdict, waiting};
+use super::{Decider, Entry};
 use crate::backend::sharded::few;
 use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
 use crate::config::FailurePolicy;

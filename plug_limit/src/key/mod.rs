@@ -95,7 +95,6 @@ mod error;
 mod extractor;
 mod forwarded;
 mod header;
-mod or;
 mod peer_ip;
 mod single_value;
 #[cfg(test)]
@@ -105,10 +104,9 @@ pub(crate) use self::client_address::ClientAddress;
 pub(crate) use self::client_ip::block;
 pub use self::client_ip::{ANY_PEER, ClientIp, ClientIpSource, client_ip};
 pub use self::error::KeyError;
-pub use self::extractor::{Key, KeyExtractor};
+pub use self::extractor::{Key, KeyExtractor, Or};
 pub(crate) use self::header::{Extracted, Reads, extract, shared};
 pub use self::header::{Global, Header, global, header};
-pub use self::or::Or;
 pub use self::peer_ip::{PeerIp, peer_ip};
 /// The CIDR block type of [`client_ip`]'s trusted proxies, from the `ipnet` crate.
 #[doc(no_inline)]

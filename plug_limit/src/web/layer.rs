@@ -19,7 +19,7 @@ use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
 use crate::web::grpc;
-use crate::web::runtime_layer::Resolver;
+use crate::web::resolver::Resolver;
 
 /// Applies a limit to every request of the services it wraps: the typed limit `L`
 /// ([`new`](Self::new): one [`Limit`](crate::Limit), or a tuple of them checked at once,

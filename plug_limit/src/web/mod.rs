@@ -5,6 +5,7 @@
 pub(crate) mod extract;
 pub(crate) mod grpc;
 pub(crate) mod layer;
+mod resolver;
 pub(crate) mod runtime_layer;
 pub(crate) mod send_headers;
 

@@ -18,14 +18,7 @@ use crate::handle::PlugLimit;
 use crate::limit::RuntimeLimit;
 use crate::web::grpc;
 use crate::web::layer::{RateLimit, RateLimitLayer, limited};
-
-/// Chooses a request's limit: `None` lets it through unlimited, without rate-limit headers.
-#[derive(Clone)]
-pub(crate) enum Resolver {
-    Sync(Arc<dyn Fn(&Parts) -> Option<RuntimeLimit> + Send + Sync>),
-    /// Awaited within the check's timeout (see `bounded`, below).
-    Async(Arc<dyn Fn(&Parts) -> BoxFuture<'static, Option<RuntimeLimit>> + Send + Sync>),
-}
+use crate::web::resolver::Resolver;
 
 /// The layer of limits made at run time: one from configuration ([`runtime`](Self::runtime)),
 /// or one chosen per request from its parts ([`resolve`](Self::resolve),

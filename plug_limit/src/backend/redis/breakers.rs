@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::command::Command;
-use super::connection::{Connections, Current};
+use super::connection::{Current, Link};
 #[cfg(feature = "cluster")]
 use super::masters::{Masters, slot};
 use crate::backend::breaker::Breaker;
@@ -94,7 +94,7 @@ impl Breakers {
     /// the slot map is read again (see `Masters::failed`), since a failover or a slot move may
     /// be why.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
-    pub(super) fn failed(&self, opened: bool, connections: &Connections, timeout: Duration) {
+    pub(super) fn failed(&self, opened: bool, connections: &Link, timeout: Duration) {
         #[cfg(feature = "cluster")]
         if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
             masters.failed(current, opened, timeout);
@@ -105,7 +105,7 @@ impl Breakers {
     /// have come from a replica promoted in its master's place, which is then a master with
     /// a breaker of its own.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
-    pub(super) fn closed(&self, connections: &Connections, timeout: Duration) {
+    pub(super) fn closed(&self, connections: &Link, timeout: Duration) {
         #[cfg(feature = "cluster")]
         if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
             masters.read(current, timeout);

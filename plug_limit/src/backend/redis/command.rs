@@ -4,7 +4,7 @@
 use deadpool_redis::redis::cluster_routing::RoutingInfo;
 use deadpool_redis::redis::{Cmd, ErrorKind, RedisResult, ServerErrorKind, Value};
 
-use super::connection::{Shared, query};
+use super::multiplexed::{Multiplexed, query};
 use crate::limit::Opt;
 use crate::lua::Lua;
 use crate::telemetry;
@@ -79,12 +79,12 @@ impl Command<'_> {
     /// sent again with its body (`EVAL`, which also caches it): one call, so a `SCRIPT FLUSH`
     /// cannot slip in between a load and the retry, as it could with `SCRIPT LOAD` then
     /// `EVALSHA`.
-    pub(super) async fn run(&self, conn: &mut Shared) -> RedisResult<Value> {
+    pub(super) async fn run(&self, conn: &mut Multiplexed) -> RedisResult<Value> {
         match self {
             Self::Keyed(cmd, _) | Self::Plain(cmd) => query(cmd, conn).await,
             #[cfg(feature = "cluster")]
             Self::Routed(cmd, routing) => match conn {
-                Shared::Cluster(cluster) => {
+                Multiplexed::Cluster(cluster) => {
                     cluster.route_command(cmd.clone(), routing.clone()).await
                 }
                 _ => query(cmd, conn).await,

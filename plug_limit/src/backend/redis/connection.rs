@@ -4,13 +4,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use deadpool_redis::redis::aio::{ConnectionLike, MultiplexedConnection};
-use deadpool_redis::redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
-use deadpool_redis::{Connection, Pool};
 #[cfg(feature = "cluster")]
-use deadpool_redis::{cluster, cluster::ClusterConnection};
+use deadpool_redis::cluster;
+use deadpool_redis::redis::Value;
+use deadpool_redis::{Connection, Pool};
 
 use super::eviction::Eviction;
+use super::multiplexed::{Multiplexed, OwnConnection};
 use crate::error::Error;
 
 /// A connection idle this long is checked with `PING` before a decision is sent on it: a
@@ -20,32 +20,11 @@ const IDLE: Duration = Duration::from_secs(1);
 /// Where the shared connection comes from: a deadpool pool, or the application's own
 /// connection.
 #[derive(Clone)]
-pub(crate) enum Pools {
+pub(crate) enum ConnectionSource {
     Single(Pool),
     #[cfg(feature = "cluster")]
     Cluster(cluster::Pool),
     Own(Box<dyn OwnConnection>),
-}
-
-/// An application's own connection (a `ConnectionManager`, a multiplexed connection, ...):
-/// cloned for use, never replaced, since only the application knows how to make one.
-pub(crate) trait OwnConnection: ConnectionLike + Send + Sync + 'static {
-    fn clone_box(&self) -> Box<dyn OwnConnection>;
-}
-
-impl<C> OwnConnection for C
-where
-    C: ConnectionLike + Clone + Send + Sync + 'static,
-{
-    fn clone_box(&self) -> Box<dyn OwnConnection> {
-        Box::new(self.clone())
-    }
-}
-
-impl Clone for Box<dyn OwnConnection> {
-    fn clone(&self) -> Self {
-        (**self).clone_box()
-    }
 }
 
 /// Checking a connection out of a deadpool pool costs a `PING` + `UNWATCH` round trip (its
@@ -58,8 +37,8 @@ impl Clone for Box<dyn OwnConnection> {
 /// connection per node and repairs each itself, so it is replaced only when it refuses a
 /// command at once (its driver is gone), never for one node's failure or silence, and it is
 /// not pinged when idle.
-pub(crate) struct Connections {
-    pool: Pools,
+pub(crate) struct Link {
+    pool: ConnectionSource,
     current: Mutex<Option<Current>>,
     // Serialises checkouts, so a burst of first requests takes one connection, not one each.
     checkout: tokio::sync::Mutex<()>,
@@ -80,21 +59,16 @@ pub(crate) struct Connections {
 /// The shared connection and which checkout made it.
 #[derive(Clone)]
 pub(crate) struct Current {
-    pub(crate) conn: Shared,
+    pub(crate) conn: Multiplexed,
     pub(crate) generation: u64,
 }
 
-/// A cheap clone of a handle to one multiplexer.
-#[derive(Clone)]
-pub(crate) enum Shared {
-    Single(MultiplexedConnection),
-    #[cfg(feature = "cluster")]
-    Cluster(ClusterConnection),
-    Own(Box<dyn OwnConnection>),
-}
-
-impl Connections {
-    pub(crate) fn new(pool: Pools, response_timeout: Duration, eviction: Arc<Eviction>) -> Self {
+impl Link {
+    pub(crate) fn new(
+        pool: ConnectionSource,
+        response_timeout: Duration,
+        eviction: Arc<Eviction>,
+    ) -> Self {
         Self {
             pool,
             current: Mutex::new(None),
@@ -198,9 +172,9 @@ impl Connections {
 
     pub(crate) fn is_cluster(&self) -> bool {
         match self.pool {
-            Pools::Single(_) | Pools::Own(_) => false,
+            ConnectionSource::Single(_) | ConnectionSource::Own(_) => false,
             #[cfg(feature = "cluster")]
-            Pools::Cluster(_) => true,
+            ConnectionSource::Cluster(_) => true,
         }
     }
 
@@ -216,10 +190,10 @@ impl Connections {
     /// The kind of connection, and the pool's status (none for the application's own).
     pub(crate) fn status(&self) -> (&'static str, Option<deadpool_redis::Status>) {
         match &self.pool {
-            Pools::Single(pool) => ("single", Some(pool.status())),
+            ConnectionSource::Single(pool) => ("single", Some(pool.status())),
             #[cfg(feature = "cluster")]
-            Pools::Cluster(pool) => ("cluster", Some(pool.status())),
-            Pools::Own(_) => ("own connection", None),
+            ConnectionSource::Cluster(pool) => ("cluster", Some(pool.status())),
+            ConnectionSource::Own(_) => ("own connection", None),
         }
     }
 
@@ -234,15 +208,17 @@ impl Connections {
             return Ok(current);
         }
         let conn = match &self.pool {
-            Pools::Single(pool) => {
+            ConnectionSource::Single(pool) => {
                 let mut conn = Connection::take(pool.get().await?);
                 conn.set_response_timeout(self.response_timeout);
-                Shared::Single(conn)
+                Multiplexed::Single(conn)
             }
             #[cfg(feature = "cluster")]
-            Pools::Cluster(pool) => Shared::Cluster(cluster::Connection::take(pool.get().await?)),
+            ConnectionSource::Cluster(pool) => {
+                Multiplexed::Cluster(cluster::Connection::take(pool.get().await?))
+            }
             // Its own reconnection, if any, is its own: the backend's timeout bounds each call.
-            Pools::Own(conn) => Shared::Own(conn.clone()),
+            ConnectionSource::Own(conn) => Multiplexed::Own(conn.clone()),
         };
         let current = Current {
             conn,
@@ -260,43 +236,4 @@ impl Connections {
         // The guarded value is a plain `Option` that no panic can leave half-written.
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-impl ConnectionLike for Shared {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            Self::Single(conn) => conn.req_packed_command(cmd),
-            #[cfg(feature = "cluster")]
-            Self::Cluster(conn) => conn.req_packed_command(cmd),
-            Self::Own(conn) => conn.req_packed_command(cmd),
-        }
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        cmd: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            Self::Single(conn) => conn.req_packed_commands(cmd, offset, count),
-            #[cfg(feature = "cluster")]
-            Self::Cluster(conn) => conn.req_packed_commands(cmd, offset, count),
-            Self::Own(conn) => conn.req_packed_commands(cmd, offset, count),
-        }
-    }
-
-    fn get_db(&self) -> i64 {
-        match self {
-            Self::Single(conn) => conn.get_db(),
-            #[cfg(feature = "cluster")]
-            Self::Cluster(conn) => conn.get_db(),
-            Self::Own(conn) => conn.get_db(),
-        }
-    }
-}
-
-/// Sends `cmd` on `conn`.
-pub(crate) async fn query(cmd: &Cmd, conn: &mut Shared) -> RedisResult<Value> {
-    cmd.query_async(conn).await
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use deadpool_redis::redis::{self, RedisError, Value};
 
-use super::connection::{Shared, query};
+use super::multiplexed::{Multiplexed, query};
 use crate::telemetry::{self, BreakerLabel};
 
 /// What a Redis backend knows of its server's `maxmemory-policy`, which decides whether Redis
@@ -72,7 +72,7 @@ impl Eviction {
     /// A connection was just made: unless the policy is known or being read, it is read on
     /// `conn` in a task of its own, so no check waits for it. Outside a Tokio runtime nothing
     /// is read.
-    pub(crate) fn connected(self: &Arc<Self>, conn: &Shared) {
+    pub(crate) fn connected(self: &Arc<Self>, conn: &Multiplexed) {
         if self.policy.get().is_some() || self.started.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -86,7 +86,7 @@ impl Eviction {
     }
 
     /// Sends `CONFIG GET maxmemory-policy` on `conn`, then keeps, logs and records the answer.
-    async fn read(&self, conn: &mut Shared) {
+    async fn read(&self, conn: &mut Multiplexed) {
         let (policy, why) = match tokio::time::timeout(self.timeout, ask(conn)).await {
             Ok(Ok(policy)) => (policy, "Redis named no policy".to_owned()),
             Ok(Err(error)) if answered(&error) => (EvictionPolicy::Unreadable, error.to_string()),
@@ -133,11 +133,11 @@ impl Eviction {
 /// its own counters: the policy of a master that evicts is the answer, for any one evicting
 /// master loses limits (one node picked at random would hide it two times in three on a
 /// cluster of three).
-async fn ask(conn: &mut Shared) -> Result<EvictionPolicy, RedisError> {
+async fn ask(conn: &mut Multiplexed) -> Result<EvictionPolicy, RedisError> {
     let mut config = redis::cmd("CONFIG");
     config.arg("GET").arg("maxmemory-policy");
     #[cfg(feature = "cluster")]
-    if let Shared::Cluster(cluster) = conn {
+    if let Multiplexed::Cluster(cluster) = conn {
         use deadpool_redis::redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 
         let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));

@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use deadpool_redis::redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use deadpool_redis::redis::{Value, cmd};
 
-use super::connection::{Current, Shared};
+use super::connection::Current;
+use super::multiplexed::Multiplexed;
 use crate::backend::breaker::Breaker;
 use crate::config::{CircuitBreaker, LogLevel};
 use crate::telemetry::BreakerLabel;
@@ -198,8 +199,8 @@ impl Masters {
     }
 
     /// `CLUSTER SLOTS`, asked of any master.
-    async fn query(&self, conn: &mut Shared) -> Result<Vec<Range>, String> {
-        let Shared::Cluster(cluster) = conn else {
+    async fn query(&self, conn: &mut Multiplexed) -> Result<Vec<Range>, String> {
+        let Multiplexed::Cluster(cluster) = conn else {
             return Err("not a cluster connection".to_owned());
         };
         let mut slots = cmd("CLUSTER");

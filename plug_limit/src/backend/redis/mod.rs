@@ -32,13 +32,14 @@ use deadpool_redis::redis::{ErrorKind, RedisError, ServerErrorKind, Value};
 
 use self::breakers::Breakers;
 use self::command::{Command, del, evalsha};
-use self::connection::Connections;
-pub(crate) use self::connection::Pools;
+pub(crate) use self::connection::ConnectionSource;
+use self::connection::Link;
 use self::eviction::Eviction;
 pub use self::eviction::EvictionPolicy;
+use super::answer::{Answer, Outcomes, Stacked};
 use super::breaker::{Admit, Breaker};
+use super::call::{Call, ClientKeys, Program, StackPart, head_len};
 use super::digest::split;
-use super::{Answer, Call, ClientKeys, Program, StackPart, Stacked};
 use crate::algorithm::{self, Builtin, stack};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{CircuitBreaker, LogLevel};
@@ -55,10 +56,11 @@ mod connection;
 mod eviction;
 #[cfg(feature = "cluster")]
 mod masters;
+mod multiplexed;
 
 /// Runs limiter scripts on Redis.
 pub(crate) struct RedisBackend {
-    connections: Connections,
+    connections: Link,
     /// The most a call may take, connection included.
     timeout: Duration,
     /// Set: built-ins decide by this clock instead of the server's `TIME`.
@@ -78,11 +80,11 @@ pub(crate) struct Settings {
 }
 
 impl RedisBackend {
-    pub(crate) fn new(pool: Pools, settings: Settings) -> Self {
+    pub(crate) fn new(pool: ConnectionSource, settings: Settings) -> Self {
         // Twice the backend's timeout: the backend's fires first and is the one that counts.
         let response_timeout = settings.timeout.saturating_mul(2);
         let eviction = Eviction::new(settings.pool.clone(), settings.timeout);
-        let connections = Connections::new(pool, response_timeout, eviction);
+        let connections = Link::new(pool, response_timeout, eviction);
         let breakers = Breakers::new(
             connections.is_cluster(),
             settings.breaker,
@@ -173,7 +175,7 @@ impl RedisBackend {
                 .any(|part| zoned(part).is_some())
                 .then(|| SystemClock.now_ms()),
         };
-        let mut outcomes: super::Outcomes = (0..parts.len()).map(|_| None).collect();
+        let mut outcomes: Outcomes = (0..parts.len()).map(|_| None).collect();
         let groups = slot_groups(parts, self.connections.is_cluster());
         // A group on a master whose breaker is open would fail the stack: it fails before any
         // group counts, rather than after the groups before it counted for nothing.
@@ -250,7 +252,7 @@ impl RedisBackend {
         let mut pattern = head_pattern(client.prefix, &tag);
         pattern.push_str(&escaped(client.limiter));
         pattern.push_str(":*");
-        let head = super::head_len(client.prefix);
+        let head = head_len(client.prefix);
         let (limiter, part) = (client.limiter.as_bytes(), client.part.as_bytes());
         // What `SCAN` matched, read by its parts: a client part that only ends like this one,
         // or a limiter that only starts like this one, is another's.

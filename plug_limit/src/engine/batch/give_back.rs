@@ -4,15 +4,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::Slot;
 use super::held::GiveBack;
-use super::{Inner, Slot};
+use super::inner::BatchesInner;
 use crate::backend::{Call, RedisBackend};
 use crate::limit::Charge;
 use crate::limit::Opt;
 
 /// What a give-back needs once the request that reserved the batch is gone.
 pub(super) struct Owner {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<BatchesInner>,
     pub(super) redis: Arc<RedisBackend>,
     pub(super) key: Vec<String>,
     pub(super) opts: Vec<Opt>,

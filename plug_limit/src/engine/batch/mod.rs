@@ -17,6 +17,7 @@ use http::header::RETRY_AFTER;
 use tokio::sync::oneshot;
 
 use self::denial::Refill;
+use self::inner::BatchesInner;
 use self::reserver::Reserver;
 pub(crate) use self::slot::Slot;
 use self::slot::{Served, Waiter};
@@ -30,6 +31,7 @@ use crate::outcome::{Decision, Outcome};
 mod denial;
 mod give_back;
 mod held;
+mod inner;
 mod reserver;
 mod share;
 mod slot;
@@ -42,22 +44,7 @@ const BUSY: Duration = Duration::from_secs(3_600);
 
 /// One limiter's batches at this instance.
 pub(crate) struct Batches {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    settings: LocalBatches,
-    /// The limiter's program, for the reservations and give-backs, which outlive the
-    /// request.
-    program: Program,
-    /// The check's timeout: the most a request waits for its key's reservation, and how long
-    /// a give-back may take to land.
-    timeout: Duration,
-    /// By key (the digest of its text past the `{prefix}:{TAG}:` head, as the memory backend
-    /// keys it).
-    slots: Sharded<Arc<Slot>>,
-    /// The length of its keys' head.
-    head: usize,
+    inner: Arc<BatchesInner>,
 }
 
 impl Batches {
@@ -72,7 +59,7 @@ impl Batches {
         prefix: &str,
     ) -> Self {
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(BatchesInner {
                 settings,
                 program,
                 timeout,

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use deadpool_redis::redis::Value;
 
-use super::Inner;
 use super::denial::{Denial, Refill};
 use super::give_back;
+use super::inner::BatchesInner;
 use super::slot::{Served, Slot, State};
 use crate::backend::{Call, RedisBackend};
 use crate::error::{Error, ReplyError};
@@ -19,7 +19,7 @@ use crate::outcome::{Decision, Outcome};
 /// request it serves, so a request that gives up never cuts a call short (what Redis counted
 /// reaches the batch).
 pub(super) struct Reserver {
-    pub(super) inner: Arc<Inner>,
+    pub(super) inner: Arc<BatchesInner>,
     pub(super) redis: Arc<RedisBackend>,
     pub(super) slot: Arc<Slot>,
     pub(super) key: Vec<String>,

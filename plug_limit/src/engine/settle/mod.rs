@@ -20,17 +20,19 @@ use std::sync::{Arc, OnceLock};
 
 use http::StatusCode;
 
-use crate::backend::{Backend, Call, Program, Started};
+use crate::backend::{Backend, Call, Started};
 use crate::engine::DenyCache;
-use crate::limit::{Charge, Opt, ReadAhead};
+use crate::limit::Charge;
 use crate::outcome::{Owing, Usage};
 
 pub(crate) use self::body::hold;
 pub(crate) use self::deadline::Deadline;
 pub(crate) use self::lease_id::new_id;
 
+use self::admission::Admission;
 use self::renewal::Renewal;
 
+mod admission;
 mod body;
 mod deadline;
 mod lease_id;
@@ -55,31 +57,6 @@ impl Terms {
 /// What an admitted request owes its limits (one, or each limit of a stack that settles);
 /// settled when dropped.
 pub(crate) struct Pending(Vec<Owed>);
-
-/// The call that admitted a request, owned: what settling it and renewing its lease send again,
-/// with another charge.
-struct Admission {
-    backend: Backend,
-    program: Program,
-    keys: [String; 1],
-    opts: Box<[Opt]>,
-    read_ahead: Option<ReadAhead>,
-    /// The lease the admission took, given back whole.
-    lease: Option<String>,
-}
-
-impl Admission {
-    fn call(&self, charge: Charge) -> Call<'_> {
-        Call {
-            program: &self.program,
-            keys: &self.keys,
-            opts: &self.opts,
-            read_ahead: self.read_ahead.as_ref(),
-            cost: charge,
-            lease: self.lease.as_deref(),
-        }
-    }
-}
 
 struct Owed {
     /// Shared with the renewals of its lease.

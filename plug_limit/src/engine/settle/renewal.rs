@@ -22,7 +22,7 @@ use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use super::Admission;
+use super::admission::Admission;
 use crate::backend::{Backend, Call, Program, Started};
 use crate::error::Error;
 use crate::limit::Charge;
