@@ -9,7 +9,7 @@
 //! every options and scope of a limiter.
 //!
 //! A key past its head reads `{limiter}:{options}:{scope length}:{scope}:{client}`
-//! (`decide/keys.rs` composes it); its route part is everything before `{client}`, written by
+//! (`engine/keys.rs` composes it); its route part is everything before `{client}`, written by
 //! [`Route::write_to`] and found in a composed key by [`split`].
 
 use std::cell::RefCell;

@@ -1,5 +1,5 @@
 //! A request of a limiter with local batches: answered from its key's batch at this
-//! instance, or after reserving the next one (`batch/`), then decided as any other.
+//! instance, or after reserving the next one (`engine/batch/`), then decided as any other.
 
 use std::sync::Arc;
 

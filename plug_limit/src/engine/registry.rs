@@ -42,7 +42,7 @@ pub(crate) struct Entry {
     pub(crate) rules: Option<Arc<RuleSet>>,
     /// Sees every result and shapes the response; `None`: the default 429 and the policies.
     pub(crate) hook: Option<Arc<dyn Hook>>,
-    /// Its local batches, if it takes them (see `batch/`).
+    /// Its local batches, if it takes them (see `engine/batch/`).
     pub(crate) batches: Option<Batches>,
 }
 

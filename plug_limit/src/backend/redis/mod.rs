@@ -557,7 +557,7 @@ fn head_pattern(prefix: &str, tag: &str) -> String {
 }
 
 /// `text` as a `SCAN` pattern matches it literally. The library's keys under a prefix are
-/// `{prefix}:{TAG}:...` (see `decide/keys.rs`): a pattern of the prefix then the hash tag never
+/// `{prefix}:{TAG}:...` (see `engine/keys.rs`): a pattern of the prefix then the hash tag never
 /// matches the keys of another prefix that extends it (`app` and `app:v2`).
 fn escaped(text: &str) -> String {
     let mut pattern = String::with_capacity(text.len() + 40);
