@@ -2,7 +2,7 @@
 //! its first request.
 
 use super::Field;
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Argv, CAP, decimal, granted, verdict};
 use super::state::{State, Stored, Verdict};
@@ -12,7 +12,7 @@ const BUILTIN: Builtin = Builtin::FixedWindow;
 const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (limit, window) = (limit as i64, window as i64);
     let (cost, now) = argv.batch_cost_and_now(NAME, 2)?;

@@ -1,7 +1,7 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Arg, Argv, CAP, int, verdict};
 use super::state::{State, Stored, Verdict, Window};
@@ -19,7 +19,7 @@ struct Limit {
 }
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
     // The script's opts are the ARGV up to the last entry holding a "/".
     let count = (0..argv.len())
