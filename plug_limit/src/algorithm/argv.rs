@@ -75,7 +75,7 @@ impl<'a> Argv<'a> {
     /// `builtin`'s options (a fixed number of them), read and checked as its script does:
     /// their numbers in order (see [`Builtin::read`]), or as they were read ahead.
     #[inline(always)]
-    pub(super) fn options(&self, builtin: Builtin) -> Result<[f64; 3], String> {
+    pub(super) fn options(&self, builtin: Builtin) -> Result<[f64; 3], Refusal> {
         match self.read_ahead {
             Some(read) if read.builtin == builtin => Ok(read.values),
             _ => self.read_options(builtin),
@@ -83,8 +83,8 @@ impl<'a> Argv<'a> {
     }
 
     /// [`options`](Self::options) not read ahead.
-    fn read_options(&self, builtin: Builtin) -> Result<[f64; 3], String> {
-        Ok(builtin.read(|position| self.get(position))?)
+    fn read_options(&self, builtin: Builtin) -> Result<[f64; 3], Refusal> {
+        builtin.read(|position| self.get(position))
     }
 
     /// The options.
@@ -107,7 +107,7 @@ impl<'a> Argv<'a> {
         &self,
         limiter: &str,
         index: usize,
-    ) -> Result<(Charge<f64, Infallible>, f64), String> {
+    ) -> Result<(Charge<f64, Infallible>, f64), Refusal> {
         let (cost, now) = self.read_cost(limiter, index, false)?;
         match cost.plain() {
             Ok(cost) => Ok((cost, now)),
@@ -122,7 +122,7 @@ impl<'a> Argv<'a> {
         &self,
         limiter: &str,
         index: usize,
-    ) -> Result<(Charge<f64>, f64), String> {
+    ) -> Result<(Charge<f64>, f64), Refusal> {
         self.read_cost(limiter, index, true)
     }
 
@@ -133,7 +133,7 @@ impl<'a> Argv<'a> {
         limiter: &str,
         index: usize,
         batches: bool,
-    ) -> Result<(Charge<f64>, f64), String> {
+    ) -> Result<(Charge<f64>, f64), Refusal> {
         // What nearly every check passes: a cost to take, then the caller's clock, both read as
         // the general path below reads them, without its matching.
         #[allow(clippy::cast_precision_loss)] // exact: at most NOW_MAX
@@ -154,7 +154,7 @@ impl<'a> Argv<'a> {
         limiter: &str,
         index: usize,
         batches: bool,
-    ) -> Result<(Charge<f64>, f64), String> {
+    ) -> Result<(Charge<f64>, f64), Refusal> {
         let arg = self.get(index);
         let cost = match arg {
             Arg::Missing => Charge::Take(1.0),
@@ -184,8 +184,8 @@ impl<'a> Argv<'a> {
 }
 
 /// A script's error text, without the "ERR " prefix.
-pub(super) fn fail(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> String {
-    Refusal::new(limiter, field, rule, arg).into()
+pub(super) fn fail(limiter: &str, field: &str, rule: &str, arg: Arg<'_>) -> Refusal {
+    Refusal::new(limiter, field, rule, arg)
 }
 
 /// `string.format('%d', x)`.
@@ -199,7 +199,10 @@ pub(super) fn decimal(n: i64) -> Field {
     Field::Int(n)
 }
 
-pub(super) fn verdict<const N: usize>(allow: bool, headers: [Field; N]) -> Result<Verdict, String> {
+pub(super) fn verdict<const N: usize>(
+    allow: bool,
+    headers: [Field; N],
+) -> Result<Verdict, Refusal> {
     Ok(Verdict {
         allow,
         headers: headers.into(),
@@ -214,7 +217,7 @@ pub(super) fn granted<const N: usize>(
     granted: f64,
     window_ms: i64,
     headers: [Field; N],
-) -> Result<Verdict, String> {
+) -> Result<Verdict, Refusal> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX, whole
     let units = granted as u32;
     Ok(Verdict {

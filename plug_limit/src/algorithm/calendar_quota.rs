@@ -9,7 +9,7 @@
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
 use super::argv::{Arg, Argv, CAP, decimal, fail, verdict};
@@ -106,6 +106,11 @@ pub(crate) fn zone_name(opts: &[Opt]) -> Option<&str> {
 /// The script's refusal of an option, or of a name the tz database does not know, in the
 /// words `RuntimeLimit` refuses it with when it is made.
 pub(crate) fn zone_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, String> {
+    period_end(opts, name, now_ms).map_err(String::from)
+}
+
+/// [`zone_end`], refused in the catalogue's type, as the twin refuses.
+fn period_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, Refusal> {
     let argv = Argv::new(opts, None, Charge::Take(1), now_ms, None);
     let [_, period, _] = argv.options(BUILTIN)?;
     let refuse = || {
@@ -123,7 +128,7 @@ pub(crate) fn zone_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, Str
 }
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, period, offset] = argv.options(BUILTIN)?;
     let (limit, offset) = (limit as i64, offset as i64);
     #[allow(clippy::cast_sign_loss)] // a position in PERIODS
@@ -134,7 +139,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 
     // Where the Redis backend sends the end it found for `now`, this twin finds it.
     let ends = if let Some(name) = zone_name(argv.opts()) {
-        zone_end(argv.opts(), name, now)?
+        period_end(argv.opts(), name, now)?
     } else {
         let shift = offset * 60_000;
         let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));

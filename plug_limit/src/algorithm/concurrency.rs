@@ -2,7 +2,7 @@
 //! expired.
 
 use super::Field;
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Arg, Argv, MAX, fail, int, verdict};
 use super::state::{State, Stored, Verdict};
@@ -13,7 +13,7 @@ const NAME: &str = BUILTIN.name();
 const ID_MAX: usize = 64;
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, lease, _] = argv.options(BUILTIN)?;
     let (cost, release) = cost(argv.get(2))?;
     let now = match argv.get(3) {
@@ -36,10 +36,10 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
     let id = match argv.get(4) {
         Arg::Str(id) if valid_id(id) => id,
         arg if cost > 0 => {
-            return Err(format!(
+            return Err(Refusal::worded(format!(
                 "{NAME}: lease must be 1 to 64 letters, digits, '_' or '-', got '{}'",
                 arg.text()
-            ));
+            )));
         }
         _ => "",
     };
@@ -108,7 +108,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
 }
 
 /// The cost slot: units to take (0 peeks), or `-n` to release a lease's `n` units.
-fn cost(arg: Arg<'_>) -> Result<(u32, bool), String> {
+fn cost(arg: Arg<'_>) -> Result<(u32, bool), Refusal> {
     let (digits, release) = match arg {
         Arg::Missing => return Ok((1, false)),
         Arg::Signed('-', n) => (Arg::Int(i64::from(n)), true),
@@ -122,10 +122,10 @@ fn cost(arg: Arg<'_>) -> Result<(u32, bool), String> {
             #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX
             Ok((n as u32, release))
         }
-        _ => Err(format!(
+        _ => Err(Refusal::worded(format!(
             "{NAME}: cost must be an integer 0..2147483647, or '-n' (n >= 1) to release a lease, got '{}'",
             arg.text()
-        )),
+        ))),
     }
 }
 
@@ -174,7 +174,7 @@ fn answer(
     leases: &[(i64, Box<str>)],
     taken: f64,
     now: i64,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, Refusal> {
     let held = leases.len() as f64;
     let reset = leases
         .first()
@@ -214,7 +214,9 @@ mod tests {
             Some((id, false)) => (Charge::Take(cost), Some(id)),
             None => (Charge::Take(cost), None),
         };
-        Builtin::Concurrency.evaluate_leased(&OPTS, None, charge, lease, now_ms, slot)
+        Builtin::Concurrency
+            .evaluate_leased(&OPTS, None, charge, lease, now_ms, slot)
+            .map_err(String::from)
     }
 
     fn said(verdict: Result<Verdict, String>) -> String {

@@ -2,7 +2,7 @@
 //! in integer microseconds.
 
 use super::Field;
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Argv, int, verdict};
 use super::state::{State, Stored, Verdict};
@@ -12,7 +12,7 @@ const BUILTIN: Builtin = Builtin::Gcra;
 const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, burst] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 3)?;
     let now = now * 1000.0;

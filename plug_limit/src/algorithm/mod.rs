@@ -19,6 +19,7 @@ use http::HeaderName;
 use http::header::RETRY_AFTER;
 
 pub(crate) use plug_limit_options::Builtin;
+use plug_limit_options::Refusal;
 
 use crate::limit::Charge;
 use crate::limit::{Opt, ReadAhead};
@@ -56,7 +57,7 @@ struct Spec {
     builtin: Builtin,
     script: &'static LazyLock<Arc<Lua>>,
     headers: &'static [HeaderName],
-    twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, String>,
+    twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, Refusal>,
 }
 
 /// One `Script` per file for the life of the process: the SHA1 is computed once.
@@ -164,7 +165,7 @@ pub(crate) trait Runtime: Copy {
         lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, String>;
+    ) -> Result<Verdict, Refusal>;
 
     /// [`evaluate_leased`](Self::evaluate_leased) without a lease, its options read as given.
     #[cfg(test)]
@@ -174,7 +175,7 @@ pub(crate) trait Runtime: Copy {
         cost: Charge,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, String> {
+    ) -> Result<Verdict, Refusal> {
         self.evaluate_leased(opts, None, cost, None, now_ms, slot)
     }
 }
@@ -196,7 +197,7 @@ impl Runtime for Builtin {
         lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, String> {
+    ) -> Result<Verdict, Refusal> {
         (spec(self).twin)(&Argv::new(opts, read_ahead, cost, now_ms, lease), slot)
     }
 }

@@ -1,22 +1,14 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Arg, Argv, CAP, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::state::{State, Stored, Verdict, Window};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::MultiWindow;
 const NAME: &str = BUILTIN.name();
-
-/// One window's hash fields: `c<window>` and `e<window>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Window {
-    pub(crate) window_s: i64,
-    pub(crate) count: i64,
-    pub(crate) ends_ms: i64,
-}
 
 /// One `"<limit>/<window>"` opt and its window's state at this call.
 struct Limit {
@@ -27,7 +19,7 @@ struct Limit {
 }
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
     // The script's opts are the ARGV up to the last entry holding a "/".
     let count = (0..argv.len())
@@ -184,10 +176,9 @@ fn refund(slot: &mut Option<Stored>, limits: &mut [Limit], cost: f64, now: f64) 
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::{State, Stored};
+    use super::super::state::{State, Stored, Window};
     use super::super::tests::evaluate;
     use super::super::tests::run_scenarios;
-    use super::Window;
     use crate::limit::Opt;
 
     #[test]

@@ -1,7 +1,7 @@
 //! `lua/sliding_window.lua`: the current window's count plus the previous window's, weighted by
 //! how much of it still overlaps the sliding window.
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use super::argv::{Argv, CAP, int, verdict};
 use super::state::{State, Stored, Verdict};
@@ -11,7 +11,7 @@ const BUILTIN: Builtin = Builtin::SlidingWindow;
 const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     // A settlement takes nothing here; on a denial its retry_after is a cost-1 request's.

@@ -6,6 +6,7 @@
 use std::fmt::Write;
 use std::sync::{Arc, LazyLock};
 
+use plug_limit_options::Refusal;
 use smallvec::SmallVec;
 
 use super::{Builtin, CATALOGUE, Runtime, Stored, Verdict};
@@ -107,7 +108,7 @@ pub(crate) fn evaluate(
     now_ms: i64,
     slots: &mut (impl Slots + ?Sized),
     verdicts: &mut impl Heard,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     // The state each part given back by restoring it held before its take, by position; the
     // others give back by their refund.
     let mut saved: SmallVec<[(usize, Option<Stored>); 2]> = SmallVec::new();

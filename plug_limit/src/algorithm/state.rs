@@ -4,7 +4,6 @@
 use std::collections::VecDeque;
 
 use super::Fields;
-use super::multi_window::Window;
 
 /// A key's state and when Redis would delete it.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +42,14 @@ pub(crate) enum State {
     /// The sorted set's `(score, member)` pairs in its order: each unit held, by its lease's
     /// expiry.
     Concurrency { leases: Vec<(i64, Box<str>)> },
+}
+
+/// One of multi_window's windows, as its hash's `c<window>` and `e<window>` fields hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) window_s: i64,
+    pub(crate) count: i64,
+    pub(crate) ends_ms: i64,
 }
 
 /// What a built-in answered, as its script's reply.

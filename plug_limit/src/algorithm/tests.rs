@@ -48,7 +48,7 @@ pub(super) fn settle(
             "{limiter} {opts:?}"
         );
     }
-    verdict
+    verdict.map_err(String::from)
 }
 
 /// Options read ahead for one built-in are never read for another: the twin of the limiter

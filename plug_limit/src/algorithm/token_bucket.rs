@@ -1,7 +1,7 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
 
-use plug_limit_options::Builtin;
+use plug_limit_options::{Builtin, Refusal};
 
 use std::convert::Infallible;
 
@@ -14,7 +14,7 @@ const BUILTIN: Builtin = Builtin::TokenBucket;
 const NAME: &str = BUILTIN.name();
 
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, String> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, burst] = argv.options(BUILTIN)?;
     let (cost, now) = argv.batch_cost_and_now(NAME, 3)?;
 
@@ -225,7 +225,7 @@ impl Refilled {
 }
 
 /// A refund's answer when no bucket is left: a new window's, full.
-fn untouched(bucket: &Bucket) -> Result<Verdict, String> {
+fn untouched(bucket: &Bucket) -> Result<Verdict, Refusal> {
     let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
     verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()])
 }
@@ -238,7 +238,7 @@ fn settle(
     now: f64,
     current: Option<(f64, f64, f64, f64)>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, Refusal> {
     let Bucket {
         limit,
         window,
@@ -307,7 +307,7 @@ fn up_to(
     now: f64,
     current: Option<(f64, f64, f64, f64)>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, String> {
+) -> Result<Verdict, Refusal> {
     let Bucket { window, refill, .. } = *bucket;
     let live = current.filter(|&(.., expiry)| expiry > now);
     let mut state = Refilled::new(bucket, now, live);

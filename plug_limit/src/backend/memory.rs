@@ -64,7 +64,8 @@ impl MemoryBackend {
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         in_place(&mut shard, now_ms, |slot| {
-            algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot)
+            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
+            verdict.map_err(String::from)
         })
     }
 
@@ -122,7 +123,7 @@ impl MemoryBackend {
         };
         let evaluated = stack::evaluate(&algorithms, now_ms, &mut states, &mut heard);
         states.store_new();
-        evaluated.map_err(Error::Input)?;
+        evaluated.map_err(|refusal| Error::Input(refusal.into()))?;
         if let Some((refused, _)) = heard.refused {
             return Err(refused);
         }
