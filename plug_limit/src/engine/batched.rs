@@ -14,21 +14,28 @@ use crate::error::Error;
 use crate::outcome::Outcome;
 use crate::telemetry;
 
-impl Decider {
-    /// Runs `evaluation` on `batches`, reserving on `redis` when its key's batch is spent.
-    pub(super) fn run_batched<'a>(
-        &'a self,
-        batches: &'a Batches,
-        redis: &'a Arc<RedisBackend>,
-        evaluation: Evaluation<'a>,
-    ) -> Step<'a> {
+/// A check of a limiter with local batches: the batches, the Redis they reserve on.
+pub(super) struct Batched<'a> {
+    batches: &'a Batches,
+    redis: &'a Arc<RedisBackend>,
+}
+
+impl<'a> Batched<'a> {
+    pub(super) fn new(batches: &'a Batches, redis: &'a Arc<RedisBackend>) -> Self {
+        Self { batches, redis }
+    }
+
+    /// Runs `evaluation` on the batches, reserving on Redis when its key's batch is spent.
+    #[inline]
+    pub(super) fn run(self, decider: &'a Decider, evaluation: Evaluation<'a>) -> Step<'a> {
+        let Self { batches, redis } = self;
         // Hashed once: the deny cache's lookup may have hashed them already.
         let opts = evaluation
             .cached()
             .map_or_else(|| opts_id(evaluation.opts()), |(opts, _)| opts);
         let ahead = |slot| batches.reserve_ahead(slot, redis, evaluation.call(), opts);
         match batches.spend(evaluation.keys(), opts, ahead) {
-            Ok(outcome) => Step::Done(self.verdict(&evaluation, outcome)),
+            Ok(outcome) => Step::Done(decider.verdict(&evaluation, outcome)),
             Err(slot) => {
                 let span = evaluation.watch().span().cloned();
                 waiting(span, async move {
@@ -38,9 +45,9 @@ impl Decider {
                     match (result, share) {
                         (Err(error), Some(slot)) => {
                             let outcome = batches.by_share(&slot, evaluation.opts(), opts);
-                            self.by_share(&evaluation, &error, outcome)
+                            by_share(decider, &evaluation, &error, outcome)
                         }
-                        (result, _) => self.conclude(&evaluation, result),
+                        (result, _) => decider.conclude(&evaluation, result),
                     }
                 })
             }
@@ -48,18 +55,21 @@ impl Decider {
     }
 }
 
-impl Decider {
-    /// The answer of a key's recent share, `outcome`, to `evaluation`, which Redis could not
-    /// decide: logged and counted as a failure the fallback decided, the hook first.
-    fn by_share(&self, evaluation: &Evaluation<'_>, error: &Error, outcome: Outcome) -> Verdict {
-        let entry = evaluation.entry();
-        entry.failures.log(entry.log_level, entry.name(), error);
-        evaluation.watch().failed(telemetry::cause(error));
-        if let Some(verdict) = entry.hooked_failure(error) {
-            evaluation.watch().undecided();
-            return verdict;
-        }
-        evaluation.watch().fell_back();
-        self.verdict(evaluation, outcome)
+/// The answer of a key's recent share, `outcome`, to `evaluation`, which Redis could not
+/// decide: logged and counted as a failure the fallback decided, the hook first.
+fn by_share(
+    decider: &Decider,
+    evaluation: &Evaluation<'_>,
+    error: &Error,
+    outcome: Outcome,
+) -> Verdict {
+    let entry = evaluation.entry();
+    entry.failures.log(entry.log_level, entry.name(), error);
+    evaluation.watch().failed(telemetry::cause(error));
+    if let Some(verdict) = entry.hooked_failure(error) {
+        evaluation.watch().undecided();
+        return verdict;
     }
+    evaluation.watch().fell_back();
+    decider.verdict(evaluation, outcome)
 }

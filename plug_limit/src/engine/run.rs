@@ -5,6 +5,7 @@
 use std::future::Future;
 
 use super::Decider;
+use super::batched::Batched;
 use super::evaluation::Evaluation;
 use super::prepare::Prepared;
 use super::verdict::{Step, Verdict, refuse_or_pass, waiting};
@@ -67,7 +68,7 @@ impl Decider {
         if let (Some(batches), Backend::Redis(redis)) = (&entry.batches, backend)
             && evaluation.batchable()
         {
-            return self.run_batched(batches, redis, evaluation);
+            return Batched::new(batches, redis).run(self, evaluation);
         }
         match backend.start(evaluation.call()) {
             Started::Done(result) => {

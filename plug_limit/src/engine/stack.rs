@@ -46,24 +46,27 @@ impl Decider {
         if !self.enabled.is_enabled() {
             return Step::Done(Ok(None));
         }
-        let mut evaluations: Few<Evaluation<'a>> = Few::new();
+        let mut stack = Stack {
+            evaluations: Few::new(),
+        };
         // A limit keyed by the header the limit before it read does not read it again, nor
         // looks the matched route up again.
         let mut reading = Reading::default();
         for limit in limits {
-            // Pushed where it is made: a request is some three hundred bytes. A limit whose
+            // Pushed where it is made: an evaluation is some three hundred bytes. A limit whose
             // rules skip the request, or without a key it may pass without, leaves the stack.
             if let Prepared::Answered(Err(rejection)) =
                 self.prepare(limit, parts, Some(&mut reading), |evaluation| {
-                    evaluations.push(evaluation)
+                    stack.evaluations.push(evaluation)
                 })
             {
-                undecided(&evaluations);
+                stack.undecided();
                 return Step::Done(Err(rejection));
             }
         }
-        if evaluations.len() < 2 {
-            return evaluations
+        if stack.evaluations.len() < 2 {
+            return stack
+                .evaluations
                 .pop()
                 .map_or(Step::Done(Ok(None)), |evaluation| {
                     let _entered = evaluation.watch().entered();
@@ -72,45 +75,30 @@ impl Decider {
         }
         // What is decided without waiting logs within the first limit's span, as a stack that
         // waits on Redis does.
-        let _entered = evaluations[0].watch().entered();
-        // A denial any limit has cached settles the stack without a call.
-        if let Some(at) = evaluations
-            .iter()
-            .position(|evaluation| evaluation.cached().is_some())
-            && let Some((at, verdict)) = evaluations[at..]
-                .iter()
-                .enumerate()
-                .find_map(|(i, evaluation)| Some((at + i, self.cached_denial(evaluation)?)))
-        {
-            for (i, evaluation) in evaluations.iter().enumerate() {
-                if i != at {
-                    evaluation.watch().undecided();
-                }
-            }
+        let _entered = stack.evaluations[0].watch().entered();
+        if let Some(verdict) = stack.cached_denial(self) {
             return Step::Done(verdict);
         }
-        let backend =
-            match self.stack_backend(evaluations.iter().map(|evaluation| evaluation.entry())) {
-                Ok(backend) => backend,
-                Err(error) => return Step::Done(self.fail_stack(&evaluations, error)),
-            };
-        for evaluation in &evaluations {
+        let entries = stack.evaluations.iter().map(Evaluation::entry);
+        let backend = match self.stack_backend(entries) {
+            Ok(backend) => backend,
+            Err(error) => return Step::Done(stack.fail(self, error)),
+        };
+        for evaluation in &stack.evaluations {
             evaluation.watch().dispatched(backend.name());
         }
         let mut answers = Outcomes::new();
-        match backend.start_stack(stack_parts(&evaluations), &mut answers) {
-            Err(error) | Ok(StartedStack::Done(Err(error))) => {
-                Step::Done(self.fail_stack(&evaluations, error))
-            }
+        match backend.start_stack(stack.parts(), &mut answers) {
+            Err(error) | Ok(StartedStack::Done(Err(error))) => Step::Done(stack.fail(self, error)),
             Ok(StartedStack::Done(Ok(()))) => {
-                Step::Done(self.stack_verdict(backend, &evaluations, &mut answers))
+                Step::Done(stack.verdict(self, backend, &mut answers))
             }
             Ok(StartedStack::Redis(redis)) => {
-                let span = evaluations[0].watch().span().cloned();
+                let span = stack.evaluations[0].watch().span().cloned();
                 waiting(span, async move {
-                    match redis.eval_stack(&few(stack_parts(&evaluations))).await {
-                        Ok(mut answers) => self.stack_verdict(backend, &evaluations, &mut answers),
-                        Err(error) => self.fail_stack(&evaluations, error),
+                    match redis.eval_stack(&few(stack.parts())).await {
+                        Ok(mut answers) => stack.verdict(self, backend, &mut answers),
+                        Err(error) => stack.fail(self, error),
                     }
                 })
             }
@@ -226,21 +214,58 @@ impl Decider {
             ))),
         }
     }
+}
+
+/// A stack's few limits, or what each one comes to, held inline: a request through three
+/// stacked limits made about twenty allocations.
+type Few<T> = SmallVec<[T; 4]>;
+
+/// A request's limits, each prepared, decided in one backend call.
+struct Stack<'a> {
+    evaluations: Few<Evaluation<'a>>,
+}
+
+impl Stack<'_> {
+    /// The stack's parts, as the backend takes them, made as they are read.
+    fn parts(&self) -> impl Iterator<Item = StackPart<'_>> + Clone {
+        self.evaluations.iter().map(Evaluation::stack_part)
+    }
+
+    /// Ends the watch of every limit without a decision.
+    fn undecided(&self) {
+        for evaluation in &self.evaluations {
+            evaluation.watch().undecided();
+        }
+    }
+
+    /// The verdict of the first denial a limit of the stack has cached, if any: the stack
+    /// settled without a call.
+    fn cached_denial(&self, decider: &Decider) -> Option<Verdict> {
+        let evaluations = &self.evaluations;
+        let at = evaluations
+            .iter()
+            .position(|evaluation| evaluation.cached().is_some())?;
+        let (at, verdict) = evaluations[at..]
+            .iter()
+            .enumerate()
+            .find_map(|(i, evaluation)| Some((at + i, decider.cached_denial(evaluation)?)))?;
+        for (i, evaluation) in evaluations.iter().enumerate() {
+            if i != at {
+                evaluation.watch().undecided();
+            }
+        }
+        Some(verdict)
+    }
 
     /// What the answers of a stack, decided on `backend`, mean for the request: denied by the
     /// first limit that denied (not in shadow mode), else allowed with the headers of every
     /// limit, holding what each limit that settles after the response is owed.
-    fn stack_verdict(
-        &self,
-        backend: &Backend,
-        evaluations: &[Evaluation<'_>],
-        answers: &mut Outcomes,
-    ) -> Verdict {
+    fn verdict(&self, decider: &Decider, backend: &Backend, answers: &mut Outcomes) -> Verdict {
         // One pass learns what the verdict turns on: the first limit that denied (not in
         // shadow mode), whether any allowed, whether any has a hook, and whether any lists
         // every limit's policy.
         let (mut denier, mut any_allowed, mut hooks, mut lists) = (None, false, false, false);
-        for (at, (evaluation, answer)) in evaluations.iter().zip(answers.iter()).enumerate() {
+        for (at, (evaluation, answer)) in self.evaluations.iter().zip(answers.iter()).enumerate() {
             let entry = evaluation.entry();
             hooks |= entry.hook.is_some();
             lists |= entry.style.lists_policies();
@@ -251,7 +276,7 @@ impl Decider {
             }
         }
         if let Some(denier) = denier {
-            return self.stack_denied(evaluations, answers, denier);
+            return self.denied(decider, answers, denier);
         }
         // A shadow limit's would-be denial speaks for nothing: the headers are those of the
         // limits that allowed (of every limit, when each one is a shadow denial), and the
@@ -263,7 +288,7 @@ impl Decider {
         let mut owed: Option<Vec<Pending>> = None;
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
-        for (at, (evaluation, answer)) in evaluations.iter().zip(answers.iter()).enumerate() {
+        for (at, (evaluation, answer)) in self.evaluations.iter().zip(answers.iter()).enumerate() {
             let Some(answer) = answer else {
                 // Not run: an earlier limit denied.
                 evaluation.watch().undecided();
@@ -275,7 +300,7 @@ impl Decider {
                 // What an admitted stack owes each limit that settles after the response.
                 if evaluation.terms().owes() {
                     let caches_denials = evaluation.cached().is_some();
-                    owed.get_or_insert_with(Vec::new).push(self.owed(
+                    owed.get_or_insert_with(Vec::new).push(decider.owed(
                         backend,
                         evaluation.call(),
                         evaluation.terms(),
@@ -298,21 +323,20 @@ impl Decider {
         }
         // In the legacy style the tightest limit speaks for all, and only its outcome is made;
         // a limit in the draft-10 style lists every limit's policy.
-        let merged =
-            if lists {
-                merge(evaluations.iter().zip(answers.iter_mut()).filter_map(
-                    |(evaluation, answer)| {
-                        let answer = answer.take().filter(|answer| speaks(answer))?;
-                        Some((Tightness::of(answer.report()), evaluation.styled(answer)))
-                    },
-                ))
-            } else {
-                let speaking = tightest.take().and_then(|at| {
-                    let answer = answers.get_mut(at)?.take()?;
-                    Some(evaluations.get(at)?.styled(answer))
-                });
-                for_the_stack(speaking)
-            };
+        let merged = if lists {
+            merge(self.evaluations.iter().zip(answers.iter_mut()).filter_map(
+                |(evaluation, answer)| {
+                    let answer = answer.take().filter(|answer| speaks(answer))?;
+                    Some((Tightness::of(answer.report()), evaluation.styled(answer)))
+                },
+            ))
+        } else {
+            let speaking = tightest.take().and_then(|at| {
+                let answer = answers.get_mut(at)?.take()?;
+                Some(self.evaluations.get(at)?.styled(answer))
+            });
+            for_the_stack(speaking)
+        };
         let merged = match owed.and_then(Pending::stacked) {
             Some(pending) => merged.owing(pending),
             None => merged,
@@ -329,26 +353,21 @@ impl Decider {
     /// A stack denied by the limit at `denier` (a position in the stack): its outcome and
     /// default answer (or its hook's), its deny cache remembers; the limits before it got back
     /// what they took, and decided nothing, as did those after it, which did not run.
-    fn stack_denied(
-        &self,
-        evaluations: &[Evaluation<'_>],
-        answers: &mut Outcomes,
-        denier: usize,
-    ) -> Verdict {
-        for (at, evaluation) in evaluations.iter().enumerate() {
+    fn denied(&self, decider: &Decider, answers: &mut Outcomes, denier: usize) -> Verdict {
+        for (at, evaluation) in self.evaluations.iter().enumerate() {
             if at != denier {
                 evaluation.watch().undecided();
             }
         }
         let answer = answers.get_mut(denier).and_then(Option::take);
-        let Some((evaluation, answer)) = evaluations.get(denier).zip(answer) else {
+        let Some((evaluation, answer)) = self.evaluations.get(denier).zip(answer) else {
             return Ok(None);
         };
         let entry = evaluation.entry();
         let outcome = evaluation.styled(answer);
         tracing::debug!(target: "plug_limit", limiter = %entry.name(), "request denied");
         evaluation.watch().decided(DecisionLabel::Denied);
-        evaluation.remember_denial(&self.denials, &outcome);
+        evaluation.remember_denial(&decider.denials, &outcome);
         entry
             .hooked(&outcome)
             .unwrap_or_else(|| Err(RateLimitRejection::denied(outcome)))
@@ -356,20 +375,22 @@ impl Decider {
 
     /// Logs a stack that could not decide and applies the strictest failure policy of its
     /// limits (`Closed`, then `Memory`, then `Open`), after their hooks.
-    fn fail_stack(&self, evaluations: &[Evaluation<'_>], error: Error) -> Verdict {
-        let lead = evaluations[0].entry();
+    fn fail(&self, decider: &Decider, error: Error) -> Verdict {
+        let lead = self.evaluations[0].entry();
         lead.failures.log(lead.log_level, lead.name(), &error);
-        for evaluation in evaluations {
+        for evaluation in &self.evaluations {
             evaluation.watch().failed(telemetry::cause(&error));
         }
-        if let Some(verdict) = evaluations
+        if let Some(verdict) = self
+            .evaluations
             .iter()
             .find_map(|evaluation| evaluation.entry().hooked_failure(&error))
         {
-            undecided(evaluations);
+            self.undecided();
             return verdict;
         }
-        let policy = evaluations
+        let policy = self
+            .evaluations
             .iter()
             .map(|evaluation| evaluation.entry().on_failure)
             .max_by_key(|policy| match policy {
@@ -380,15 +401,12 @@ impl Decider {
             .unwrap_or(FailurePolicy::Open);
         if policy == FailurePolicy::Memory {
             let mut answers = Outcomes::new();
-            match self
-                .fallback()
-                .start_stack(stack_parts(evaluations), &mut answers)
-            {
+            match decider.fallback().start_stack(self.parts(), &mut answers) {
                 Ok(StartedStack::Done(Ok(()))) => {
-                    for evaluation in evaluations {
+                    for evaluation in &self.evaluations {
                         evaluation.watch().fell_back();
                     }
-                    return self.stack_verdict(self.fallback(), evaluations, &mut answers);
+                    return self.verdict(decider, decider.fallback(), &mut answers);
                 }
                 Ok(StartedStack::Done(Err(error))) | Err(error) => {
                     lead.failures.log(lead.log_level, lead.name(), &error);
@@ -397,25 +415,7 @@ impl Decider {
                 Ok(StartedStack::Redis(_)) => {}
             }
         }
-        undecided(evaluations);
+        self.undecided();
         refuse_or_pass(policy, error)
-    }
-}
-
-/// A stack's few limits, or what each one comes to, held inline: a request through three
-/// stacked limits made about twenty allocations.
-type Few<T> = SmallVec<[T; 4]>;
-
-/// The stack's parts, as the backend takes them, made as they are read.
-fn stack_parts<'r>(
-    evaluations: &'r [Evaluation<'_>],
-) -> impl Iterator<Item = StackPart<'r>> + Clone + use<'r> {
-    evaluations.iter().map(Evaluation::stack_part)
-}
-
-/// Ends the watch of every request in `evaluations` without a decision.
-fn undecided(evaluations: &[Evaluation<'_>]) {
-    for evaluation in evaluations {
-        evaluation.watch().undecided();
     }
 }

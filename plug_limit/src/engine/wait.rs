@@ -145,16 +145,14 @@ impl Decider {
             // Full before any check of the line has answered: one check, no wait.
             Err(Refused::Full(None)) => return check().await,
         };
-        let mut schedule = None;
+        let mut wait = Wait::new(self, limits, started, bound);
         let deadline = started.checked_add(bound);
         loop {
             // Answered at once when the line's denial says this waiter cannot pass in time.
-            if let Some(denial) = place.denial() {
-                let schedule =
-                    schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
-                if schedule.pause(&denial).is_none() {
-                    return refuse(denial);
-                }
+            if let Some(denial) = place.denial()
+                && wait.pause(&denial).is_none()
+            {
+                return refuse(denial);
             }
             let turn = place.turn();
             match deadline {
@@ -174,9 +172,7 @@ impl Decider {
             if !place.granted()
                 && let Some(denial) = place.denial()
             {
-                let schedule =
-                    schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
-                let Some(pause) = schedule.pause(&denial) else {
+                let Some(pause) = wait.pause(&denial) else {
                     return refuse(denial);
                 };
                 tokio::time::sleep(pause).await;
@@ -189,9 +185,7 @@ impl Decider {
                 return answer;
             };
             place.denied(denial);
-            let schedule =
-                schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
-            if schedule.pause(denial).is_none() {
+            if wait.pause(denial).is_none() {
                 return answer;
             }
         }
@@ -210,15 +204,13 @@ impl Decider {
         F: Future<Output = T>,
     {
         let started = Instant::now();
-        let mut schedule = None;
+        let mut wait = Wait::new(self, limits, started, bound);
         loop {
             let answer = check().await;
             let Some(outcome) = denied(&answer) else {
                 return answer;
             };
-            let schedule =
-                schedule.get_or_insert_with(|| Pace::new(started, bound, self.pace(limits)));
-            let Some(pause) = schedule.pause(outcome) else {
+            let Some(pause) = wait.pause(outcome) else {
                 return answer;
             };
             tokio::time::sleep(pause).await;
@@ -273,5 +265,42 @@ fn request_denied(verdict: &Verdict) -> Option<&Outcome> {
     match verdict {
         Err(RateLimitRejection::TooManyRequests(denied)) => Some(denied),
         _ => None,
+    }
+}
+
+/// One waiter's schedule of retries: when it started, how long it may wait, and the pace of
+/// its limits, learnt at its first denial (an admitted request never needs it).
+struct Wait<'a> {
+    decider: &'a Decider,
+    limits: &'a [LimitRef<'a>],
+    started: Instant,
+    bound: Duration,
+    pace: Option<Pace>,
+}
+
+impl<'a> Wait<'a> {
+    fn new(
+        decider: &'a Decider,
+        limits: &'a [LimitRef<'a>],
+        started: Instant,
+        bound: Duration,
+    ) -> Self {
+        Self {
+            decider,
+            limits,
+            started,
+            bound,
+            pace: None,
+        }
+    }
+
+    /// How long to pause after `denial` before the next check, `None` when the waiter cannot
+    /// be admitted in time.
+    fn pause(&mut self, denial: &Outcome) -> Option<Duration> {
+        let (decider, limits) = (self.decider, self.limits);
+        let (started, bound) = (self.started, self.bound);
+        self.pace
+            .get_or_insert_with(|| Pace::new(started, bound, decider.pace(limits)))
+            .pause(denial)
     }
 }
