@@ -9,7 +9,7 @@ pub use http::request::Parts;
 pub use inventory;
 
 pub use crate::build::LimiterUse;
-use crate::web::extract::RateLimited;
+use crate::web::RateLimited;
 
 /// Sends the handler's response with the rate-limit headers added, whatever its type, holding
 /// a concurrency lease until its body ends.

@@ -1,25 +1,13 @@
 //! [`RateLimitLayer`]: limits as tower middleware, for a whole router or route group; the
-//! typed limit `L` here, limits made or chosen at run time in `runtime_layer.rs`.
+//! typed limit `L` here, limits made or chosen at run time in `runtime.rs`.
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::BoxError;
-use axum::body::{Body, Bytes, HttpBody};
-use axum::response::{IntoResponse, Response};
-use futures_util::future::BoxFuture;
-use http::Request;
-use tower_layer::Layer;
-use tower_service::Service;
-
-use crate::engine::settle;
+use super::resolver::Resolver;
 use crate::handle::PlugLimit;
-use crate::limit::{LimitRef, Limits};
-use crate::outcome::Outcome;
-use crate::web::grpc;
-use crate::web::resolver::Resolver;
+use crate::limit::Limits;
 
 /// Applies a limit to every request of the services it wraps: the typed limit `L`
 /// ([`new`](Self::new): one [`Limit`](crate::Limit), or a tuple of them checked at once,
@@ -139,126 +127,4 @@ impl<L> fmt::Debug for RateLimitLayer<L> {
             .field("wait", &self.wait)
             .finish()
     }
-}
-
-impl<S, L> Layer<S> for RateLimitLayer<L> {
-    type Service = RateLimit<S, L>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RateLimit {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// The middleware built by [`RateLimitLayer`].
-pub struct RateLimit<S, L> {
-    pub(crate) inner: S,
-    pub(crate) layer: RateLimitLayer<L>,
-}
-
-impl<S, L> RateLimit<S, L> {
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// Consumes the middleware, returning the inner service.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-}
-
-impl<S: Clone, L> Clone for RateLimit<S, L> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            layer: self.layer.clone(),
-        }
-    }
-}
-
-impl<S: fmt::Debug, L> fmt::Debug for RateLimit<S, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RateLimit")
-            .field("inner", &self.inner)
-            .field("limit", &std::any::type_name::<L>())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, L, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, L>
-where
-    S: Service<Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    L: Limits,
-    ReqBody: Send + 'static,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    type Response = Response;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Response, S::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The check is awaited before the inner service runs: take the service that was
-        // polled ready and leave a fresh clone in its place.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        let limits = self.layer.limits.clone();
-        let wait = self.layer.wait;
-        Box::pin(async move { limited(&limits, wait, L::STACK, request, inner).await })
-    }
-}
-
-/// The middleware's work once it knows the limit: check, then call `inner` with the request
-/// or answer the rejection (a gRPC status to a gRPC call), and add the allowed request's
-/// headers to the response. A denial waits up to `wait` for admission first.
-pub(crate) async fn limited<S, ReqBody, ResBody>(
-    limits: &PlugLimit,
-    wait: Option<Duration>,
-    limits_of: &[LimitRef<'_>],
-    request: Request<ReqBody>,
-    mut inner: S,
-) -> Result<Response, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = http::Response<ResBody>>,
-    ResBody: HttpBody<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
-{
-    let (parts, body) = request.into_parts();
-    let decider = limits.decider();
-    let decided = match wait {
-        None => decider.decide_all(limits_of, &parts).await,
-        Some(bound) => decider.decide_waiting(limits_of, &parts, bound).await,
-    };
-    let mut outcome = match decided {
-        Ok(outcome) => outcome,
-        Err(rejection) => return Ok(grpc::refuse(&parts.headers, rejection)),
-    };
-    let pending = outcome.as_mut().and_then(Outcome::take_pending);
-    let mut request = Request::from_parts(parts, body);
-    let settles = limits_of.iter().any(|limit| limit.settle);
-    settle::leave_usage(
-        request.extensions_mut(),
-        pending.as_deref().map(Box::as_ref),
-        settles,
-    );
-    // An axum body is taken as it is; another (tonic's) is wrapped once.
-    let response = inner.call(request).await?.map(Body::new);
-    let response = match outcome {
-        Some(outcome) => (outcome, response).into_response(),
-        None => response,
-    };
-    Ok(settle::hold(response, pending))
 }

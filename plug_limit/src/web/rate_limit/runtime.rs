@@ -13,12 +13,13 @@ use http::Request;
 use http::request::Parts;
 use tower_service::Service;
 
+use super::grpc;
+use super::layer::RateLimitLayer;
+use super::resolver::Resolver;
+use super::service::{RateLimit, limited};
 use crate::error::BuildError;
 use crate::handle::PlugLimit;
 use crate::limit::RuntimeLimit;
-use crate::web::grpc;
-use crate::web::layer::{RateLimit, RateLimitLayer, limited};
-use crate::web::resolver::Resolver;
 
 /// The layer of limits made at run time: one from configuration ([`runtime`](Self::runtime)),
 /// or one chosen per request from its parts ([`resolve`](Self::resolve),
