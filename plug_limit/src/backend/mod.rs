@@ -32,18 +32,19 @@ pub(crate) enum Backend {
     Memory(Arc<MemoryBackend>),
 }
 
-/// How far a backend gets without waiting: decided (memory), or to be sent to Redis.
-pub(crate) enum Started<'a> {
-    Done(Result<Outcome, Error>),
-    Redis(&'a RedisBackend),
+/// How far something gets without waiting: done, or waiting on Redis (a call, for the Redis
+/// to send it to; a check, its future).
+pub(crate) enum Started<T, W> {
+    Done(T),
+    Waiting(W),
 }
+
+/// How far a call gets without waiting: decided (memory), or to be sent to Redis.
+pub(crate) type StartedCall<'a> = Started<Result<Outcome, Error>, &'a RedisBackend>;
 
 /// How far stacked limits get without waiting: decided (memory, its answers in the caller's
 /// collection, or its error), or to be sent to Redis.
-pub(crate) enum StartedStack<'a> {
-    Done(Result<(), Error>),
-    Redis(&'a RedisBackend),
-}
+pub(crate) type StartedStack<'a> = Started<Result<(), Error>, &'a RedisBackend>;
 
 impl Backend {
     /// The backend's name in telemetry: `redis` or `memory`.
@@ -59,7 +60,7 @@ impl Backend {
     ///
     /// The caller awaits a Redis call itself ([`RedisBackend::eval`]), so that its state lives
     /// in the caller's one boxed future rather than in a box of its own.
-    pub(crate) fn start(&self, call: Call<'_>) -> Started<'_> {
+    pub(crate) fn start(&self, call: Call<'_>) -> StartedCall<'_> {
         // A wrong number of opts would shift the cost and `now` into an option's place:
         // refused before either backend, so both answer alike.
         if let Some(algorithm) = call.program.algorithm
@@ -69,7 +70,7 @@ impl Backend {
         }
         match self {
             Self::Memory(memory) => Started::Done(memory.eval(call)),
-            Self::Redis(redis) => Started::Redis(redis),
+            Self::Redis(redis) => Started::Waiting(redis),
         }
     }
 
@@ -88,12 +89,12 @@ impl Backend {
     ) -> Result<StartedStack<'_>, Error> {
         Ok(match self {
             // Checks each part as it reads it.
-            Self::Memory(memory) => StartedStack::Done(memory.eval_stack(parts, answers)),
+            Self::Memory(memory) => Started::Done(memory.eval_stack(parts, answers)),
             Self::Redis(redis) => {
                 for part in parts {
                     part.builtin()?;
                 }
-                StartedStack::Redis(redis)
+                Started::Waiting(redis)
             }
         })
     }
@@ -113,7 +114,7 @@ impl Backend {
             Started::Done(result) => result,
             // Boxed: a Redis call's state (the call, its timer, the retry) is most of the
             // future, and this one is awaited by callers that also evaluate in memory.
-            Started::Redis(redis) => Box::pin(redis.eval(call)).await,
+            Started::Waiting(redis) => Box::pin(redis.eval(call)).await,
         }
     }
 

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use super::Decider;
 use super::evaluation::Evaluation;
 use super::prepare::opts_id;
-use super::verdict::{Step, Verdict, waiting};
+use super::verdict::{StartedCheck, Verdict, waiting};
 use crate::backend::RedisBackend;
+use crate::backend::Started;
 use crate::config::FailurePolicy;
 use crate::engine::batch::Batches;
 use crate::error::Error;
@@ -27,7 +28,7 @@ impl<'a> Batched<'a> {
 
     /// Runs `evaluation` on the batches, reserving on Redis when its key's batch is spent.
     #[inline]
-    pub(super) fn run(self, decider: &'a Decider, evaluation: Evaluation<'a>) -> Step<'a> {
+    pub(super) fn run(self, decider: &'a Decider, evaluation: Evaluation<'a>) -> StartedCheck<'a> {
         let Self { batches, redis } = self;
         // Hashed once: the deny cache's lookup may have hashed them already.
         let opts = evaluation
@@ -35,7 +36,7 @@ impl<'a> Batched<'a> {
             .map_or_else(|| opts_id(evaluation.opts()), |(opts, _)| opts);
         let ahead = |slot| batches.reserve_ahead(slot, redis, evaluation.call(), opts);
         match batches.spend(evaluation.keys(), opts, ahead) {
-            Ok(outcome) => Step::Done(decider.verdict(&evaluation, outcome)),
+            Ok(outcome) => Started::Done(decider.verdict(&evaluation, outcome)),
             Err(slot) => {
                 let span = evaluation.watch().span().cloned();
                 waiting(span, async move {

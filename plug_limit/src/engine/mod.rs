@@ -3,7 +3,7 @@
 //! A request's check runs in one direction, a file per stage: preparing it (`prepare.rs`: the
 //! limiter, the rules, the key, into an [`Evaluation`](evaluation::Evaluation)), running it
 //! (`run.rs`: the deny cache, one backend dispatch, then the hook and the failure policy), and
-//! what an admitted request owes after its response (`owed.rs`, settled by `settle/`). A stack
+//! what an admitted request owes after its response (`debt.rs`, settled by `settle/`). A stack
 //! (`stack.rs`), a limit with local batches (`batched.rs`, over `batch/`) and a wait for
 //! admission (`wait.rs`) each run their own type over the same stages; checks from code and
 //! the resets are `calls.rs`. [`Decider`] holds what they share and keeps it to this room.
@@ -28,12 +28,12 @@ pub(crate) use self::verdict::Verdict;
 pub(crate) mod batch;
 mod batched;
 mod calls;
+mod debt;
 mod deny_cache;
 mod evaluation;
 mod keys;
 mod line;
 mod log_throttle;
-mod owed;
 mod pace;
 mod prepare;
 mod registry;

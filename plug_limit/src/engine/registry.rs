@@ -92,7 +92,7 @@ fn overrides(action: Action, outcome: Option<&Outcome>) -> Option<Verdict> {
             let proceed = Outcome::with_extra(Decision::Allow, headers, extra);
             // The request proceeds on what its check took: a lease, a reservation to settle.
             Some(Ok(Some(match outcome {
-                Some(outcome) => proceed.owing_as(outcome),
+                Some(outcome) => proceed.with_debt_of(outcome),
                 None => proceed,
             })))
         }

@@ -8,7 +8,7 @@ use super::Decider;
 use super::batched::Batched;
 use super::evaluation::Evaluation;
 use super::prepare::Prepared;
-use super::verdict::{Step, Verdict, refuse_or_pass, waiting};
+use super::verdict::{StartedCheck, Verdict, refuse_or_pass, waiting};
 use crate::backend::{Backend, Started};
 use crate::config::FailurePolicy;
 use crate::error::Error;
@@ -20,14 +20,14 @@ use http::request::Parts;
 
 impl Decider {
     /// Runs a request's check as far as it goes without waiting.
-    pub(super) fn start<'a>(&'a self, limit: &LimitRef<'a>, parts: &'a Parts) -> Step<'a> {
+    pub(super) fn start<'a>(&'a self, limit: &LimitRef<'a>, parts: &'a Parts) -> StartedCheck<'a> {
         if !self.enabled.is_enabled() {
-            return Step::Done(Ok(None));
+            return Started::Done(Ok(None));
         }
         match self.prepare(limit, parts, None, |evaluation| self.run(evaluation)) {
             Prepared::Check(step) => step,
-            Prepared::Pass => Step::Done(Ok(None)),
-            Prepared::Answered(verdict) => Step::Done(verdict),
+            Prepared::Pass => Started::Done(Ok(None)),
+            Prepared::Answered(verdict) => Started::Done(verdict),
         }
     }
 
@@ -58,9 +58,9 @@ impl Decider {
 
     /// Answers `evaluation` from the deny cache, or sends it to its backend.
     #[inline(always)]
-    pub(super) fn run<'a>(&'a self, evaluation: Evaluation<'a>) -> Step<'a> {
+    pub(super) fn run<'a>(&'a self, evaluation: Evaluation<'a>) -> StartedCheck<'a> {
         if let Some(verdict) = self.cached_denial(&evaluation) {
-            return Step::Done(verdict);
+            return Started::Done(verdict);
         }
         let entry = evaluation.entry();
         evaluation.watch().dispatched(self.backend(entry).name());
@@ -73,9 +73,9 @@ impl Decider {
         match backend.start(evaluation.call()) {
             Started::Done(result) => {
                 let result = self.admit(&evaluation, backend, result);
-                Step::Done(self.conclude(&evaluation, result))
+                Started::Done(self.conclude(&evaluation, result))
             }
-            Started::Redis(redis) => {
+            Started::Waiting(redis) => {
                 let span = evaluation.watch().span().cloned();
                 waiting(span, async move {
                     let result = redis.eval(evaluation.call()).await;

@@ -14,12 +14,13 @@ use tracing::Instrument;
 use super::evaluation::{Evaluation, styled};
 use super::prepare::{Prepared, Reading};
 use super::verdict::refuse_or_pass;
-use super::verdict::{Step, Verdict, waiting};
+use super::verdict::{StartedCheck, Verdict, waiting};
 use super::{Decider, Entry};
+use crate::backend::Started;
 use crate::backend::sharded::few;
-use crate::backend::{Answer, Backend, Outcomes, StackPart, StartedStack};
+use crate::backend::{Answer, Backend, Outcomes, StackPart};
 use crate::config::FailurePolicy;
-use crate::engine::settle::Pending;
+use crate::engine::settle::RequestDebt;
 use crate::error::Error;
 use crate::limit::Charge;
 use crate::limit::LimitRef;
@@ -36,15 +37,15 @@ impl Decider {
             limits => self.start_stack(limits, parts),
         };
         match step {
-            Step::Done(verdict) => verdict,
-            Step::Waiting(call) => call.await,
+            Started::Done(verdict) => verdict,
+            Started::Waiting(call) => call.await,
         }
     }
 
     /// Runs a stack's check as far as it goes without waiting.
-    fn start_stack<'a>(&'a self, limits: &[LimitRef<'a>], parts: &'a Parts) -> Step<'a> {
+    fn start_stack<'a>(&'a self, limits: &[LimitRef<'a>], parts: &'a Parts) -> StartedCheck<'a> {
         if !self.enabled.is_enabled() {
-            return Step::Done(Ok(None));
+            return Started::Done(Ok(None));
         }
         let mut stack = Stack {
             evaluations: Few::new(),
@@ -61,14 +62,14 @@ impl Decider {
                 })
             {
                 stack.undecided();
-                return Step::Done(Err(rejection));
+                return Started::Done(Err(rejection));
             }
         }
         if stack.evaluations.len() < 2 {
             return stack
                 .evaluations
                 .pop()
-                .map_or(Step::Done(Ok(None)), |evaluation| {
+                .map_or(Started::Done(Ok(None)), |evaluation| {
                     let _entered = evaluation.watch().entered();
                     self.run(evaluation)
                 });
@@ -77,23 +78,21 @@ impl Decider {
         // waits on Redis does.
         let _entered = stack.evaluations[0].watch().entered();
         if let Some(verdict) = stack.cached_denial(self) {
-            return Step::Done(verdict);
+            return Started::Done(verdict);
         }
         let entries = stack.evaluations.iter().map(Evaluation::entry);
         let backend = match self.stack_backend(entries) {
             Ok(backend) => backend,
-            Err(error) => return Step::Done(stack.fail(self, error)),
+            Err(error) => return Started::Done(stack.fail(self, error)),
         };
         for evaluation in &stack.evaluations {
             evaluation.watch().dispatched(backend.name());
         }
         let mut answers = Outcomes::new();
         match backend.start_stack(stack.parts(), &mut answers) {
-            Err(error) | Ok(StartedStack::Done(Err(error))) => Step::Done(stack.fail(self, error)),
-            Ok(StartedStack::Done(Ok(()))) => {
-                Step::Done(stack.verdict(self, backend, &mut answers))
-            }
-            Ok(StartedStack::Redis(redis)) => {
+            Err(error) | Ok(Started::Done(Err(error))) => Started::Done(stack.fail(self, error)),
+            Ok(Started::Done(Ok(()))) => Started::Done(stack.verdict(self, backend, &mut answers)),
+            Ok(Started::Waiting(redis)) => {
                 let span = stack.evaluations[0].watch().span().cloned();
                 waiting(span, async move {
                     match redis.eval_stack(&few(stack.parts())).await {
@@ -170,8 +169,8 @@ impl Decider {
             .collect();
         let mut outcomes = Outcomes::new();
         match backend.start_stack(parts.iter().copied(), &mut outcomes)? {
-            StartedStack::Done(result) => result?,
-            StartedStack::Redis(redis) => outcomes = redis.eval_stack(&parts).await?,
+            Started::Done(result) => result?,
+            Started::Waiting(redis) => outcomes = redis.eval_stack(&parts).await?,
         }
         let denier = outcomes
             .iter()
@@ -285,7 +284,7 @@ impl Stack<'_> {
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
         let mut heard: Few<&Entry> = Few::new();
         // Made only when a limit is owed something: most stacks owe nothing.
-        let mut owed: Option<Vec<Pending>> = None;
+        let mut owed: Option<Vec<RequestDebt>> = None;
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
         for (at, (evaluation, answer)) in self.evaluations.iter().zip(answers.iter()).enumerate() {
@@ -300,7 +299,7 @@ impl Stack<'_> {
                 // What an admitted stack owes each limit that settles after the response.
                 if evaluation.terms().owes() {
                     let caches_denials = evaluation.cached().is_some();
-                    owed.get_or_insert_with(Vec::new).push(decider.owed(
+                    owed.get_or_insert_with(Vec::new).push(decider.debt_of(
                         backend,
                         evaluation.call(),
                         evaluation.terms(),
@@ -337,8 +336,8 @@ impl Stack<'_> {
             });
             for_the_stack(speaking)
         };
-        let merged = match owed.and_then(Pending::stacked) {
-            Some(pending) => merged.owing(pending),
+        let merged = match owed.and_then(RequestDebt::stacked) {
+            Some(debt) => merged.with_debt(debt),
             None => merged,
         };
         // The first hook with an answer speaks; a shadow limiter's cannot refuse.
@@ -402,17 +401,17 @@ impl Stack<'_> {
         if policy == FailurePolicy::Memory {
             let mut answers = Outcomes::new();
             match decider.fallback().start_stack(self.parts(), &mut answers) {
-                Ok(StartedStack::Done(Ok(()))) => {
+                Ok(Started::Done(Ok(()))) => {
                     for evaluation in &self.evaluations {
                         evaluation.watch().fell_back();
                     }
                     return self.verdict(decider, decider.fallback(), &mut answers);
                 }
-                Ok(StartedStack::Done(Err(error))) | Err(error) => {
+                Ok(Started::Done(Err(error))) | Err(error) => {
                     lead.failures.log(lead.log_level, lead.name(), &error);
                 }
                 // The fallback is a memory backend: it never waits.
-                Ok(StartedStack::Redis(_)) => {}
+                Ok(Started::Waiting(_)) => {}
             }
         }
         self.undecided();

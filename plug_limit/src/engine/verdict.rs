@@ -1,11 +1,12 @@
 //! What a check of a request comes to ([`Verdict`]), and how far one gets without waiting
-//! ([`Step`]).
+//! ([`StartedCheck`]).
 
 use std::future::Future;
 use std::pin::Pin;
 
 use tracing::Instrument;
 
+use crate::backend::Started;
 use crate::config::FailurePolicy;
 use crate::error::Error;
 use crate::outcome::Outcome;
@@ -16,10 +17,8 @@ use crate::rejection::RateLimitRejection;
 pub(crate) type Verdict = Result<Option<Outcome>, RateLimitRejection>;
 
 /// A check as far as it gets without waiting: decided, or waiting on Redis.
-pub(super) enum Step<'a> {
-    Done(Verdict),
-    Waiting(Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>),
-}
+pub(super) type StartedCheck<'a> =
+    Started<Verdict, Pin<Box<dyn Future<Output = Verdict> + Send + 'a>>>;
 
 /// A check waiting on Redis, within `span` when there is one (something would record it):
 /// entering and leaving a disabled span on every poll cost a Redis check about 400
@@ -27,8 +26,8 @@ pub(super) enum Step<'a> {
 pub(super) fn waiting<'a>(
     span: Option<tracing::Span>,
     call: impl Future<Output = Verdict> + Send + 'a,
-) -> Step<'a> {
-    Step::Waiting(match span {
+) -> StartedCheck<'a> {
+    Started::Waiting(match span {
         None => Box::pin(call),
         Some(span) => Box::pin(call.instrument(span)),
     })

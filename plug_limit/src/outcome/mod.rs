@@ -38,13 +38,13 @@ pub(crate) enum Decision {
 
 /// What an outcome holds of what its request owes: boxed inside the `Arc`, a thin pointer keeps
 /// every outcome, moved through every layer of a check, a word smaller than a `dyn` one would.
-pub(crate) type Owes = Arc<Box<dyn Owing>>;
+pub(crate) type HeldDebt = Arc<Box<dyn Debt>>;
 
 /// What a request owes its limits after its response (a lease to give back, a reservation to
 /// settle): made by the engine, carried by an [`Outcome`] to the response, and settled when its
 /// last holder drops it. The outcome knows it only by this trait, so it depends on nothing that
 /// calls a backend.
-pub(crate) trait Owing: fmt::Debug + Send + Sync {
+pub(crate) trait Debt: fmt::Debug + Send + Sync {
     /// The response's status, which decides what a limit counting by status gives back.
     fn responded(&self, status: StatusCode);
 
@@ -74,7 +74,7 @@ pub struct Outcome {
     /// A boxed slice, not a `Vec`: nearly always empty, and the word it saves is moved with
     /// every outcome.
     extra: Box<[Value]>,
-    pending: Option<Owes>,
+    debt: Option<HeldDebt>,
 }
 
 impl Clone for Outcome {
@@ -89,7 +89,7 @@ impl Clone for Outcome {
             } else {
                 self.extra.clone()
             },
-            pending: self.pending.clone(),
+            debt: self.debt.clone(),
         }
     }
 }
@@ -120,7 +120,7 @@ impl Outcome {
             decision,
             headers: Headers::made(headers),
             extra: Box::default(),
-            pending: None,
+            debt: None,
         }
     }
 
@@ -134,7 +134,7 @@ impl Outcome {
             decision,
             headers: Headers::made(headers),
             extra: extra.into_boxed_slice(),
-            pending: None,
+            debt: None,
         }
     }
 
@@ -152,7 +152,7 @@ impl Outcome {
             decision,
             headers: Headers::reported(names, report),
             extra: extra.into(),
-            pending: None,
+            debt: None,
         }
     }
 
@@ -189,25 +189,25 @@ impl Outcome {
     }
 
     /// The outcome holding what its request owes after its response, until it drops.
-    pub(crate) fn owing(mut self, pending: impl Owing + 'static) -> Self {
-        self.pending = Some(Arc::new(Box::new(pending)));
+    pub(crate) fn with_debt(mut self, debt: impl Debt + 'static) -> Self {
+        self.debt = Some(Arc::new(Box::new(debt)));
         self
     }
 
-    /// The outcome owing what `other`'s request owes: the same request, answered otherwise.
-    pub(crate) fn owing_as(mut self, other: &Self) -> Self {
-        self.pending.clone_from(&other.pending);
+    /// The outcome holding the debt of `other`'s request: the same request, answered otherwise.
+    pub(crate) fn with_debt_of(mut self, other: &Self) -> Self {
+        self.debt.clone_from(&other.debt);
         self
     }
 
     /// What its request owes, to hold elsewhere (a response body).
-    pub(crate) fn take_pending(&mut self) -> Option<Owes> {
-        self.pending.take()
+    pub(crate) fn take_debt(&mut self) -> Option<HeldDebt> {
+        self.debt.take()
     }
 
     /// What its request owes, if anything.
-    pub(crate) fn pending(&self) -> Option<&dyn Owing> {
-        self.pending.as_deref().map(Box::as_ref)
+    pub(crate) fn debt(&self) -> Option<&dyn Debt> {
+        self.debt.as_deref().map(Box::as_ref)
     }
 
     /// The decision.

@@ -106,8 +106,8 @@ impl<L> RateLimited<L> {
         let Some(mut outcome) = self.outcome else {
             return response.into_response();
         };
-        let pending = outcome.take_pending();
-        settle::hold((outcome, response).into_response(), pending)
+        let debt = outcome.take_debt();
+        settle::hold((outcome, response).into_response(), debt)
     }
 }
 
@@ -136,8 +136,8 @@ impl<L> RateLimited<L> {
         if let (Some(outcome), Some(slot)) = (&outcome, HeaderSlot::of(&parts.extensions)) {
             slot.put(outcome);
         }
-        let pending = outcome.as_ref().and_then(Outcome::pending);
-        let usage = settle::leave_usage(&mut parts.extensions, pending, settles);
+        let debt = outcome.as_ref().and_then(Outcome::debt);
+        let usage = settle::leave_usage(&mut parts.extensions, debt, settles);
         Self {
             outcome,
             usage,

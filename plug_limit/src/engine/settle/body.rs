@@ -7,18 +7,18 @@ use axum::body::{Body, Bytes};
 use axum::response::Response;
 use http_body::{Frame, SizeHint};
 
-use crate::outcome::Owes;
+use crate::outcome::HeldDebt;
 
 /// `response`, holding what its request owes until its body ends (or is dropped unfinished),
 /// and telling it the response's status.
-pub(crate) fn hold(response: Response, pending: Option<Owes>) -> Response {
-    match pending {
-        Some(pending) => {
-            pending.responded(response.status());
+pub(crate) fn hold(response: Response, debt: Option<HeldDebt>) -> Response {
+    match debt {
+        Some(debt) => {
+            debt.responded(response.status());
             response.map(|body| {
                 Body::new(Held {
                     body,
-                    pending: Some(pending),
+                    debt: Some(debt),
                 })
             })
         }
@@ -29,7 +29,7 @@ pub(crate) fn hold(response: Response, pending: Option<Owes>) -> Response {
 /// A response body that holds what its request owes while it streams.
 struct Held {
     body: Body,
-    pending: Option<Owes>,
+    debt: Option<HeldDebt>,
 }
 
 impl http_body::Body for Held {
@@ -43,7 +43,7 @@ impl http_body::Body for Held {
         let polled = Pin::new(&mut self.body).poll_frame(cx);
         if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
             // The body ended: its request is no longer in flight, and what it used is known.
-            self.pending = None;
+            self.debt = None;
         }
         polled
     }

@@ -2,7 +2,7 @@
 //! to give back, a reservation to settle to the units its handler reported ([`Usage`]), or a
 //! cost to give back when its response does not count ([`Limit::COUNT_IF`]).
 //!
-//! The [`Pending`] that comes with the allowed outcome settles when it drops: when the
+//! The [`RequestDebt`] that comes with the allowed outcome settles when it drops: when the
 //! response body ends, under [`RateLimitLayer`](crate::RateLimitLayer),
 //! [`SendHeadersLayer`](crate::SendHeadersLayer), `#[rate_limit]` and
 //! [`RateLimited::respond`](crate::RateLimited::respond); when the extractor drops otherwise.
@@ -23,7 +23,7 @@ use http::StatusCode;
 use crate::backend::{Backend, Call, Started};
 use crate::engine::DenyCache;
 use crate::limit::Charge;
-use crate::outcome::{Owing, Usage};
+use crate::outcome::{Debt, Usage};
 
 pub(crate) use self::body::hold;
 pub(crate) use self::deadline::Deadline;
@@ -56,9 +56,10 @@ impl Terms {
 
 /// What an admitted request owes its limits (one, or each limit of a stack that settles);
 /// settled when dropped.
-pub(crate) struct Pending(Vec<Owed>);
+pub(crate) struct RequestDebt(Vec<Claim>);
 
-struct Owed {
+/// What one limit is owed: its admission, kept, and how it settles.
+struct Claim {
     /// Shared with the renewals of its lease.
     admission: Arc<Admission>,
     /// What the admission charged.
@@ -78,7 +79,7 @@ struct Owed {
     renewal: Option<Renewal>,
 }
 
-impl Pending {
+impl RequestDebt {
     /// What a request admitted by `call` on `backend` owes: its lease, if `call` took one, and
     /// what `terms` say; past `refund_until`, it owes no refund (the state the admission
     /// charged is gone).
@@ -93,7 +94,7 @@ impl Pending {
             Charge::Take(units) => units,
             Charge::Refund(_) | Charge::Force(_) | Charge::UpTo(_) => 0,
         };
-        Self(vec![Owed {
+        Self(vec![Claim {
             admission: Arc::new(Admission {
                 backend: backend.clone(),
                 program: call.program.clone(),
@@ -121,7 +122,7 @@ impl Pending {
         if parts.is_empty() {
             return None;
         }
-        let mut owed: Vec<Owed> = parts
+        let mut owed: Vec<Claim> = parts
             .into_iter()
             .flat_map(|mut part| std::mem::take(&mut part.0))
             .collect();
@@ -146,7 +147,7 @@ impl Pending {
     }
 }
 
-impl Owing for Pending {
+impl Debt for RequestDebt {
     /// The response's status, for [`Terms::count_if`]; the first one given stands.
     fn responded(&self, status: StatusCode) {
         for owed in &self.0 {
@@ -160,37 +161,37 @@ impl Owing for Pending {
     }
 }
 
-/// Leaves in `extensions` the [`Usage`] a handler reports to: `pending`'s, or, for a limit
+/// Leaves in `extensions` the [`Usage`] a handler reports to: `debt`'s, or, for a limit
 /// that `settles` but counted nothing (limits disabled, failed open, a shadow denial), one whose
 /// reports go nowhere. Returns it.
 #[inline]
 pub(crate) fn leave_usage(
     extensions: &mut http::Extensions,
-    pending: Option<&dyn Owing>,
+    debt: Option<&dyn Debt>,
     settles: bool,
 ) -> Option<Usage> {
     // Inline to here: most requests owe nothing and take no usage.
-    if pending.is_none() && !settles {
+    if debt.is_none() && !settles {
         return None;
     }
-    usage_left(extensions, pending, settles)
+    usage_left(extensions, debt, settles)
 }
 
 /// [`leave_usage`] of a request that owes something or takes a usage.
 fn usage_left(
     extensions: &mut http::Extensions,
-    pending: Option<&dyn Owing>,
+    debt: Option<&dyn Debt>,
     settles: bool,
 ) -> Option<Usage> {
-    let usage = pending
-        .and_then(Owing::usage)
+    let usage = debt
+        .and_then(Debt::usage)
         .cloned()
         .or_else(|| settles.then(Usage::default))?;
     extensions.insert(usage.clone());
     Some(usage)
 }
 
-impl Owed {
+impl Claim {
     /// The one call that settles the request; `None` when it owes nothing more.
     fn charge(&self) -> Option<Charge> {
         if self.admission.lease.is_some() {
@@ -262,7 +263,7 @@ impl Owed {
     }
 }
 
-impl Drop for Pending {
+impl Drop for RequestDebt {
     fn drop(&mut self) {
         for owed in self.0.drain(..) {
             owed.settle();
@@ -270,7 +271,7 @@ impl Drop for Pending {
     }
 }
 
-impl fmt::Debug for Pending {
+impl fmt::Debug for RequestDebt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = f.debug_list();
         for owed in &self.0 {

@@ -68,7 +68,7 @@ impl Lease {
         {
             Started::Done(result) => judge(&self.admission.program, result),
             // Memory answers at once; nothing else reaches here.
-            Started::Redis(_) => Renewed::Lost,
+            Started::Waiting(_) => Renewed::Lost,
         }
     }
 }

@@ -42,7 +42,7 @@ use crate::limit::Limits;
 /// ```
 pub struct RateLimitLayer<L> {
     pub(crate) limits: PlugLimit,
-    /// What chooses a request's limit, for a layer of [`RuntimeLimit`]s.
+    /// What chooses a request's limit, for a layer of [`RuntimeLimit`](crate::RuntimeLimit)s.
     pub(crate) resolver: Option<Resolver>,
     /// How long a denied request may wait for admission before its 429; `None`: not at all.
     pub(crate) wait: Option<Duration>,

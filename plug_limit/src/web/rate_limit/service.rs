@@ -125,12 +125,12 @@ where
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(grpc::refuse(&parts.headers, rejection)),
     };
-    let pending = outcome.as_mut().and_then(Outcome::take_pending);
+    let debt = outcome.as_mut().and_then(Outcome::take_debt);
     let mut request = Request::from_parts(parts, body);
     let settles = limits_of.iter().any(|limit| limit.settle);
     settle::leave_usage(
         request.extensions_mut(),
-        pending.as_deref().map(Box::as_ref),
+        debt.as_deref().map(Box::as_ref),
         settles,
     );
     // An axum body is taken as it is; another (tonic's) is wrapped once.
@@ -139,5 +139,5 @@ where
         Some(outcome) => (outcome, response).into_response(),
         None => response,
     };
-    Ok(settle::hold(response, pending))
+    Ok(settle::hold(response, debt))
 }

@@ -1,4 +1,4 @@
-//! [`SendHeaders`], the service a [`SendHeadersLayer`](super::SendHeadersLayer) wraps around
+//! [`SendHeaders`], the service a [`SendHeadersLayer`](crate::SendHeadersLayer)(super::SendHeadersLayer) wraps around
 //! another, and the slot an extractor leaves its outcome in for it.
 
 use std::fmt;
@@ -15,7 +15,7 @@ use tower_service::Service;
 use crate::engine::settle;
 use crate::outcome::Outcome;
 
-/// The middleware built by [`SendHeadersLayer`].
+/// The middleware built by [`SendHeadersLayer`](crate::SendHeadersLayer).
 #[derive(Clone)]
 pub struct SendHeaders<S> {
     inner: S,
@@ -39,7 +39,7 @@ impl<S: fmt::Debug> fmt::Debug for SendHeaders<S> {
 #[derive(Clone, Default)]
 pub(crate) struct HeaderSlot(Arc<Mutex<Option<Outcome>>>);
 
-/// Whether any request has passed a [`SendHeadersLayer`]: until one has, no request holds a
+/// Whether any request has passed a [`SendHeadersLayer`](crate::SendHeadersLayer): until one has, no request holds a
 /// slot, and an extractor does not search its extensions for one. Set before the first slot
 /// is left in a request, which reaches its extractor after it.
 static SLOTS_LEFT: AtomicBool = AtomicBool::new(false);
@@ -93,7 +93,7 @@ where
                     headers.insert(name.clone(), value.clone());
                 }
             }
-            Ok(settle::hold(response, outcome.take_pending()))
+            Ok(settle::hold(response, outcome.take_debt()))
         })
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::Decider;
 use super::evaluation::Evaluation;
-use super::settle::{Deadline, Pending, Terms};
+use super::settle::{Deadline, RequestDebt, Terms};
 use crate::algorithm::Report;
 use crate::backend::{Backend, Call};
 use crate::error::Error;
@@ -48,11 +48,11 @@ impl Decider {
         if call.lease.is_none() && !terms.owes() {
             return result;
         }
-        self.owing(backend, call, terms, caches_denials, result)
+        self.indebted(backend, call, terms, caches_denials, result)
     }
 
     /// [`admitted`](Self::admitted) of a call that owes something after its response.
-    pub(super) fn owing(
+    fn indebted(
         &self,
         backend: &Backend,
         call: Call<'_>,
@@ -62,19 +62,19 @@ impl Decider {
     ) -> Result<Outcome, Error> {
         match result {
             Ok(outcome) if outcome.is_allowed() => {
-                let pending = self.owed(backend, call, terms, caches_denials, outcome.report());
+                let debt = self.debt_of(backend, call, terms, caches_denials, outcome.report());
                 // A set clock, not real time, ends leases: renewals would keep them forever.
-                let pending = if self.clock.is_none() {
-                    pending.renewing()
+                let debt = if self.clock.is_none() {
+                    debt.renewing()
                 } else {
-                    pending
+                    debt
                 };
-                Ok(outcome.owing(pending))
+                Ok(outcome.with_debt(debt))
             }
             Ok(outcome) => Ok(outcome),
             Err(error) => {
                 if call.lease.is_some() {
-                    drop(Pending::new(
+                    drop(RequestDebt::new(
                         backend,
                         call,
                         Terms::default(),
@@ -90,14 +90,14 @@ impl Decider {
     /// What a request admitted with `outcome` by `call` on `backend` owes after its response:
     /// the lease `call` took and what `terms` say, refunds lifting the deny cache's denials
     /// (`caches_denials`) and going back only until the outcome's reset.
-    pub(super) fn owed(
+    pub(super) fn debt_of(
         &self,
         backend: &Backend,
         call: Call<'_>,
         terms: Terms,
         caches_denials: bool,
         report: Option<&Report>,
-    ) -> Pending {
+    ) -> RequestDebt {
         let reset_s = report
             .and_then(|report| u64::try_from(report.reset()).ok())
             .unwrap_or(0);
@@ -108,6 +108,6 @@ impl Decider {
             .saturating_sub(self.timeout.saturating_mul(2));
         let refund_until = Deadline::after(self.clock.as_ref(), refund_within);
         let denials = caches_denials.then_some(&self.denials);
-        Pending::new(backend, call, terms, refund_until, denials)
+        RequestDebt::new(backend, call, terms, refund_until, denials)
     }
 }
