@@ -16,7 +16,7 @@ use super::{Builder, Limiter};
 use crate::algorithm::{Builtin, Runtime};
 use crate::backend::{Backend, MemoryBackend, Program, RedisBackend, RedisSettings};
 use crate::clock::SystemClock;
-use crate::config::{Enabled, FailurePolicy};
+use crate::config::{Enabled, FailurePolicy, LocalBatches};
 use crate::engine::batch::Batches;
 use crate::engine::{Decider, DenyCache, Entry, LogThrottle, Registry, RuleSet, Settings};
 use crate::error::BuildError;
@@ -47,6 +47,31 @@ impl Builder {
         if let Some(error) = self.errors.drain(..).next() {
             return Err(error);
         }
+        self.check_settings()?;
+        let mut registry = self.builtins();
+        let scripts = compile(std::mem::take(&mut self.scripts))?;
+        for (name, limiter) in std::mem::take(&mut self.limiters) {
+            let entry = self.custom_entry(&name, limiter, &scripts)?;
+            if !registry.insert(entry) {
+                let rule = if Builtin::from_name(&name).is_some() {
+                    "is a built-in limiter's name; register this limiter under another name"
+                } else {
+                    "is registered more than once"
+                };
+                return Err(BuildError::invalid(
+                    format!("limiters.{}", excerpt(&name)),
+                    rule,
+                ));
+            }
+        }
+        if self.check_handlers {
+            check_handler_uses(&registry)?;
+        }
+        Ok(self.finish(registry))
+    }
+
+    /// The handle's own settings, each against its rule.
+    fn check_settings(&self) -> Result<(), BuildError> {
         // Braces would put a Redis Cluster hash tag before the one the library chooses.
         if self.prefix.is_empty()
             || self
@@ -108,41 +133,7 @@ impl Builder {
         if let Some((field, rule)) = self.rules.invalid() {
             return Err(BuildError::invalid(field, rule));
         }
-        let mut registry = self.builtins();
-        let scripts = compile(std::mem::take(&mut self.scripts))?;
-        for (name, limiter) in std::mem::take(&mut self.limiters) {
-            let entry = self.custom_entry(&name, limiter, &scripts)?;
-            if !registry.insert(entry) {
-                let rule = if Builtin::from_name(&name).is_some() {
-                    "is a built-in limiter's name; register this limiter under another name"
-                } else {
-                    "is registered more than once"
-                };
-                return Err(BuildError::invalid(
-                    format!("limiters.{}", excerpt(&name)),
-                    rule,
-                ));
-            }
-        }
-        if self.check_handlers {
-            check_limiters(|name| registry.contains(name))?;
-            check_stacked(|name| {
-                let entry = registry.get(name).ok()?;
-                if entry.program.algorithm.is_none() {
-                    Some("runs a custom script: only built-in limiters stack")
-                } else if entry.backend.is_some() {
-                    Some("has a Redis connection of its own: a stack's limits share one backend")
-                } else {
-                    None
-                }
-            })?;
-            check_takes(|name| {
-                registry
-                    .get(name)
-                    .is_ok_and(|entry| entry.program.algorithm.is_none())
-            })?;
-        }
-        Ok(self.finish(registry))
+        Ok(())
     }
 
     /// Builds with the built-in limiters only; the defaults need no validation.
@@ -213,23 +204,52 @@ impl Builder {
         }
     }
 
-    fn custom_entry(
+    /// A limiter's local batches against their rules: a limiter that batches, on Redis, by the
+    /// process's own clock.
+    fn check_batches(
         &self,
-        name: &str,
-        limiter: Limiter,
-        scripts: &HashMap<String, Compiled>,
-    ) -> Result<Entry, BuildError> {
-        let field = format!("limiters.{}", excerpt(name));
+        field: &str,
+        limiter: &Limiter,
+        batches: &LocalBatches,
+    ) -> Result<(), BuildError> {
+        let batched = matches!(
+            limiter.source,
+            Source::BuiltIn(Builtin::FixedWindow | Builtin::TokenBucket)
+        );
+        let field = format!("{field}.local_batches");
+        if !batched {
+            let rule = "only fixed_window and token_bucket limiters take local batches";
+            return Err(BuildError::invalid(field, rule));
+        }
+        if matches!(self.store.0, Kind::Memory) {
+            let rule = "local batches need the Redis backend: memory decides without a round trip";
+            return Err(BuildError::invalid(field, rule));
+        }
+        if self.clock.is_some() {
+            // A batch's units are spent by this process's monotonic clock until shortly
+            // before their window ends; a set clock moves windows by itself.
+            let rule = "local batches time their units by the process's own clock: they \
+                        cannot be used with `Builder::clock`";
+            return Err(BuildError::invalid(field, rule));
+        }
+        if let Some((setting, rule)) = batches.invalid() {
+            return Err(BuildError::invalid(format!("{field}.{setting}"), rule));
+        }
+        Ok(())
+    }
+
+    /// A limiter's name and settings, each against its rule, before anything is made of them.
+    fn check_limiter(&self, name: &str, field: &str, limiter: &Limiter) -> Result<(), BuildError> {
         if name.is_empty() || !name.chars().all(plug_limit_options::limiter_name_char) {
             return Err(BuildError::invalid(
-                field,
+                field.to_owned(),
                 "a limiter name must be non-empty, without whitespace, `:`, control or invisible characters",
             ));
         }
         // Every key of the limiter carries its name, as it carries the prefix: the same bound.
         if name.len() > MAX_PREFIX {
             return Err(BuildError::invalid(
-                field,
+                field.to_owned(),
                 format!(
                     "a limiter name must be at most {MAX_PREFIX} bytes, got {} bytes",
                     name.len()
@@ -264,7 +284,7 @@ impl Builder {
             (_, false) => None,
         };
         if let Some(rule) = custom_rule {
-            return Err(BuildError::invalid(field, rule));
+            return Err(BuildError::invalid(field.to_owned(), rule));
         }
         if let Some((list, rule)) = limiter.rules.as_ref().and_then(|rules| rules.invalid()) {
             return Err(BuildError::invalid(format!("{field}.{list}"), rule));
@@ -276,30 +296,7 @@ impl Builder {
             ));
         }
         if let Some(batches) = &limiter.batches {
-            let batched = matches!(
-                limiter.source,
-                Source::BuiltIn(Builtin::FixedWindow | Builtin::TokenBucket)
-            );
-            let field = format!("{field}.local_batches");
-            if !batched {
-                let rule = "only fixed_window and token_bucket limiters take local batches";
-                return Err(BuildError::invalid(field, rule));
-            }
-            if memory {
-                let rule =
-                    "local batches need the Redis backend: memory decides without a round trip";
-                return Err(BuildError::invalid(field, rule));
-            }
-            if self.clock.is_some() {
-                // A batch's units are spent by this process's monotonic clock until shortly
-                // before their window ends; a set clock moves windows by itself.
-                let rule = "local batches time their units by the process's own clock: they \
-                            cannot be used with `Builder::clock`";
-                return Err(BuildError::invalid(field, rule));
-            }
-            if let Some((setting, rule)) = batches.invalid() {
-                return Err(BuildError::invalid(format!("{field}.{setting}"), rule));
-            }
+            self.check_batches(field, limiter, batches)?;
         }
         if memory && limiter.redis.is_some() {
             return Err(BuildError::invalid(
@@ -307,50 +304,18 @@ impl Builder {
                 "a limiter's own Redis pool or connection needs the Redis backend",
             ));
         }
-        let mut script_headers = None;
-        let (algorithm, script) = match &limiter.source {
-            Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
-            Source::Lua(lua) => (None, Arc::new(lua_source(&field, "script", lua.clone())?)),
-            Source::File(path) => (None, Arc::new(lua_file(&field, path.clone())?)),
-            Source::Named(script) => {
-                let compiled = scripts.get(script).ok_or_else(|| {
-                    BuildError::invalid(
-                        format!("{field}.script_name"),
-                        format!("no script is registered as `{}`", excerpt(script)),
-                    )
-                })?;
-                script_headers = compiled.headers.as_ref();
-                (None, Arc::clone(&compiled.lua))
-            }
-        };
-        let headers = match limiter.headers.as_ref().or(script_headers) {
-            Some(names) => names
-                .iter()
-                .enumerate()
-                .map(|(i, name)| {
-                    let field = || format!("{field}.headers[{i}]");
-                    let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                        let name = excerpt(name);
-                        BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
-                    })?;
-                    if is_framing(&header) {
-                        return Err(BuildError::invalid(
-                            field(),
-                            format!("`{header}` frames the response or belongs to the connection; a limiter may not set it"),
-                        ));
-                    }
-                    Ok(header)
-                })
-                .collect::<Result<_, _>>()
-                .map(Names::Declared)?,
-            None => Names::Builtin(algorithm.map_or(&[][..], Runtime::headers)),
-        };
-        let program = Program {
-            name: name.into(),
-            algorithm,
-            script,
-            headers,
-        };
+        Ok(())
+    }
+
+    fn custom_entry(
+        &self,
+        name: &str,
+        limiter: Limiter,
+        scripts: &HashMap<String, Compiled>,
+    ) -> Result<Entry, BuildError> {
+        let field = format!("limiters.{}", excerpt(name));
+        self.check_limiter(name, &field, &limiter)?;
+        let program = program(name, &field, &limiter, scripts)?;
         let backend = limiter.redis.clone().map(|pool| {
             let settings = RedisSettings {
                 pool: BreakerLabel::pool(name),
@@ -393,4 +358,81 @@ impl Builder {
             wait_queue: self.wait_queue,
         }))
     }
+}
+
+/// The `#[rate_limit]` handlers of the binary against `registry`: each names a registered
+/// limiter, stacks only what stacks, and gives `cost`, `count_if` and `settle` only to a
+/// built-in.
+fn check_handler_uses(registry: &Registry) -> Result<(), BuildError> {
+    check_limiters(|name| registry.contains(name))?;
+    check_stacked(|name| {
+        let entry = registry.get(name).ok()?;
+        if entry.program.algorithm.is_none() {
+            Some("runs a custom script: only built-in limiters stack")
+        } else if entry.backend.is_some() {
+            Some("has a Redis connection of its own: a stack's limits share one backend")
+        } else {
+            None
+        }
+    })?;
+    check_takes(|name| {
+        registry
+            .get(name)
+            .is_ok_and(|entry| entry.program.algorithm.is_none())
+    })?;
+    Ok(())
+}
+
+/// What `limiter`, registered as `name`, runs: its script (a built-in's, its own, a file's or
+/// one registered by name in `scripts`) and its header names.
+fn program(
+    name: &str,
+    field: &str,
+    limiter: &Limiter,
+    scripts: &HashMap<String, Compiled>,
+) -> Result<Program, BuildError> {
+    let mut script_headers = None;
+    let (algorithm, script) = match &limiter.source {
+        Source::BuiltIn(algorithm) => (Some(*algorithm), Arc::clone(algorithm.script())),
+        Source::Lua(lua) => (None, Arc::new(lua_source(field, "script", lua.clone())?)),
+        Source::File(path) => (None, Arc::new(lua_file(field, path.clone())?)),
+        Source::Named(script) => {
+            let compiled = scripts.get(script).ok_or_else(|| {
+                BuildError::invalid(
+                    format!("{field}.script_name"),
+                    format!("no script is registered as `{}`", excerpt(script)),
+                )
+            })?;
+            script_headers = compiled.headers.as_ref();
+            (None, Arc::clone(&compiled.lua))
+        }
+    };
+    let headers = match limiter.headers.as_ref().or(script_headers) {
+        Some(names) => names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let field = || format!("{field}.headers[{i}]");
+                let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                    let name = excerpt(name);
+                    BuildError::invalid(field(), format!("`{name}` is not a valid header name"))
+                })?;
+                if is_framing(&header) {
+                    return Err(BuildError::invalid(
+                        field(),
+                        format!("`{header}` frames the response or belongs to the connection; a limiter may not set it"),
+                    ));
+                }
+                Ok(header)
+            })
+            .collect::<Result<_, _>>()
+            .map(Names::Declared)?,
+        None => Names::Builtin(algorithm.map_or(&[][..], Runtime::headers)),
+    };
+    Ok(Program {
+        name: name.into(),
+        algorithm,
+        script,
+        headers,
+    })
 }
