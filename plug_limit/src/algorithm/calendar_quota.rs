@@ -8,6 +8,9 @@
 //!
 //! Every value is an integer below 2^53, where the script's doubles are exact, so this mirror
 //! computes in `i64`: `div_euclid`/`rem_euclid` are Lua's floored `/` with `math.floor` and `%`.
+//!
+//! As the script: the period's end found ([`ends`]) and its count read once, then a function for
+//! each way a call goes, in its order: [`refund`] (`-n`), [`force`] (`+n`), then [`take`].
 
 use plug_limit_options::{Builtin, Refusal};
 
@@ -130,78 +133,104 @@ fn period_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, Refusal> {
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, period, offset] = argv.options(BUILTIN)?;
-    let (limit, offset) = (limit as i64, offset as i64);
-    #[allow(clippy::cast_sign_loss)] // a position in PERIODS
-    let period = Period::at(period as usize).unwrap_or(Period::Day);
     let (units, now) = argv.cost_and_now(BUILTIN.name(), 3)?;
     let now = now as i64;
-    let limit_s = decimal(limit);
-
-    // Where the Redis backend sends the end it found for `now`, this twin finds it.
-    let ends = if let Some(name) = zone_name(argv.opts()) {
-        period_end(argv.opts(), name, now)?
-    } else {
-        let shift = offset * 60_000;
-        let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
-        next_first * DAY_MS - shift
+    let ends = ends(argv, period, offset as i64, now)?;
+    let quota = Quota {
+        limit: limit as i64,
+        ends,
+        // ceil((ends - now) / 1000); ends > now, so the quotient is positive.
+        reset: decimal((ends - now + 999) / 1000),
+        count: count(slot.as_ref(), ends),
     };
-    // ceil((ends - now) / 1000); ends > now, so the quotient is positive.
-    let reset = decimal((ends - now + 999) / 1000);
+    match units {
+        Charge::Refund(cost) => refund(&quota, cost as i64, slot),
+        Charge::Force(cost) => force(&quota, cost as i64, slot),
+        Charge::Take(cost) => take(&quota, cost as i64, slot),
+    }
+}
 
-    let count = match slot {
+/// When the period holding `now` ends: where the Redis backend sends the end it found for
+/// `now`, this twin finds it; at an offset, the script's day arithmetic.
+fn ends(argv: &Argv<'_>, period: f64, offset: i64, now: i64) -> Result<i64, Refusal> {
+    if let Some(name) = zone_name(argv.opts()) {
+        return period_end(argv.opts(), name, now);
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a position in PERIODS
+    let period = Period::at(period as usize).unwrap_or(Period::Day);
+    let shift = offset * 60_000;
+    let (_, next_first) = period.bounds((now + shift).div_euclid(DAY_MS));
+    Ok(next_first * DAY_MS - shift)
+}
+
+/// The script's GET: a count of another period (or of another offset) is over.
+fn count(slot: Option<&Stored>, ends: i64) -> i64 {
+    match slot {
         Some(Stored {
             state: State::CalendarQuota { ends_ms, count },
             ..
         }) if *ends_ms == ends => *count,
-        // A count of another period (or of another offset) is over.
         _ => 0,
-    };
+    }
+}
 
-    let store = |count: i64| {
+/// The period's count as the script reads it, and the headers it answers with.
+struct Quota {
+    limit: i64,
+    ends: i64,
+    reset: Field,
+    count: i64,
+}
+
+impl Quota {
+    /// The script's `SET "<ends> <count>" PXAT`: a minute past the period's end.
+    fn store(&self, count: i64) -> Option<Stored> {
         Some(Stored {
             state: State::CalendarQuota {
-                ends_ms: ends,
+                ends_ms: self.ends,
                 count,
             },
-            expires_at_ms: ends + MARGIN_MS,
+            expires_at_ms: self.ends + MARGIN_MS,
         })
-    };
-    let cost = match units {
-        Charge::Take(cost) => cost as i64,
-        Charge::Refund(cost) => {
-            let mut count = count;
-            if count > 0 {
-                count = (count - cost as i64).max(0);
-                *slot = if count > 0 { store(count) } else { None };
-            }
-            return verdict(true, [limit_s, reset, decimal((limit - count).max(0))]);
-        }
-        Charge::Force(cost) => {
-            let count = (count + cost as i64).min(CAP);
-            *slot = store(count);
-            if count <= limit {
-                return verdict(true, [limit_s, reset, decimal(limit - count)]);
-            }
-            return verdict(false, [limit_s, reset.clone(), Field::Int(0), reset]);
-        }
-    };
-    let need = cost.max(1);
+    }
+}
 
+/// The script's `sign == '-'`: the count goes down, and a count of 0 is no key.
+fn refund(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+    let mut count = quota.count;
+    if count > 0 {
+        count = (count - cost).max(0);
+        *slot = if count > 0 { quota.store(count) } else { None };
+    }
+    let left = decimal((quota.limit - count).max(0));
+    verdict(true, [decimal(quota.limit), quota.reset.clone(), left])
+}
+
+/// The script's `sign == '+'`: the count goes past the limit, up to [`CAP`].
+fn force(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+    let count = (quota.count + cost).min(CAP);
+    *slot = quota.store(count);
+    let (limit_s, reset) = (decimal(quota.limit), quota.reset.clone());
+    if count <= quota.limit {
+        return verdict(true, [limit_s, reset, decimal(quota.limit - count)]);
+    }
+    verdict(false, [limit_s, reset.clone(), Field::Int(0), reset])
+}
+
+/// The script's take (a cost of 0 peeks, as a cost-1 request); a deny's retry-after is the
+/// reset, when the quota renews.
+fn take(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+    let (limit, count, need) = (quota.limit, quota.count, cost.max(1));
+    let (limit_s, reset) = (decimal(limit), quota.reset.clone());
     if count + need <= limit {
         if cost > 0 {
-            *slot = store(count + cost);
+            *slot = quota.store(count + cost);
         }
         return verdict(true, [limit_s, reset, decimal(limit - count - need)]);
     }
-    verdict(
-        false,
-        [
-            limit_s,
-            reset.clone(),
-            decimal((limit - count).max(0)),
-            reset,
-        ],
-    )
+    // Nothing is taken; what is left may be below a lowered limit's count.
+    let left = decimal((limit - count).max(0));
+    verdict(false, [limit_s, reset.clone(), left, reset])
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
 //! `lua/concurrency.lua`: the leases of the requests in flight, each until released or
 //! expired.
+//!
+//! As the script: its arguments read in its order ([`cost`], [`now`], [`lease_id`]), the set
+//! read once past its ZREMRANGEBYSCORE ([`Held::read`]), then the release or [`take`], each
+//! ending in the script's [`answer`].
 
 use super::Field;
 use plug_limit_options::{Builtin, Refusal};
@@ -12,99 +16,156 @@ const NAME: &str = BUILTIN.name();
 /// The longest lease id the script takes.
 const ID_MAX: usize = 64;
 
-#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, lease, _] = argv.options(BUILTIN)?;
     let (cost, release) = cost(argv.get(2))?;
-    let now = match argv.get(3) {
-        Arg::Missing | Arg::Str("") => None,
-        arg => match arg.digits() {
-            Some(n) if n <= 9_007_199_254_740.0 => Some(n as i64),
-            Some(_) => return Err(fail(NAME, "now", "must be <= 9007199254740", arg)),
-            None => {
-                return Err(fail(
-                    NAME,
-                    "now",
-                    "must be a non-negative integer or ''",
-                    arg,
-                ));
-            }
-        },
-    };
     // Where the script would read Redis TIME, the caller's clock stands in.
-    let now = now.unwrap_or(argv.now_ms());
-    let id = match argv.get(4) {
-        Arg::Str(id) if valid_id(id) => id,
-        arg if cost > 0 => {
-            return Err(Refusal::worded(format!(
-                "{NAME}: lease must be 1 to 64 letters, digits, '_' or '-', got '{}'",
-                arg.text()
-            )));
-        }
-        _ => "",
-    };
-    let limit_s = int(limit);
-
-    let (mut leases, mut expires_at_ms) = match slot.take() {
-        Some(Stored {
-            state: State::Concurrency { leases },
-            expires_at_ms,
-        }) => (leases, expires_at_ms),
-        other => {
-            *slot = other;
-            (Vec::new(), 0)
-        }
-    };
-    // ZREMRANGEBYSCORE -inf now
-    leases.retain(|(expiry, _)| *expiry > now);
-
+    let now = now(argv.get(3))?.unwrap_or(argv.now_ms());
+    let id = lease_id(argv.get(4), cost)?;
+    let mut held = Held::read(slot, now);
     let reply = if release {
-        let gone = members(id, cost);
-        leases.retain(|(_, member)| !gone.contains(member));
-        answer(true, &limit_s, limit, &leases, 0.0, now)
+        held.release(id, cost);
+        answer(true, limit, &held.leases, 0.0, now)
     } else {
-        let held = leases.len() as f64;
-        let need = if cost > 0 { cost as f64 } else { 1.0 };
-        // ZMSCORE, only at the limit: the units this lease holds already (a renewal, or a
-        // duplicated call). A cost above the limit is never admitted, and is not counted.
-        let mine = if cost > 0 && need <= limit && held + need > limit {
-            leases
-                .iter()
-                .filter(|(_, member)| owns(member, id, cost))
-                .count() as f64
-        } else {
-            0.0
-        };
-        if held - mine + need > limit {
-            answer(false, &limit_s, limit, &leases, 0.0, now)
-        } else if cost == 0 {
-            answer(true, &limit_s, limit, &leases, need, now)
-        } else {
-            let expiry = now + (lease * 1000.0) as i64;
-            // ZADD: a member already held takes the new score.
-            for member in members(id, cost) {
-                leases.retain(|(_, held)| *held != member);
-                let at =
-                    leases.partition_point(|(score, held)| (*score, &**held) < (expiry, &*member));
-                leases.insert(at, (expiry, member));
-            }
-            // PEXPIREAT, with GT unless the set was new.
-            expires_at_ms = if held == 0.0 {
-                expiry
-            } else {
-                expires_at_ms.max(expiry)
-            };
-            answer(true, &limit_s, limit, &leases, 0.0, now)
-        }
+        take(&mut held, limit, lease, id, cost, now)
     };
-    // Redis deletes a sorted set that loses its last member.
-    if !leases.is_empty() {
-        *slot = Some(Stored {
-            state: State::Concurrency { leases },
-            expires_at_ms,
-        });
-    }
+    held.write(slot);
     reply
+}
+
+/// The `now` slot: a time, or none (`''` or missing) for Redis TIME.
+#[allow(clippy::cast_possible_truncation)] // whole, checked below 2^53
+fn now(arg: Arg<'_>) -> Result<Option<i64>, Refusal> {
+    match arg {
+        Arg::Missing | Arg::Str("") => Ok(None),
+        arg => match arg.digits() {
+            Some(n) if n <= 9_007_199_254_740.0 => Ok(Some(n as i64)),
+            Some(_) => Err(fail(NAME, "now", "must be <= 9007199254740", arg)),
+            None => Err(fail(
+                NAME,
+                "now",
+                "must be a non-negative integer or ''",
+                arg,
+            )),
+        },
+    }
+}
+
+/// The lease id slot: required unless the cost peeks.
+fn lease_id(arg: Arg<'_>, cost: u32) -> Result<&str, Refusal> {
+    match arg {
+        Arg::Str(id) if valid_id(id) => Ok(id),
+        arg if cost > 0 => Err(Refusal::worded(format!(
+            "{NAME}: lease must be 1 to 64 letters, digits, '_' or '-', got '{}'",
+            arg.text()
+        ))),
+        _ => Ok(""),
+    }
+}
+
+/// The key's sorted set, as the script finds it past its ZREMRANGEBYSCORE.
+struct Held {
+    /// `(score, member)` in the set's order.
+    leases: Vec<(i64, Box<str>)>,
+    expires_at_ms: i64,
+}
+
+impl Held {
+    /// The key's leases, taken out of `slot` until [`write`](Self::write) puts them back,
+    /// without those expired at `now`.
+    fn read(slot: &mut Option<Stored>, now: i64) -> Self {
+        let (mut leases, expires_at_ms) = match slot.take() {
+            Some(Stored {
+                state: State::Concurrency { leases },
+                expires_at_ms,
+            }) => (leases, expires_at_ms),
+            other => {
+                *slot = other;
+                (Vec::new(), 0)
+            }
+        };
+        leases.retain(|(expiry, _)| *expiry > now);
+        Self {
+            leases,
+            expires_at_ms,
+        }
+    }
+
+    /// Puts the leases back: Redis deletes a sorted set that loses its last member.
+    fn write(self, slot: &mut Option<Stored>) {
+        if !self.leases.is_empty() {
+            *slot = Some(Stored {
+                state: State::Concurrency {
+                    leases: self.leases,
+                },
+                expires_at_ms: self.expires_at_ms,
+            });
+        }
+    }
+
+    /// The script's release: ZREM of the lease's members; one not held changes nothing.
+    fn release(&mut self, id: &str, units: u32) {
+        let gone = members(id, units);
+        self.leases.retain(|(_, member)| !gone.contains(member));
+    }
+
+    /// The script's ZMSCORE: how many of the lease's units the set holds already.
+    #[allow(clippy::cast_precision_loss)] // at most limit
+    fn mine(&self, id: &str, units: u32) -> f64 {
+        let owned = self
+            .leases
+            .iter()
+            .filter(|(_, member)| owns(member, id, units));
+        owned.count() as f64
+    }
+
+    /// The script's ZADD of the lease's members at `expiry` (one held already takes the new
+    /// score), then PEXPIREAT, with GT unless the set was new.
+    fn hold(&mut self, id: &str, units: u32, expiry: i64) {
+        let new = self.leases.is_empty();
+        for member in members(id, units) {
+            self.leases.retain(|(_, held)| *held != member);
+            let at = self
+                .leases
+                .partition_point(|(score, held)| (*score, &**held) < (expiry, &*member));
+            self.leases.insert(at, (expiry, member));
+        }
+        self.expires_at_ms = if new {
+            expiry
+        } else {
+            self.expires_at_ms.max(expiry)
+        };
+    }
+}
+
+/// The script's take (a cost of 0 peeks, as a cost-1 request): admitted when the units other
+/// leases hold leave room for `cost`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+fn take(
+    held: &mut Held,
+    limit: f64,
+    lease: f64,
+    id: &str,
+    cost: u32,
+    now: i64,
+) -> Result<Verdict, Refusal> {
+    let count = held.leases.len() as f64;
+    let need = if cost > 0 { f64::from(cost) } else { 1.0 };
+    // Only at the limit do the units this lease holds already count (a renewal, or a
+    // duplicated call). A cost above the limit is never admitted, and is not counted.
+    let mine = if cost > 0 && need <= limit && count + need > limit {
+        held.mine(id, cost)
+    } else {
+        0.0
+    };
+    if count - mine + need > limit {
+        return answer(false, limit, &held.leases, 0.0, now);
+    }
+    if cost == 0 {
+        return answer(true, limit, &held.leases, need, now);
+    }
+    held.hold(id, cost, now + (lease * 1000.0) as i64);
+    answer(true, limit, &held.leases, 0.0, now)
 }
 
 /// The cost slot: units to take (0 peeks), or `-n` to release a lease's `n` units.
@@ -169,7 +230,6 @@ fn owns(member: &str, id: &str, units: u32) -> bool {
 #[allow(clippy::cast_precision_loss)] // values stay below 2^53
 fn answer(
     allow: bool,
-    limit_s: &Field,
     limit: f64,
     leases: &[(i64, Box<str>)],
     taken: f64,
@@ -181,11 +241,11 @@ fn answer(
         .map_or(0.0, |(oldest, _)| ((*oldest - now) as f64 / 1000.0).ceil());
     let remaining = (limit - held - taken).max(0.0);
     if allow {
-        verdict(true, [limit_s.clone(), int(reset), int(remaining)])
+        verdict(true, [int(limit), int(reset), int(remaining)])
     } else {
         verdict(
             false,
-            [limit_s.clone(), int(reset), int(remaining), Field::Int(1)],
+            [int(limit), int(reset), int(remaining), Field::Int(1)],
         )
     }
 }

@@ -14,7 +14,9 @@ use crate::limit::Charge;
 const BUILTIN: Builtin = Builtin::FixedWindow;
 const NAME: &str = BUILTIN.name();
 
-/// What every branch of the script reads: the options, `now`, and the key's counter.
+/// What every branch of the script reads: the options, `now`, and the key's counter. Handed
+/// on by value, so that only the branch that runs lays it out in memory.
+#[derive(Clone, Copy)]
 struct Counter {
     limit: i64,
     window: i64,
@@ -34,12 +36,12 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         current: stored(slot.as_ref()),
     };
     match cost {
-        Charge::Refund(cost) => refund(&key, cost as i64, slot),
-        Charge::UpTo(n) => batch(&key, n as i64, slot),
-        Charge::Force(cost) => force(&key, cost as i64, slot),
+        Charge::Refund(cost) => refund(key, cost as i64, slot),
+        Charge::UpTo(n) => batch(key, n as i64, slot),
+        Charge::Force(cost) => force(key, cost as i64, slot),
         Charge::Take(cost) => match cost as i64 {
-            0 => peek(&key),
-            cost => take(&key, cost, slot),
+            0 => peek(key),
+            cost => take(key, cost, slot),
         },
     }
 }
@@ -87,7 +89,7 @@ impl Counter {
 
 /// The script's `sign == '-'`: DECRBY, or DEL once the count reaches 0; a key that holds
 /// nothing is not written.
-fn refund(key: &Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn refund(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let limit_s = key.limit_s();
     match key.current {
         Some((count, expires_at_ms)) if count > cost => {
@@ -106,7 +108,7 @@ fn refund(key: &Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict
 
 /// The script's `sign == '~'`: takes up to `n`, as many as the window has left, and nothing
 /// when it has none.
-fn batch(key: &Counter, n: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn batch(key: Counter, n: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let (count, reset) = key.count_and_reset();
     let expires_at_ms = key.current.map_or(key.new_end(), |(_, at)| at);
     let window_ms = expires_at_ms - key.now;
@@ -127,7 +129,7 @@ fn batch(key: &Counter, n: i64, slot: &mut Option<Stored>) -> Result<Verdict, Re
 
 /// The script's `sign == '+'`: INCRBY whatever the limit, up to [`CAP`]; a new window's TTL
 /// set as a take sets it.
-fn force(key: &Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let (count, reset) = if let Some((count, expires_at_ms)) = key.current {
         (count + cost, key.ttl(expires_at_ms))
     } else {
@@ -147,7 +149,7 @@ fn force(key: &Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict,
 }
 
 /// The script's `cost == 0`: a cost-1 request's answer, with nothing written.
-fn peek(key: &Counter) -> Result<Verdict, Refusal> {
+fn peek(key: Counter) -> Result<Verdict, Refusal> {
     let (count, reset) = key.count_and_reset();
     if count < key.limit {
         verdict(true, [key.limit_s(), reset, decimal(key.limit - count - 1)])
@@ -157,8 +159,9 @@ fn peek(key: &Counter) -> Result<Verdict, Refusal> {
 }
 
 /// The script's take, from its INCRBY on: a new window, or a count that a denial takes back.
-#[inline]
-fn take(key: &Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+/// Inline to [`evaluate`]: nearly every check is one, and a call of its own costs it.
+#[inline(always)]
+fn take(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let (limit, limit_s) = (key.limit, key.limit_s());
     let Some((count, expires_at_ms)) = key.current else {
         // A new window: a cost it cannot hold leaves no key behind.

@@ -1,5 +1,9 @@
 //! `lua/multi_window.lua`: several fixed-window limits on one key, all admitting or none
 //! counting.
+//!
+//! As the script: the rates read ([`rates`]), every window read at `now` ([`read`]), then a
+//! function for each way a call goes, in its order ([`refund`], [`force`], [`take`]), each
+//! answering with the script's [`reply`].
 
 use plug_limit_options::{Builtin, Refusal};
 
@@ -18,15 +22,29 @@ struct Limit {
     ends: f64,
 }
 
-#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+    let (mut limits, count) = rates(argv)?;
+    // The cost and `now` follow the rates.
+    let (units, now) = argv.cost_and_now(NAME, count)?;
+    match units {
+        Charge::Refund(cost) => {
+            read(&mut limits, slot.as_ref(), now, cost);
+            refund(slot, &mut limits, cost, now);
+            reply(&limits, now, false, 1.0, true)
+        }
+        Charge::Force(cost) => force(&mut limits, cost, now, slot),
+        Charge::Take(cost) => take(&mut limits, cost, now, slot),
+    }
+}
+
+/// The script's opts: the ARGV up to the last entry holding a "/", each a rate; and how many.
+fn rates(argv: &Argv<'_>) -> Result<(Vec<Limit>, usize), Refusal> {
     let slashed = |i: &usize| matches!(argv.get(*i), Arg::Str(s) if s.contains('/'));
-    // The script's opts are the ARGV up to the last entry holding a "/".
     let count = (0..argv.len())
         .rev()
         .find(slashed)
         .map_or(0, |last| last + 1);
-    let mut limits: Vec<Limit> = BUILTIN
+    let limits = BUILTIN
         .rates(count, |position| argv.get(position))?
         .into_iter()
         .map(|(limit, window)| Limit {
@@ -36,14 +54,13 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             ends: 0.0,
         })
         .collect();
-    // The cost and `now` follow the rates.
-    let (units, now) = argv.cost_and_now(NAME, count)?;
-    let cost = match units {
-        Charge::Take(cost) | Charge::Refund(cost) | Charge::Force(cost) => cost,
-    };
-    let settle = !matches!(units, Charge::Take(_));
-    let mut need = if cost > 0.0 { cost } else { 1.0 };
+    Ok((limits, count))
+}
 
+/// The script's HMGET of every window: a window that ended (or never began) starts at `now`.
+/// Whether any limit denies `need`, and whether a window started.
+#[allow(clippy::cast_precision_loss)] // values stay below 2^53
+fn read(limits: &mut [Limit], slot: Option<&Stored>, now: f64, need: f64) -> (bool, bool) {
     let stored: &[Window] = match slot {
         Some(Stored {
             state: State::MultiWindow { windows },
@@ -52,39 +69,67 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
         _ => &[],
     };
     let (mut denied, mut started) = (false, false);
-    for l in &mut limits {
+    for l in limits {
         let field = stored.iter().find(|w| w.window_s as f64 == l.window);
         match field {
             Some(w) if w.ends_ms as f64 > now => {
-                (l.count, l.ends) = (w.count as f64, w.ends_ms as f64)
+                (l.count, l.ends) = (w.count as f64, w.ends_ms as f64);
             }
             _ => (l.count, l.ends, started) = (0.0, now + l.window * 1000.0, true),
         }
         denied |= l.count + need > l.limit;
     }
+    (denied, started)
+}
 
-    match units {
-        Charge::Refund(_) => refund(slot, &mut limits, cost, now),
-        Charge::Force(_) => {
-            for l in &mut limits {
-                l.count = (l.count + cost).min(CAP as f64);
-            }
-            consume(slot, &limits, 0.0, started);
-        }
-        Charge::Take(_) if !denied && cost > 0.0 => consume(slot, &limits, cost, started),
-        Charge::Take(_) => {}
+/// The script's forced charge: every window counts `cost` more, up to [`CAP`], written as an
+/// admitted request is; denied past any limit.
+#[allow(clippy::cast_precision_loss)] // CAP is exact
+fn force(
+    limits: &mut [Limit],
+    cost: f64,
+    now: f64,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let (_, started) = read(limits, slot.as_ref(), now, cost);
+    for l in &mut *limits {
+        l.count = (l.count + cost).min(CAP as f64);
     }
-    if settle {
-        // The reply describes the state after; a forced charge denies past any limit.
-        denied = matches!(units, Charge::Force(_)) && limits.iter().any(|l| l.count > l.limit);
-        need = 1.0;
-    }
+    consume(slot, limits, 0.0, started);
+    let denied = limits.iter().any(|l| l.count > l.limit);
+    reply(limits, now, denied, 1.0, true)
+}
 
-    // The most restrictive limit, and on deny the longest wait among those that deny.
+/// The script's take (a cost of 0 peeks, as a cost-1 request): counted in every window when
+/// every limit has room for it, in none when any denies.
+fn take(
+    limits: &mut [Limit],
+    cost: f64,
+    now: f64,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let (denied, started) = read(limits, slot.as_ref(), now, need);
+    if !denied && cost > 0.0 {
+        consume(slot, limits, cost, started);
+    }
+    reply(limits, now, denied, need, false)
+}
+
+/// The script's reply: the most restrictive limit (the smallest remaining, then the longest
+/// reset, then the first given), and on deny the longest wait among those that deny. After a
+/// refund or a forced charge (`settled`) the headers describe the state after.
+fn reply(
+    limits: &[Limit],
+    now: f64,
+    denied: bool,
+    need: f64,
+    settled: bool,
+) -> Result<Verdict, Refusal> {
     let (mut pick, mut pick_left, mut pick_reset, mut retry) = (0, 0.0, 0.0, 0.0);
     for (i, l) in limits.iter().enumerate() {
         let mut left = l.limit - l.count;
-        if !(denied || settle) {
+        if !(denied || settled) {
             left -= need;
         }
         if left < 0.0 {

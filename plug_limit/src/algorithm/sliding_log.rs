@@ -1,10 +1,14 @@
 //! `lua/sliding_log.lua`: the time of every admitted unit in the last window, exactly.
+//!
+//! As the script: the log read once, past its ZREMRANGEBYSCORE ([`Log::read`]), then a
+//! function for each way a call goes, in its order: [`refund`] (`-n`), [`force`] (`+n`),
+//! [`take`], and its [`deny`].
 
 use std::collections::VecDeque;
 
-use super::Field;
 use plug_limit_options::{Builtin, Refusal};
 
+use super::Field;
 use super::argv::{Argv, int, verdict};
 use super::state::{State, Stored, Verdict};
 use crate::limit::Charge;
@@ -12,128 +16,172 @@ use crate::limit::Charge;
 const BUILTIN: Builtin = Builtin::SlidingLog;
 const NAME: &str = BUILTIN.name();
 
-#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
-    let (cost, forced) = match units {
-        Charge::Take(cost) => (cost, false),
-        Charge::Force(cost) => (cost, true),
-        Charge::Refund(cost) => return Ok(refund(slot, cost, now, limit, window)),
+    let mut log = Log::read(slot, limit, window, now);
+    let reply = match units {
+        Charge::Refund(cost) => refund(&mut log, cost),
+        Charge::Force(cost) => force(&mut log, cost),
+        Charge::Take(cost) => take(&mut log, cost),
     };
-    let need = if cost > 0.0 { cost } else { 1.0 };
-    let (limit_s, window_s) = (int(limit), int(window));
-
-    let span = window * 1000.0;
-    let (now_ms, span_ms) = (now as i64, span as i64);
-    let (mut stamps, mut expires_at_ms) = match slot.take() {
-        Some(Stored {
-            state: State::SlidingLog { stamps },
-            expires_at_ms,
-        }) => (stamps, expires_at_ms),
-        other => {
-            *slot = other;
-            (VecDeque::new(), 0)
-        }
-    };
-    while stamps.front().is_some_and(|&t| t <= now_ms - span_ms) {
-        stamps.pop_front();
-    }
-    let count = stamps.len() as f64;
-
-    let reply = if forced {
-        // Only the newest limit entries ever decide anything: a forced charge logs no more.
-        log(&mut stamps, now_ms, cost.min(limit) as usize);
-        let keep = limit as usize;
-        if stamps.len() > keep {
-            stamps.drain(..stamps.len() - keep);
-        }
-        expires_at_ms = now_ms + span_ms;
-        let count = count + cost;
-        if count <= limit {
-            verdict(true, [limit_s, window_s, int(limit - count)])
-        } else {
-            let oldest = stamps.front().map_or(now, |&t| t as f64);
-            let retry = ((oldest + span - now) / 1000.0).ceil();
-            verdict(false, [limit_s, window_s, Field::Int(0), int(retry)])
-        }
-    } else if count + need <= limit {
-        if cost > 0.0 {
-            log(&mut stamps, now_ms, cost as usize);
-            expires_at_ms = now_ms + span_ms;
-        }
-        verdict(true, [limit_s, window_s, int(limit - count - need)])
-    } else {
-        let remaining = (limit - count).max(0.0);
-        let (mut reset, mut retry) = (0.0, 0.0);
-        if let Some(&newest) = stamps.back() {
-            reset = ((newest as f64 + span - now) / 1000.0).ceil();
-            retry = reset;
-            let leaving = count + need - limit;
-            if need <= limit && leaving < count {
-                let last = stamps[leaving as usize - 1] as f64;
-                retry = ((last + span - now) / 1000.0).ceil();
-            }
-        }
-        verdict(false, [limit_s, int(reset), int(remaining), int(retry)])
-    };
-    // Redis deletes a sorted set that loses its last member.
-    if !stamps.is_empty() {
-        *slot = Some(Stored {
-            state: State::SlidingLog { stamps },
-            expires_at_ms,
-        });
-    }
+    log.write(slot);
     reply
 }
 
-/// The script's refund: entries that left the window are dropped, then up to `cost` of the
-/// newest at or before `now`, then of the newest after it; the expiry stays.
+/// The key's sorted set as the script reads it at `now`, and the options it is read with.
+struct Log {
+    limit: f64,
+    window: f64,
+    now: f64,
+    /// The scores in the window, oldest first.
+    stamps: VecDeque<i64>,
+    expires_at_ms: i64,
+}
+
 #[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
-fn refund(slot: &mut Option<Stored>, cost: f64, now: f64, limit: f64, window: f64) -> Verdict {
-    let span_ms = window as i64 * 1000;
-    let mut count = 0.0;
-    let mut newest = None;
-    if let Some(Stored {
-        state: State::SlidingLog { stamps },
-        ..
-    }) = slot
-    {
-        while stamps.front().is_some_and(|&t| t <= now as i64 - span_ms) {
+impl Log {
+    /// The key's log, taken out of `slot` until [`write`](Self::write) puts it back, without
+    /// the entries that left the window (the script's ZREMRANGEBYSCORE).
+    fn read(slot: &mut Option<Stored>, limit: f64, window: f64, now: f64) -> Self {
+        let (mut stamps, expires_at_ms) = match slot.take() {
+            Some(Stored {
+                state: State::SlidingLog { stamps },
+                expires_at_ms,
+            }) => (stamps, expires_at_ms),
+            other => {
+                *slot = other;
+                (VecDeque::new(), 0)
+            }
+        };
+        let (now_ms, span_ms) = (now as i64, (window * 1000.0) as i64);
+        while stamps.front().is_some_and(|&t| t <= now_ms - span_ms) {
             stamps.pop_front();
         }
-        // The newest at or before now first, then the newest after it (a clock ahead's).
-        let upto = stamps.partition_point(|&t| t <= now as i64);
-        let back = upto.min(cost as usize);
-        stamps.drain(upto - back..upto);
-        stamps.truncate(stamps.len().saturating_sub(cost as usize - back));
-        count = stamps.len() as f64;
-        newest = stamps.back().copied();
-        if stamps.is_empty() {
-            *slot = None;
+        Self {
+            limit,
+            window,
+            now,
+            stamps,
+            expires_at_ms,
         }
     }
-    let reset = newest.map_or(0.0, |t| {
-        ((t as f64 + window * 1000.0 - now) / 1000.0).ceil()
-    });
-    Verdict {
-        allow: true,
-        headers: [int(limit), int(reset), int((limit - count).max(0.0))].into(),
-        granted: None,
-        window: 0,
+
+    /// Puts the log back: Redis deletes a sorted set that loses its last member.
+    fn write(self, slot: &mut Option<Stored>) {
+        if !self.stamps.is_empty() {
+            *slot = Some(Stored {
+                state: State::SlidingLog {
+                    stamps: self.stamps,
+                },
+                expires_at_ms: self.expires_at_ms,
+            });
+        }
+    }
+
+    fn span(&self) -> f64 {
+        self.window * 1000.0
+    }
+
+    /// The script's ZCARD.
+    fn count(&self) -> f64 {
+        self.stamps.len() as f64
+    }
+
+    /// Seconds (ceil) until the entry logged at `t` leaves the window.
+    fn leaves(&self, t: i64) -> f64 {
+        ((t as f64 + self.span() - self.now) / 1000.0).ceil()
+    }
+
+    /// ZADD of `n` entries at `now`, then PEXPIREAT a window on: kept in score order, even if
+    /// a clock stepped back.
+    fn log(&mut self, n: usize) {
+        let (now, stamps) = (self.now as i64, &mut self.stamps);
+        let at = stamps.partition_point(|&t| t <= now);
+        if at == stamps.len() {
+            stamps.extend(std::iter::repeat_n(now, n));
+        } else {
+            for _ in 0..n {
+                stamps.insert(at, now);
+            }
+        }
+        self.expires_at_ms = now + self.span() as i64;
     }
 }
 
-/// ZADD of `n` entries at `now`: kept in score order, even if a clock stepped back.
-fn log(stamps: &mut VecDeque<i64>, now: i64, n: usize) {
-    let at = stamps.partition_point(|&t| t <= now);
-    if at == stamps.len() {
-        stamps.extend(std::iter::repeat_n(now, n));
-    } else {
-        for _ in 0..n {
-            stamps.insert(at, now);
+/// The script's `sign == '-'`: up to `cost` of the newest entries at or before `now`, then of
+/// the newest after it; the expiry stays.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, 1..=MAX
+fn refund(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+    let (now, cost, stamps) = (log.now as i64, cost as usize, &mut log.stamps);
+    // A take at now logged its own at now: an entry after now outlives it, and giving that back
+    // in its place would leave the log looser than before the take.
+    let upto = stamps.partition_point(|&t| t <= now);
+    let back = upto.min(cost);
+    stamps.drain(upto - back..upto);
+    stamps.truncate(stamps.len().saturating_sub(cost - back));
+    let reset = log.stamps.back().map_or(0.0, |&t| log.leaves(t));
+    let remaining = int((log.limit - log.count()).max(0.0));
+    verdict(true, [int(log.limit), int(reset), remaining])
+}
+
+/// The script's forced charge: every unit counts toward the decision, but only the newest
+/// `limit` entries ever decide anything, so the log keeps no more.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_precision_loss,
+    clippy::cast_sign_loss
+)] // values stay below 2^53
+fn force(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+    let count = log.count() + cost;
+    log.log(cost.min(log.limit) as usize);
+    let keep = log.limit as usize;
+    if log.stamps.len() > keep {
+        log.stamps.drain(..log.stamps.len() - keep);
+    }
+    let (limit_s, window_s) = (int(log.limit), int(log.window));
+    if count <= log.limit {
+        return verdict(true, [limit_s, window_s, int(log.limit - count)]);
+    }
+    // The log now holds limit entries: a cost-1 request waits for the oldest.
+    let oldest = log.stamps.front().map_or(log.now, |&t| t as f64);
+    let retry = ((oldest + log.span() - log.now) / 1000.0).ceil();
+    verdict(false, [limit_s, window_s, Field::Int(0), int(retry)])
+}
+
+/// The script's take (a cost of 0 peeks, as a cost-1 request): logs `cost` entries when the
+/// window has room for them.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, 0..=MAX
+fn take(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let count = log.count();
+    if count + need > log.limit {
+        return deny(log, need);
+    }
+    if cost > 0.0 {
+        log.log(cost as usize);
+    }
+    let remaining = int(log.limit - count - need);
+    verdict(true, [int(log.limit), int(log.window), remaining])
+}
+
+/// The script's denial: the reset when the newest entry leaves, retry-after when the entry
+/// whose leaving makes room for `need` leaves (the reset when `need` is above the limit).
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, below 2^53
+fn deny(log: &Log, need: f64) -> Result<Verdict, Refusal> {
+    let (limit, count) = (log.limit, log.count());
+    let remaining = (limit - count).max(0.0);
+    let (mut reset, mut retry) = (0.0, 0.0);
+    if let Some(&newest) = log.stamps.back() {
+        reset = log.leaves(newest);
+        retry = reset;
+        // The entries that must leave first.
+        let leaving = count + need - limit;
+        if need <= limit && leaving < count {
+            retry = log.leaves(log.stamps[leaving as usize - 1]);
         }
     }
+    verdict(false, [int(limit), int(reset), int(remaining), int(retry)])
 }
 
 #[cfg(test)]

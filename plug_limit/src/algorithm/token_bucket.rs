@@ -1,9 +1,11 @@
 //! `lua/token_bucket.lua` with an explicit `now`: `burst` tokens at once, the other
 //! `limit - burst` refilled evenly over the window, everything reset when the window ends.
+//!
+//! As the script: its `if sign then` block, a function for each sign in its order ([`batch`]
+//! for `~n`, [`refund`] for `-n`, [`force`] for `+n`) over a bucket [`Refilled`] up to `now`,
+//! then [`take`], which starts a window or takes from the live one.
 
 use plug_limit_options::{Builtin, Refusal};
-
-use std::convert::Infallible;
 
 use super::argv::{Argv, granted, int, verdict};
 use super::state::{State, Stored, Verdict};
@@ -13,21 +15,50 @@ use crate::limit::Charge;
 const BUILTIN: Builtin = Builtin::TokenBucket;
 const NAME: &str = BUILTIN.name();
 
-#[allow(clippy::cast_possible_truncation, clippy::cast_precision_loss)] // values stay below 2^53
+/// The stored hash as the script's HMGET reads it: `(tokens, remaining, last, expiry)`.
+type Hash = (f64, f64, f64, f64);
+
+/// A bucket's opts, and the header values they make.
+struct Bucket {
+    limit: f64,
+    window: f64,
+    burst: f64,
+    refill: f64,
+    policy: Field,
+    limit_s: Field,
+    window_s: Field,
+}
+
+#[allow(clippy::cast_possible_truncation)] // the options are whole and within 1..=2^31-1
 pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
     let [limit, window, burst] = argv.options(BUILTIN)?;
     let (cost, now) = argv.batch_cost_and_now(NAME, 3)?;
-
-    let refill = limit - burst;
-    let (limit_s, window_s) = (int(limit), int(window));
-    // The options are whole and within 1..=2^31-1: each fits.
-    let policy = Field::TokenBucketPolicy {
-        limit: limit as u32,
-        window: window as u32,
-        burst: burst as u32,
+    let bucket = Bucket {
+        limit,
+        window,
+        burst,
+        refill: limit - burst,
+        policy: Field::TokenBucketPolicy {
+            limit: limit as u32,
+            window: window as u32,
+            burst: burst as u32,
+        },
+        limit_s: int(limit),
+        window_s: int(window),
     };
+    let current = stored(slot.as_ref());
+    match cost {
+        Charge::UpTo(n) => batch(bucket, n, now, current, slot),
+        Charge::Refund(cost) => refund(bucket, cost, now, current, slot),
+        Charge::Force(cost) => force(bucket, cost, now, current, slot),
+        Charge::Take(cost) => take(bucket, cost, now, current, slot),
+    }
+}
 
-    let current = match slot {
+/// The script's HMGET of `b`, `r`, `t` and `e`.
+#[allow(clippy::cast_precision_loss)] // values stay below 2^53
+fn stored(slot: Option<&Stored>) -> Option<Hash> {
+    match slot {
         Some(Stored {
             state:
                 State::TokenBucket {
@@ -43,119 +74,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Ver
             *expires_at_ms as f64,
         )),
         _ => None,
-    };
-    let bucket = |policy, limit_s, window_s| Bucket {
-        limit,
-        window,
-        burst,
-        refill,
-        policy,
-        limit_s,
-        window_s,
-    };
-    let cost = match cost.plain() {
-        Ok(Charge::Take(cost)) => cost,
-        Ok(units) => {
-            return settle(
-                &bucket(policy, limit_s, window_s),
-                units,
-                now,
-                current,
-                slot,
-            );
-        }
-        Err(n) => {
-            return up_to(&bucket(policy, limit_s, window_s), n, now, current, slot);
-        }
-    };
-    let need = if cost > 0.0 { cost } else { 1.0 };
-    let Some((mut tokens, remaining, last, expiry)) = current else {
-        if need > burst {
-            let mut retry = window;
-            if refill > 0.0 && limit >= need {
-                retry = ((need - burst) * window / refill).ceil().min(window);
-            }
-            return verdict(false, [policy, window_s, limit_s, int(retry)]);
-        }
-        let (tokens, remaining, expiry) = (burst - need, limit - need, now + window * 1000.0);
-        if cost > 0.0 {
-            *slot = Some(Stored {
-                state: State::TokenBucket {
-                    tokens,
-                    remaining: remaining as i64,
-                    last_ms: now as i64,
-                },
-                expires_at_ms: expiry as i64,
-            });
-        }
-        if tokens >= 1.0 {
-            return verdict(true, [policy, window_s, int(remaining)]);
-        }
-        let retry = if refill > 0.0 {
-            (window / refill).ceil()
-        } else {
-            window
-        };
-        return verdict(true, [policy, window_s, int(remaining), int(retry)]);
-    };
-
-    let ttl = ((expiry - now + 500.0) / 1000.0).floor();
-    let elapsed = (now - last).max(0.0);
-    let taken = tokens;
-    if refill > 0.0 {
-        tokens += refill * elapsed / window / 1000.0;
     }
-
-    if tokens >= need && remaining >= need {
-        let (tokens, remaining) = (tokens - need, remaining - need);
-        if cost > 0.0
-            && let Some(Stored {
-                state:
-                    State::TokenBucket {
-                        tokens: stored_tokens,
-                        remaining: stored_remaining,
-                        last_ms,
-                    },
-                ..
-            }) = slot
-        {
-            // Never back: a time behind the last refill would have the refill between given again.
-            *last_ms = (*last_ms).max(now as i64);
-            (*stored_tokens, *stored_remaining) = (tokens, remaining as i64);
-        }
-        if tokens >= 1.0 {
-            return verdict(true, [policy, int(ttl), int(remaining)]);
-        }
-        let retry = if refill > 0.0 {
-            (window / refill).ceil().min(ttl)
-        } else {
-            ttl
-        };
-        return verdict(true, [policy, int(ttl), int(remaining), int(retry)]);
-    }
-
-    let mut retry = ttl;
-    if refill > 0.0 && remaining >= need {
-        retry = ((need - taken.floor()) * window / refill - elapsed / 1000.0)
-            .ceil()
-            .abs()
-            .min(ttl);
-    }
-    verdict(
-        false,
-        [policy, int(ttl), int(remaining.max(0.0)), int(retry)],
-    )
-}
-
-/// A bucket's opts, and the header values they make.
-struct Bucket {
-    limit: f64,
-    window: f64,
-    burst: f64,
-    refill: f64,
-    policy: Field,
-    limit_s: Field,
-    window_s: Field,
 }
 
 /// A bucket as the script's `if sign then` block reads it, refilled up to `now`: a live one's
@@ -173,7 +92,12 @@ struct Refilled {
 }
 
 impl Refilled {
-    fn new(bucket: &Bucket, now: f64, live: Option<(f64, f64, f64, f64)>) -> Self {
+    /// The block's `live`: a stored bucket whose window has not ended.
+    fn live(current: Option<Hash>, now: f64) -> Option<Hash> {
+        current.filter(|&(.., expiry)| expiry > now)
+    }
+
+    fn new(bucket: &Bucket, now: f64, live: Option<Hash>) -> Self {
         let Bucket {
             limit,
             window,
@@ -224,93 +148,22 @@ impl Refilled {
     }
 }
 
-/// A refund's answer when no bucket is left: a new window's, full.
-fn untouched(bucket: &Bucket) -> Result<Verdict, Refusal> {
-    let (policy, window_s, limit_s) = (&bucket.policy, &bucket.window_s, &bucket.limit_s);
-    verdict(true, [policy.clone(), window_s.clone(), limit_s.clone()])
-}
-
-/// A refund or forced charge, as the script's `if sign then` block: `current` is the stored
-/// `(tokens, remaining, last, expiry)`.
-fn settle(
-    bucket: &Bucket,
-    units: Charge<f64, Infallible>,
-    now: f64,
-    current: Option<(f64, f64, f64, f64)>,
-    slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
-    let Bucket {
-        limit,
-        window,
-        burst,
-        refill,
-        ..
-    } = *bucket;
-    let live = current.filter(|&(.., expiry)| expiry > now);
-    let refund = matches!(units, Charge::Refund(_));
-    if refund && live.is_none() {
-        return untouched(bucket);
-    }
-    let mut state = Refilled::new(bucket, now, live);
-    let (tokens, remaining) = (&mut state.tokens, &mut state.remaining);
-    match units {
-        Charge::Refund(cost) => {
-            let mut full = burst;
-            if refill > 0.0 {
-                full = burst + refill * (now - (state.expiry - window * 1000.0)) / window / 1000.0;
-            }
-            if *tokens + cost <= full {
-                *tokens += cost;
-            } else if *tokens < full {
-                *tokens = full;
-            }
-            *remaining = (*remaining + cost).min(limit);
-            if *tokens >= burst && *remaining >= limit && state.expiry == now + window * 1000.0 {
-                // A window begun at `now` and given back in full is no window.
-                *slot = None;
-                return untouched(bucket);
-            }
-        }
-        Charge::Force(cost) | Charge::Take(cost) => {
-            *tokens = (*tokens - cost).max(-burst);
-            *remaining = (*remaining - cost).max(-limit);
-        }
-    }
-    state.store(slot);
-    let Refilled {
-        tokens,
-        remaining,
-        ttl,
-        ..
-    } = state;
-    let mut headers = Fields::from([bucket.policy.clone(), int(ttl), int(remaining.max(0.0))]);
-    if tokens < 1.0 || remaining < 1.0 {
-        let mut retry = ttl;
-        if refill > 0.0 && remaining >= 1.0 {
-            retry = ((1.0 - tokens) * window / refill).ceil().min(ttl);
-        }
-        headers.push(int(retry));
-    }
-    Ok(Verdict {
-        allow: refund || (tokens >= 0.0 && remaining >= 0.0),
-        headers,
-        granted: None,
-        window: 0,
-    })
-}
-
-/// A batch's `~n`, as the script's `sign == '~'` branch: takes up to `n`, as many as the
-/// bucket has whole tokens and the window has remaining.
-fn up_to(
-    bucket: &Bucket,
+/// The script's `sign == '~'`: takes up to `n`, as many as the bucket has whole tokens and
+/// the window has remaining; a deny (nothing granted) writes nothing.
+fn batch(
+    bucket: Bucket,
     n: f64,
     now: f64,
-    current: Option<(f64, f64, f64, f64)>,
+    current: Option<Hash>,
     slot: &mut Option<Stored>,
 ) -> Result<Verdict, Refusal> {
-    let Bucket { window, refill, .. } = *bucket;
-    let live = current.filter(|&(.., expiry)| expiry > now);
-    let mut state = Refilled::new(bucket, now, live);
+    let mut state = Refilled::new(&bucket, now, Refilled::live(current, now));
+    let Bucket {
+        window,
+        refill,
+        policy,
+        ..
+    } = bucket;
     let Refilled {
         tokens,
         remaining,
@@ -320,7 +173,6 @@ fn up_to(
         ..
     } = state;
     let grant = n.min(tokens.floor()).min(remaining);
-    let policy = bucket.policy.clone();
     #[allow(clippy::cast_possible_truncation)] // whole milliseconds, below 2^53
     let window_ms = (state.expiry - now) as i64;
     if grant < 1.0 {
@@ -348,6 +200,218 @@ fn up_to(
         ttl
     };
     granted(grant, window_ms, [policy, reset, left, int(retry)])
+}
+
+/// The script's `sign == '-'`: tokens back up to what a bucket untouched since its window
+/// began holds now (never lowering tokens above it), remaining up to `limit`. A key that holds
+/// nothing is not written.
+fn refund(
+    bucket: Bucket,
+    cost: f64,
+    now: f64,
+    current: Option<Hash>,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let Some(live) = Refilled::live(current, now) else {
+        return untouched(bucket);
+    };
+    let Bucket {
+        limit,
+        window,
+        burst,
+        refill,
+        ..
+    } = bucket;
+    let mut state = Refilled::new(&bucket, now, Some(live));
+    let mut full = burst;
+    if refill > 0.0 {
+        full = burst + refill * (now - (state.expiry - window * 1000.0)) / window / 1000.0;
+    }
+    if state.tokens + cost <= full {
+        state.tokens += cost;
+    } else if state.tokens < full {
+        state.tokens = full;
+    }
+    state.remaining = (state.remaining + cost).min(limit);
+    let begun_now = state.expiry == now + window * 1000.0;
+    if state.tokens >= burst && state.remaining >= limit && begun_now {
+        // A window begun at `now` and given back in full is no window.
+        *slot = None;
+        return untouched(bucket);
+    }
+    settled(bucket, &state, true, slot)
+}
+
+/// The script's `sign == '+'`: tokens and remaining go negative, by at most one burst of
+/// token debt and one limit of remaining.
+fn force(
+    bucket: Bucket,
+    cost: f64,
+    now: f64,
+    current: Option<Hash>,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let mut state = Refilled::new(&bucket, now, Refilled::live(current, now));
+    state.tokens = (state.tokens - cost).max(-bucket.burst);
+    state.remaining = (state.remaining - cost).max(-bucket.limit);
+    let allow = state.tokens >= 0.0 && state.remaining >= 0.0;
+    settled(bucket, &state, allow, slot)
+}
+
+/// A refund's answer when no bucket is left: a new window's, full.
+fn untouched(bucket: Bucket) -> Result<Verdict, Refusal> {
+    verdict(true, [bucket.policy, bucket.window_s, bucket.limit_s])
+}
+
+/// The end of the block for a refund or a forced charge: the `HSET`, and the state after as
+/// headers, with retry-after whenever a cost-1 request would be denied.
+fn settled(
+    bucket: Bucket,
+    state: &Refilled,
+    allow: bool,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    state.store(slot);
+    let (tokens, remaining, ttl) = (state.tokens, state.remaining, state.ttl);
+    let mut headers = Fields::from([bucket.policy, int(ttl), int(remaining.max(0.0))]);
+    if tokens < 1.0 || remaining < 1.0 {
+        let mut retry = ttl;
+        if bucket.refill > 0.0 && remaining >= 1.0 {
+            retry = ((1.0 - tokens) * bucket.window / bucket.refill)
+                .ceil()
+                .min(ttl);
+        }
+        headers.push(int(retry));
+    }
+    Ok(Verdict {
+        allow,
+        headers,
+        granted: None,
+        window: 0,
+    })
+}
+
+/// The script's take (a cost of 0 peeks, as a cost-1 request): from the live bucket, refilled
+/// since its last take, or from a new window ([`start`]). A deny writes nothing.
+/// Inline to [`evaluate`]: nearly every check is one, and a call of its own costs it.
+#[inline(always)]
+fn take(
+    bucket: Bucket,
+    cost: f64,
+    now: f64,
+    current: Option<Hash>,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let need = if cost > 0.0 { cost } else { 1.0 };
+    let Some((taken, remaining, last, expiry)) = current else {
+        return start(bucket, cost, need, now, slot);
+    };
+    let Bucket {
+        window,
+        refill,
+        policy,
+        ..
+    } = bucket;
+    let ttl = ((expiry - now + 500.0) / 1000.0).floor();
+    let elapsed = (now - last).max(0.0);
+    let mut tokens = taken;
+    if refill > 0.0 {
+        tokens += refill * elapsed / window / 1000.0;
+    }
+    if tokens >= need && remaining >= need {
+        let (tokens, remaining) = (tokens - need, remaining - need);
+        if cost > 0.0 {
+            took(slot, tokens, remaining, now);
+        }
+        if tokens >= 1.0 {
+            return verdict(true, [policy, int(ttl), int(remaining)]);
+        }
+        let retry = if refill > 0.0 {
+            (window / refill).ceil().min(ttl)
+        } else {
+            ttl
+        };
+        return verdict(true, [policy, int(ttl), int(remaining), int(retry)]);
+    }
+    // Counting only whole tokens left by the last take keeps cost 1 at the reference's value.
+    let mut retry = ttl;
+    if refill > 0.0 && remaining >= need {
+        retry = ((need - taken.floor()) * window / refill - elapsed / 1000.0)
+            .ceil()
+            .abs()
+            .min(ttl);
+    }
+    verdict(
+        false,
+        [policy, int(ttl), int(remaining.max(0.0)), int(retry)],
+    )
+}
+
+/// The take's `HSET` on the live bucket.
+#[allow(clippy::cast_possible_truncation)] // values stay below 2^53
+fn took(slot: &mut Option<Stored>, tokens: f64, remaining: f64, now: f64) {
+    if let Some(Stored {
+        state:
+            State::TokenBucket {
+                tokens: stored_tokens,
+                remaining: stored_remaining,
+                last_ms,
+            },
+        ..
+    }) = slot
+    {
+        // Never back: a time behind the last refill would have the refill between given again.
+        *last_ms = (*last_ms).max(now as i64);
+        (*stored_tokens, *stored_remaining) = (tokens, remaining as i64);
+    }
+}
+
+/// The take where no bucket is live: a new window's full bucket, less `need`; a cost a full
+/// bucket cannot cover takes nothing and writes nothing.
+#[allow(clippy::cast_possible_truncation)] // values stay below 2^53
+fn start(
+    bucket: Bucket,
+    cost: f64,
+    need: f64,
+    now: f64,
+    slot: &mut Option<Stored>,
+) -> Result<Verdict, Refusal> {
+    let Bucket {
+        limit,
+        window,
+        burst,
+        refill,
+        policy,
+        limit_s,
+        window_s,
+    } = bucket;
+    if need > burst {
+        let mut retry = window;
+        if refill > 0.0 && limit >= need {
+            retry = ((need - burst) * window / refill).ceil().min(window);
+        }
+        return verdict(false, [policy, window_s, limit_s, int(retry)]);
+    }
+    let (tokens, remaining, expiry) = (burst - need, limit - need, now + window * 1000.0);
+    if cost > 0.0 {
+        *slot = Some(Stored {
+            state: State::TokenBucket {
+                tokens,
+                remaining: remaining as i64,
+                last_ms: now as i64,
+            },
+            expires_at_ms: expiry as i64,
+        });
+    }
+    if tokens >= 1.0 {
+        return verdict(true, [policy, window_s, int(remaining)]);
+    }
+    let retry = if refill > 0.0 {
+        (window / refill).ceil()
+    } else {
+        window
+    };
+    verdict(true, [policy, window_s, int(remaining), int(retry)])
 }
 
 #[cfg(test)]

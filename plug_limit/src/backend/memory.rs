@@ -14,6 +14,7 @@ use crate::algorithm::{Builtin, Runtime, Stored, Verdict, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::outcome::{Names, Outcome};
+use plug_limit_options::Refusal;
 use smallvec::SmallVec;
 
 const SHARDS: usize = 64;
@@ -55,17 +56,24 @@ impl MemoryBackend {
         let algorithm = call.program.builtin_only()?;
         let key = call.keys.first_digest(self.head, self.states.digests());
         let verdict = self.evaluate(algorithm, key, call);
-        outcome(verdict.map_err(Error::Input)?, &call.program.headers)
+        outcome(
+            verdict.map_err(|refusal| Error::Input(refusal.into()))?,
+            &call.program.headers,
+        )
     }
 
-    fn evaluate(&self, algorithm: Builtin, key: Digest, call: Call<'_>) -> Result<Verdict, String> {
+    fn evaluate(
+        &self,
+        algorithm: Builtin,
+        key: Digest,
+        call: Call<'_>,
+    ) -> Result<Verdict, Refusal> {
         let (opts, read_ahead, cost, lease) = (call.opts, call.read_ahead, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
         shard.sweep_if_due(|slot| expires_at(slot.as_ref()) > now_ms);
         in_place(&mut shard, now_ms, |slot| {
-            let verdict = algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot);
-            verdict.map_err(String::from)
+            algorithm.evaluate_leased(opts, read_ahead, cost, lease, now_ms, slot)
         })
     }
 
