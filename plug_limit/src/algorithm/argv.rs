@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::state::Verdict;
+use super::state::Reply;
 use crate::limit::Charge;
 use crate::limit::{Opt, ReadAhead};
 
@@ -109,11 +109,14 @@ impl<'a> Argv<'a> {
         index: usize,
     ) -> Result<(Charge<f64, Infallible>, f64), Refusal> {
         let (cost, now) = self.read_cost(limiter, index, false)?;
-        match cost.plain() {
-            Ok(cost) => Ok((cost, now)),
+        let cost = match cost {
+            Charge::Take(n) => Charge::Take(n),
+            Charge::Refund(n) => Charge::Refund(n),
+            Charge::Force(n) => Charge::Force(n),
             // Never read without `batches`; refused as the script refuses it, should it be.
-            Err(_) => Err(fail(limiter, "cost", PLAIN_RULE, self.get(index))),
-        }
+            Charge::UpTo(_) => return Err(fail(limiter, "cost", PLAIN_RULE, self.get(index))),
+        };
+        Ok((cost, now))
     }
 
     /// [`cost_and_now`](Self::cost_and_now) for a script that also takes a batch's `~n`
@@ -199,11 +202,9 @@ pub(super) fn decimal(n: i64) -> Field {
     Field::Int(n)
 }
 
-pub(super) fn verdict<const N: usize>(
-    allow: bool,
-    headers: [Field; N],
-) -> Result<Verdict, Refusal> {
-    Ok(Verdict {
+/// A reply, allowing or not, of `headers`: what the script returns.
+pub(super) fn replied<const N: usize>(allow: bool, headers: [Field; N]) -> Result<Reply, Refusal> {
+    Ok(Reply {
         allow,
         headers: headers.into(),
         granted: None,
@@ -211,16 +212,16 @@ pub(super) fn verdict<const N: usize>(
     })
 }
 
-/// [`verdict`] for a batch's `~n`, which reports the units it granted and the milliseconds
+/// [`replied`] for a batch's `~n`, which reports the units it granted and the milliseconds
 /// left of their window after the headers.
 pub(super) fn granted<const N: usize>(
     granted: f64,
     window_ms: i64,
     headers: [Field; N],
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // 0..=MAX, whole
     let units = granted as u32;
-    Ok(Verdict {
+    Ok(Reply {
         allow: units > 0,
         headers: headers.into(),
         granted: Some((units, window_ms)),

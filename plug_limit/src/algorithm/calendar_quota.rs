@@ -15,8 +15,8 @@
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::argv::{Arg, Argv, CAP, decimal, fail, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Arg, Argv, CAP, decimal, fail, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::{Charge, Opt};
 
 const BUILTIN: Builtin = Builtin::CalendarQuota;
@@ -131,7 +131,7 @@ fn period_end(opts: &[Opt], name: &str, now_ms: i64) -> Result<i64, Refusal> {
 }
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, period, offset] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(BUILTIN.name(), 3)?;
     let now = now as i64;
@@ -196,41 +196,41 @@ impl Quota {
 }
 
 /// The script's `sign == '-'`: the count goes down, and a count of 0 is no key.
-fn refund(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn refund(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let mut count = quota.count;
     if count > 0 {
         count = (count - cost).max(0);
         *slot = if count > 0 { quota.store(count) } else { None };
     }
     let left = decimal((quota.limit - count).max(0));
-    verdict(true, [decimal(quota.limit), quota.reset.clone(), left])
+    replied(true, [decimal(quota.limit), quota.reset.clone(), left])
 }
 
 /// The script's `sign == '+'`: the count goes past the limit, up to [`CAP`].
-fn force(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let count = (quota.count + cost).min(CAP);
     *slot = quota.store(count);
     let (limit_s, reset) = (decimal(quota.limit), quota.reset.clone());
     if count <= quota.limit {
-        return verdict(true, [limit_s, reset, decimal(quota.limit - count)]);
+        return replied(true, [limit_s, reset, decimal(quota.limit - count)]);
     }
-    verdict(false, [limit_s, reset.clone(), Field::Int(0), reset])
+    replied(false, [limit_s, reset.clone(), Field::Int(0), reset])
 }
 
 /// The script's take (a cost of 0 peeks, as a cost-1 request); a deny's retry-after is the
 /// reset, when the quota renews.
-fn take(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn take(quota: &Quota, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (limit, count, need) = (quota.limit, quota.count, cost.max(1));
     let (limit_s, reset) = (decimal(limit), quota.reset.clone());
     if count + need <= limit {
         if cost > 0 {
             *slot = quota.store(count + cost);
         }
-        return verdict(true, [limit_s, reset, decimal(limit - count - need)]);
+        return replied(true, [limit_s, reset, decimal(limit - count - need)]);
     }
     // Nothing is taken; what is left may be below a lowered limit's count.
     let left = decimal((limit - count).max(0));
-    verdict(false, [limit_s, reset.clone(), left, reset])
+    replied(false, [limit_s, reset.clone(), left, reset])
 }
 
 #[cfg(test)]

@@ -8,15 +8,15 @@
 use super::Field;
 use plug_limit_options::{Builtin, Refusal};
 
-use super::argv::{Arg, Argv, MAX, fail, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Arg, Argv, MAX, fail, int, replied};
+use super::state::{Reply, State, Stored};
 
 const BUILTIN: Builtin = Builtin::Concurrency;
 const NAME: &str = BUILTIN.name();
 /// The longest lease id the script takes.
 const ID_MAX: usize = 64;
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, lease, _] = argv.options(BUILTIN)?;
     let (cost, release) = cost(argv.get(2))?;
     // Where the script would read Redis TIME, the caller's clock stands in.
@@ -148,7 +148,7 @@ fn take(
     id: &str,
     cost: u32,
     now: i64,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let count = held.leases.len() as f64;
     let need = if cost > 0 { f64::from(cost) } else { 1.0 };
     // Only at the limit do the units this lease holds already count (a renewal, or a
@@ -234,16 +234,16 @@ fn answer(
     leases: &[(i64, Box<str>)],
     taken: f64,
     now: i64,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let held = leases.len() as f64;
     let reset = leases
         .first()
         .map_or(0.0, |(oldest, _)| ((*oldest - now) as f64 / 1000.0).ceil());
     let remaining = (limit - held - taken).max(0.0);
     if allow {
-        verdict(true, [int(limit), int(reset), int(remaining)])
+        replied(true, [int(limit), int(reset), int(remaining)])
     } else {
-        verdict(
+        replied(
             false,
             [int(limit), int(reset), int(remaining), Field::Int(1)],
         )
@@ -254,7 +254,7 @@ fn answer(
 mod tests {
     use super::super::Builtin;
     use super::super::Runtime;
-    use super::super::state::{State, Stored, Verdict};
+    use super::super::state::{Reply, State, Stored};
     use crate::limit::Charge;
     use crate::limit::Opt;
 
@@ -265,7 +265,7 @@ mod tests {
         lease: Option<(&str, bool)>,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, String> {
+    ) -> Result<Reply, String> {
         if slot.as_ref().is_some_and(|s| s.expires_at_ms <= now_ms) {
             *slot = None;
         }
@@ -279,8 +279,8 @@ mod tests {
             .map_err(String::from)
     }
 
-    fn said(verdict: Result<Verdict, String>) -> String {
-        match verdict {
+    fn said(reply: Result<Reply, String>) -> String {
+        match reply {
             Ok(v) => format!(
                 "{} {}",
                 if v.allow { "allow" } else { "deny" },

@@ -73,7 +73,7 @@ impl From<String> for Field {
     }
 }
 
-/// A twin's header values, in reply order, held inline: a verdict allocates nothing for them.
+/// A twin's header values, in reply order, held inline: a reply allocates nothing for them.
 /// Also where a [`Report`](super::Report) keeps which window decided, in what would otherwise
 /// be padding: a report moved through a check is no larger than its values.
 #[derive(Clone)]

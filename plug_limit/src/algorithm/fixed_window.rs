@@ -7,8 +7,8 @@
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::argv::{Argv, CAP, decimal, granted, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, CAP, decimal, granted, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::FixedWindow;
@@ -26,7 +26,7 @@ struct Counter {
 }
 
 #[allow(clippy::cast_possible_truncation)] // every value is validated to stay below 2^53
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (cost, now) = argv.batch_cost_and_now(NAME, 2)?;
     let key = Counter {
@@ -89,26 +89,26 @@ impl Counter {
 
 /// The script's `sign == '-'`: DECRBY, or DEL once the count reaches 0; a key that holds
 /// nothing is not written.
-fn refund(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn refund(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let limit_s = key.limit_s();
     match key.current {
         Some((count, expires_at_ms)) if count > cost => {
             set_count(slot, count - cost);
             let left = (key.limit - (count - cost)).max(0);
-            verdict(true, [limit_s, key.ttl(expires_at_ms), decimal(left)])
+            replied(true, [limit_s, key.ttl(expires_at_ms), decimal(left)])
         }
         // Back to an empty counter, which is no counter at all.
         Some(_) => {
             *slot = None;
-            verdict(true, [limit_s.clone(), key.window_s(), limit_s])
+            replied(true, [limit_s.clone(), key.window_s(), limit_s])
         }
-        None => verdict(true, [limit_s.clone(), key.window_s(), limit_s]),
+        None => replied(true, [limit_s.clone(), key.window_s(), limit_s]),
     }
 }
 
 /// The script's `sign == '~'`: takes up to `n`, as many as the window has left, and nothing
 /// when it has none.
-fn batch(key: Counter, n: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn batch(key: Counter, n: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (count, reset) = key.count_and_reset();
     let expires_at_ms = key.current.map_or(key.new_end(), |(_, at)| at);
     let window_ms = expires_at_ms - key.now;
@@ -129,7 +129,7 @@ fn batch(key: Counter, n: i64, slot: &mut Option<Stored>) -> Result<Verdict, Ref
 
 /// The script's `sign == '+'`: INCRBY whatever the limit, up to [`CAP`]; a new window's TTL
 /// set as a take sets it.
-fn force(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (count, reset) = if let Some((count, expires_at_ms)) = key.current {
         (count + cost, key.ttl(expires_at_ms))
     } else {
@@ -142,47 +142,47 @@ fn force(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, 
     let count = count.min(CAP);
     set_count(slot, count);
     if count <= key.limit {
-        verdict(true, [key.limit_s(), reset, decimal(key.limit - count)])
+        replied(true, [key.limit_s(), reset, decimal(key.limit - count)])
     } else {
-        verdict(false, [key.limit_s(), reset, Field::Int(0)])
+        replied(false, [key.limit_s(), reset, Field::Int(0)])
     }
 }
 
 /// The script's `cost == 0`: a cost-1 request's answer, with nothing written.
-fn peek(key: Counter) -> Result<Verdict, Refusal> {
+fn peek(key: Counter) -> Result<Reply, Refusal> {
     let (count, reset) = key.count_and_reset();
     if count < key.limit {
-        verdict(true, [key.limit_s(), reset, decimal(key.limit - count - 1)])
+        replied(true, [key.limit_s(), reset, decimal(key.limit - count - 1)])
     } else {
-        verdict(false, [key.limit_s(), reset, Field::Int(0)])
+        replied(false, [key.limit_s(), reset, Field::Int(0)])
     }
 }
 
 /// The script's take, from its INCRBY on: a new window, or a count that a denial takes back.
 /// Inline to [`evaluate`]: nearly every check is one, and a call of its own costs it.
 #[inline(always)]
-fn take(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn take(key: Counter, cost: i64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (limit, limit_s) = (key.limit, key.limit_s());
     let Some((count, expires_at_ms)) = key.current else {
         // A new window: a cost it cannot hold leaves no key behind.
         if cost > limit {
             *slot = None;
-            return verdict(false, [limit_s, key.window_s(), decimal(limit)]);
+            return replied(false, [limit_s, key.window_s(), decimal(limit)]);
         }
         *slot = Some(Stored {
             state: State::FixedWindow { count: cost },
             expires_at_ms: key.new_end(),
         });
-        return verdict(true, [limit_s, key.window_s(), decimal(limit - cost)]);
+        return replied(true, [limit_s, key.window_s(), decimal(limit - cost)]);
     };
     let reset = key.ttl(expires_at_ms);
     let count = count + cost;
     if count <= limit {
         set_count(slot, count);
-        return verdict(true, [limit_s, reset, decimal(limit - count)]);
+        return replied(true, [limit_s, reset, decimal(limit - count)]);
     }
     let left = (limit - (count - cost)).max(0);
-    verdict(false, [limit_s, reset, decimal(left)])
+    replied(false, [limit_s, reset, decimal(left)])
 }
 
 /// The stored counter's new count (its window's end stays).

@@ -7,14 +7,14 @@
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::argv::{Argv, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, int, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::Gcra;
 const NAME: &str = BUILTIN.name();
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, burst] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 3)?;
     let cell = Cell::read(limit, window, burst, now * 1000.0, slot.as_ref());
@@ -79,7 +79,7 @@ impl Cell {
 
 /// The script's `sign == '-'`: the TAT moves back, never before `now`, where the state is
 /// empty and the key goes.
-fn refund(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn refund(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (now, mut tat) = (cell.now, cell.tat);
     if tat > now {
         tat -= cell.interval * cost;
@@ -91,27 +91,27 @@ fn refund(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, 
         }
     }
     let room = cell.room(cell.allow_at(tat));
-    verdict(true, [int(cell.burst), cell.seconds_to(tat), room])
+    replied(true, [int(cell.burst), cell.seconds_to(tat), room])
 }
 
 /// The script's `sign == '+'`: the TAT moves on whatever the limit, ahead of now by at most
 /// two burst tolerances (one burst of debt).
-fn force(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let top = cell.now + 2.0 * cell.interval * cell.burst;
     let forced = (cell.tat + cell.interval * cost).min(top);
     *slot = Cell::store(forced);
     let (burst_s, reset) = (int(cell.burst), cell.seconds_to(forced));
     let allow_at = cell.allow_at(forced);
     if allow_at <= cell.now {
-        return verdict(true, [burst_s, reset, cell.room(allow_at)]);
+        return replied(true, [burst_s, reset, cell.room(allow_at)]);
     }
     let retry = cell.seconds_to(allow_at + cell.interval);
-    verdict(false, [burst_s, reset, Field::Int(0), retry])
+    replied(false, [burst_s, reset, Field::Int(0), retry])
 }
 
 /// The script's take (a cost of 0 peeks, as a cost-1 request): the TAT moves on when the
 /// request conforms; a deny writes nothing.
-fn take(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn take(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let new_tat = cell.tat + cell.interval * need;
     let allow_at = cell.allow_at(new_tat);
@@ -120,13 +120,13 @@ fn take(cell: &Cell, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Re
         if cost > 0.0 {
             *slot = Cell::store(new_tat);
         }
-        return verdict(
+        return replied(
             true,
             [burst_s, cell.seconds_to(new_tat), cell.room(allow_at)],
         );
     }
     let (reset, retry) = (cell.seconds_to(cell.tat), cell.seconds_to(allow_at));
-    verdict(false, [burst_s, reset, Field::Int(0), retry])
+    replied(false, [burst_s, reset, Field::Int(0), retry])
 }
 
 #[cfg(test)]

@@ -7,14 +7,14 @@
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::argv::{Argv, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, int, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::LeakyBucket;
 const NAME: &str = BUILTIN.name();
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let bucket = Bucket::read(limit, window, now, slot.as_ref());
@@ -86,7 +86,7 @@ impl Bucket {
 
 /// The script's `sign == '-'`: the level goes down, and the expiry moves closer, never later;
 /// an empty bucket is no key.
-fn refund(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn refund(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let mut level = bucket.level;
     if level > 0.0 {
         level -= cost * bucket.span;
@@ -98,26 +98,26 @@ fn refund(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Verdi
         }
     }
     let remaining = int(bucket.room(level).max(0.0));
-    verdict(true, [int(bucket.limit), bucket.reset(level), remaining])
+    replied(true, [int(bucket.limit), bucket.reset(level), remaining])
 }
 
 /// The script's `sign == '+'`: past capacity by at most one more capacity (and 2^53, to stay
 /// exact).
-fn force(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let top = (2.0 * bucket.capacity).min(9_007_199_254_740_992.0);
     let after = (bucket.level + cost * bucket.span).min(top);
     *slot = bucket.fill(after);
     let (limit_s, reset) = (int(bucket.limit), bucket.reset(after));
     if after <= bucket.capacity {
-        return verdict(true, [limit_s, reset, int(bucket.room(after))]);
+        return replied(true, [limit_s, reset, int(bucket.room(after))]);
     }
     let retry = ((after + bucket.span - bucket.capacity) / bucket.per_s).ceil();
-    verdict(false, [limit_s, reset, Field::Int(0), int(retry)])
+    replied(false, [limit_s, reset, Field::Int(0), int(retry)])
 }
 
 /// The script's take (a cost of 0 peeks, as a cost-1 request): fills the bucket when it has
 /// room; a deny writes nothing.
-fn take(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn take(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let limit_s = int(bucket.limit);
     let after = bucket.level + need * bucket.span;
@@ -125,14 +125,14 @@ fn take(bucket: &Bucket, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict
         if cost > 0.0 {
             *slot = bucket.fill(after);
         }
-        return verdict(
+        return replied(
             true,
             [limit_s, bucket.reset(after), int(bucket.room(after))],
         );
     }
     let remaining = int(bucket.room(bucket.level).max(0.0));
     let retry = ((after - bucket.capacity) / bucket.per_s).ceil();
-    verdict(
+    replied(
         false,
         [limit_s, bucket.reset(bucket.level), remaining, int(retry)],
     )

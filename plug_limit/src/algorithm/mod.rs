@@ -29,7 +29,7 @@ use self::argv::Argv;
 pub(crate) use self::calendar_quota::{period_seconds, zone_end, zone_name};
 pub(crate) use self::fields::{Field, Fields};
 pub(crate) use self::report::Report;
-pub(crate) use self::state::{Stored, Verdict};
+pub(crate) use self::state::{Reply, Stored};
 
 mod argv;
 mod calendar_quota;
@@ -57,7 +57,7 @@ struct Spec {
     builtin: Builtin,
     script: &'static LazyLock<Arc<Lua>>,
     headers: &'static [HeaderName],
-    twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Verdict, Refusal>,
+    twin: fn(&Argv<'_>, &mut Option<Stored>) -> Result<Reply, Refusal>,
 }
 
 /// One `Script` per file for the life of the process: the SHA1 is computed once.
@@ -165,7 +165,7 @@ pub(crate) trait Runtime: Copy {
         lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, Refusal>;
+    ) -> Result<Reply, Refusal>;
 
     /// [`evaluate_leased`](Self::evaluate_leased) without a lease, its options read as given.
     #[cfg(test)]
@@ -175,7 +175,7 @@ pub(crate) trait Runtime: Copy {
         cost: Charge,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, Refusal> {
+    ) -> Result<Reply, Refusal> {
         self.evaluate_leased(opts, None, cost, None, now_ms, slot)
     }
 }
@@ -197,7 +197,7 @@ impl Runtime for Builtin {
         lease: Option<&str>,
         now_ms: i64,
         slot: &mut Option<Stored>,
-    ) -> Result<Verdict, Refusal> {
+    ) -> Result<Reply, Refusal> {
         (spec(self).twin)(&Argv::new(opts, read_ahead, cost, now_ms, lease), slot)
     }
 }

@@ -7,8 +7,8 @@
 
 use plug_limit_options::{Builtin, Refusal};
 
-use super::argv::{Arg, Argv, CAP, int, verdict};
-use super::state::{State, Stored, Verdict, Window};
+use super::argv::{Arg, Argv, CAP, int, replied};
+use super::state::{Reply, State, Stored, Window};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::MultiWindow;
@@ -22,7 +22,7 @@ struct Limit {
     ends: f64,
 }
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let (mut limits, count) = rates(argv)?;
     // The cost and `now` follow the rates.
     let (units, now) = argv.cost_and_now(NAME, count)?;
@@ -90,7 +90,7 @@ fn force(
     cost: f64,
     now: f64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let (_, started) = read(limits, slot.as_ref(), now, cost);
     for l in &mut *limits {
         l.count = (l.count + cost).min(CAP as f64);
@@ -107,7 +107,7 @@ fn take(
     cost: f64,
     now: f64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let (denied, started) = read(limits, slot.as_ref(), now, need);
     if !denied && cost > 0.0 {
@@ -125,7 +125,7 @@ fn reply(
     denied: bool,
     need: f64,
     settled: bool,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let (mut pick, mut pick_left, mut pick_reset, mut retry) = (0, 0.0, 0.0, 0.0);
     for (i, l) in limits.iter().enumerate() {
         let mut left = l.limit - l.count;
@@ -144,15 +144,15 @@ fn reply(
         }
     }
     let headers = [int(limits[pick].limit), int(pick_reset), int(pick_left)];
-    let mut verdict = if denied {
+    let mut reply = if denied {
         let [limit, reset, remaining] = headers;
-        verdict(false, [limit, reset, remaining, int(retry)])
+        replied(false, [limit, reset, remaining, int(retry)])
     } else {
-        verdict(true, headers)
+        replied(true, headers)
     }?;
     // The script replies which window it picked after the headers (from 0).
-    verdict.window = u32::try_from(pick).unwrap_or(u32::MAX);
-    Ok(verdict)
+    reply.window = u32::try_from(pick).unwrap_or(u32::MAX);
+    Ok(reply)
 }
 
 /// HSET of every window's count (and end), PEXPIREAT at the last end when a window started.

@@ -9,14 +9,14 @@ use std::collections::VecDeque;
 use plug_limit_options::{Builtin, Refusal};
 
 use super::Field;
-use super::argv::{Argv, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, int, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::SlidingLog;
 const NAME: &str = BUILTIN.name();
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let mut log = Log::read(slot, limit, window, now);
@@ -112,7 +112,7 @@ impl Log {
 /// The script's `sign == '-'`: up to `cost` of the newest entries at or before `now`, then of
 /// the newest after it; the expiry stays.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, 1..=MAX
-fn refund(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+fn refund(log: &mut Log, cost: f64) -> Result<Reply, Refusal> {
     let (now, cost, stamps) = (log.now as i64, cost as usize, &mut log.stamps);
     // A take at now logged its own at now: an entry after now outlives it, and giving that back
     // in its place would leave the log looser than before the take.
@@ -122,7 +122,7 @@ fn refund(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
     stamps.truncate(stamps.len().saturating_sub(cost - back));
     let reset = log.stamps.back().map_or(0.0, |&t| log.leaves(t));
     let remaining = int((log.limit - log.count()).max(0.0));
-    verdict(true, [int(log.limit), int(reset), remaining])
+    replied(true, [int(log.limit), int(reset), remaining])
 }
 
 /// The script's forced charge: every unit counts toward the decision, but only the newest
@@ -132,7 +132,7 @@ fn refund(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
     clippy::cast_precision_loss,
     clippy::cast_sign_loss
 )] // values stay below 2^53
-fn force(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+fn force(log: &mut Log, cost: f64) -> Result<Reply, Refusal> {
     let count = log.count() + cost;
     log.log(cost.min(log.limit) as usize);
     let keep = log.limit as usize;
@@ -141,18 +141,18 @@ fn force(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
     }
     let (limit_s, window_s) = (int(log.limit), int(log.window));
     if count <= log.limit {
-        return verdict(true, [limit_s, window_s, int(log.limit - count)]);
+        return replied(true, [limit_s, window_s, int(log.limit - count)]);
     }
     // The log now holds limit entries: a cost-1 request waits for the oldest.
     let oldest = log.stamps.front().map_or(log.now, |&t| t as f64);
     let retry = ((oldest + log.span() - log.now) / 1000.0).ceil();
-    verdict(false, [limit_s, window_s, Field::Int(0), int(retry)])
+    replied(false, [limit_s, window_s, Field::Int(0), int(retry)])
 }
 
 /// The script's take (a cost of 0 peeks, as a cost-1 request): logs `cost` entries when the
 /// window has room for them.
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, 0..=MAX
-fn take(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
+fn take(log: &mut Log, cost: f64) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let count = log.count();
     if count + need > log.limit {
@@ -162,13 +162,13 @@ fn take(log: &mut Log, cost: f64) -> Result<Verdict, Refusal> {
         log.log(cost as usize);
     }
     let remaining = int(log.limit - count - need);
-    verdict(true, [int(log.limit), int(log.window), remaining])
+    replied(true, [int(log.limit), int(log.window), remaining])
 }
 
 /// The script's denial: the reset when the newest entry leaves, retry-after when the entry
 /// whose leaving makes room for `need` leaves (the reset when `need` is above the limit).
 #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // whole, below 2^53
-fn deny(log: &Log, need: f64) -> Result<Verdict, Refusal> {
+fn deny(log: &Log, need: f64) -> Result<Reply, Refusal> {
     let (limit, count) = (log.limit, log.count());
     let remaining = (limit - count).max(0.0);
     let (mut reset, mut retry) = (0.0, 0.0);
@@ -181,7 +181,7 @@ fn deny(log: &Log, need: f64) -> Result<Verdict, Refusal> {
             retry = log.leaves(log.stamps[leaving as usize - 1]);
         }
     }
-    verdict(false, [int(limit), int(reset), int(remaining), int(retry)])
+    replied(false, [int(limit), int(reset), int(remaining), int(retry)])
 }
 
 #[cfg(test)]

@@ -7,14 +7,14 @@
 
 use plug_limit_options::{Builtin, Refusal};
 
-use super::argv::{Argv, CAP, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, CAP, int, replied};
+use super::state::{Reply, State, Stored};
 use crate::limit::Charge;
 
 const BUILTIN: Builtin = Builtin::SlidingWindow;
 const NAME: &str = BUILTIN.name();
 
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, _] = argv.options(BUILTIN)?;
     let (units, now) = argv.cost_and_now(NAME, 2)?;
     let mut windows = Windows::read(limit, window, now, slot.as_ref());
@@ -118,7 +118,7 @@ fn refund(
     windows: &mut Windows,
     mut cost: f64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     if windows.current + windows.previous > 0.0 {
         let back = windows.current.min(cost);
         (windows.current, cost) = (windows.current - back, cost - back);
@@ -138,7 +138,7 @@ fn refund(
 
 /// The script's `sign == '+'`: the current count goes past the limit, up to [`CAP`].
 #[allow(clippy::cast_precision_loss)] // CAP is exact
-fn force(windows: &mut Windows, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn force(windows: &mut Windows, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     windows.current = (windows.current + cost).min(CAP as f64);
     *slot = windows.write(windows.current, windows.current_ends());
     settled(windows, false)
@@ -146,11 +146,11 @@ fn force(windows: &mut Windows, cost: f64, slot: &mut Option<Stored>) -> Result<
 
 /// The block's answer: the state after, allowed on a refund or within the limit; a denial's
 /// retry-after is when a cost-1 request passes.
-fn settled(windows: &Windows, refund: bool) -> Result<Verdict, Refusal> {
+fn settled(windows: &Windows, refund: bool) -> Result<Reply, Refusal> {
     let left = windows.left();
     if refund || left >= 0.0 {
         let remaining = int(left.floor().max(0.0));
-        return verdict(
+        return replied(
             true,
             [int(windows.limit), int(windows.reset_s()), remaining],
         );
@@ -160,7 +160,7 @@ fn settled(windows: &Windows, refund: bool) -> Result<Verdict, Refusal> {
 
 /// The script's take (a cost of 0 peeks, as a cost-1 request): admitted when the estimate has
 /// room for it.
-fn take(windows: &Windows, cost: f64, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+fn take(windows: &Windows, cost: f64, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let left = windows.left();
     if need > left {
@@ -171,13 +171,13 @@ fn take(windows: &Windows, cost: f64, slot: &mut Option<Stored>) -> Result<Verdi
     }
     let reset = ((windows.current_ends() - windows.now) / 1000.0).ceil();
     let remaining = (left - need).floor();
-    verdict(true, [int(windows.limit), int(reset), int(remaining)])
+    replied(true, [int(windows.limit), int(reset), int(remaining)])
 }
 
 /// The script's denial: retry-after when the estimate has room for `need`, as the previous
 /// window's weight decays (or, past this window's room, the current one's); the reset when
 /// `need` is above the limit, which never passes.
-fn deny(windows: &Windows, need: f64, left: f64) -> Result<Verdict, Refusal> {
+fn deny(windows: &Windows, need: f64, left: f64) -> Result<Reply, Refusal> {
     let Windows {
         limit,
         span,
@@ -200,7 +200,7 @@ fn deny(windows: &Windows, need: f64, left: f64) -> Result<Verdict, Refusal> {
             retry = 0.0;
         }
     }
-    verdict(false, [int(limit), int(reset), int(remaining), int(retry)])
+    replied(false, [int(limit), int(reset), int(remaining), int(retry)])
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::{Arc, LazyLock};
 use plug_limit_options::Refusal;
 use smallvec::SmallVec;
 
-use super::{Builtin, CATALOGUE, Runtime, Stored, Verdict};
+use super::{Builtin, CATALOGUE, Reply, Runtime, Stored};
 use crate::limit::Charge;
 use crate::limit::{Opt, ReadAhead};
 use crate::lua::Lua;
@@ -58,8 +58,8 @@ pub(crate) fn script() -> &'static Arc<Lua> {
     &SCRIPT
 }
 
-/// The verdicts of a stack's limits, in order: a stack's few held inline.
-pub(crate) type Verdicts = SmallVec<[Verdict; 4]>;
+/// The replies of a stack's limits, in order: a stack's few held inline.
+pub(crate) type Verdicts = SmallVec<[Reply; 4]>;
 
 /// Where a stack's states lie while it runs: each distinct key's, by its [`Part::slot`]. A
 /// store lends each where it holds it, as a single check's, so that no state is copied out
@@ -75,19 +75,19 @@ impl Slots for [Option<Stored>] {
     }
 }
 
-/// Where a stack's verdicts go, in order, as each part is run: the caller makes each its
+/// Where a stack's replies go, in order, as each part is run: the caller makes each its
 /// answer where it will read it.
 pub(crate) trait Heard {
-    /// The next part's verdict.
-    fn push(&mut self, verdict: Verdict);
+    /// The next part's reply.
+    fn push(&mut self, reply: Reply);
 
-    /// Whether the `part`-th verdict pushed allowed.
+    /// Whether the `part`-th reply pushed allowed.
     fn allowed(&self, part: usize) -> bool;
 }
 
 impl Heard for Verdicts {
-    fn push(&mut self, verdict: Verdict) {
-        Self::push(self, verdict);
+    fn push(&mut self, reply: Reply) {
+        Self::push(self, reply);
     }
 
     fn allowed(&self, part: usize) -> bool {
@@ -98,7 +98,7 @@ impl Heard for Verdicts {
 /// Evaluates `parts` as `lua/stack.lua` does, at `now_ms`: `slots` holds the state of each
 /// distinct key, each part's at its [`Part::slot`].
 ///
-/// Pushes the verdict of every part run onto `verdicts` (none pushed yet), in order: fewer
+/// Pushes the reply of every part run onto `replies` (none pushed yet), in order: fewer
 /// than `parts` when the last one denied. Every part before a (not soft) denial that took
 /// units gets them back, the latest first, as the script's parts do: by its own refund, or for
 /// a token bucket by the state it held before (see [`restored`]); a part's error gives back the
@@ -107,7 +107,7 @@ pub(crate) fn evaluate(
     parts: &[Part<'_>],
     now_ms: i64,
     slots: &mut (impl Slots + ?Sized),
-    verdicts: &mut impl Heard,
+    replies: &mut impl Heard,
 ) -> Result<(), Refusal> {
     // The state each part given back by restoring it held before its take, by position; the
     // others give back by their refund.
@@ -136,17 +136,17 @@ pub(crate) fn evaluate(
         });
         match evaluated {
             Err(error) => {
-                give_back(&parts[..i], verdicts, saved, now_ms, slots);
+                give_back(&parts[..i], replies, saved, now_ms, slots);
                 return Err(error);
             }
-            Ok(verdict) => {
-                let denied = !verdict.allow && !part.soft;
+            Ok(reply) => {
+                let denied = !reply.allow && !part.soft;
                 if denied {
-                    give_back(&parts[..i], verdicts, saved, now_ms, slots);
-                    verdicts.push(verdict);
+                    give_back(&parts[..i], replies, saved, now_ms, slots);
+                    replies.push(reply);
                     return Ok(());
                 }
-                verdicts.push(verdict);
+                replies.push(reply);
             }
         }
     }
@@ -165,7 +165,7 @@ fn restored(algorithm: Builtin) -> bool {
 /// (a part of [`restored`]), or its refund.
 fn give_back(
     parts: &[Part<'_>],
-    verdicts: &impl Heard,
+    replies: &impl Heard,
     mut saved: SmallVec<[(usize, Option<Stored>); 2]>,
     now_ms: i64,
     slots: &mut (impl Slots + ?Sized),
@@ -175,7 +175,7 @@ fn give_back(
             .iter_mut()
             .find(|(at, _)| *at == i)
             .map(|(_, before)| before.take());
-        if !(verdicts.allowed(i) && part.cost > 0) {
+        if !(replies.allowed(i) && part.cost > 0) {
             continue;
         }
         slots.with(part.slot, |slot| match before {
@@ -232,9 +232,9 @@ mod tests {
             part(Builtin::TokenBucket, BUCKET, 1),
             part(Builtin::FixedWindow, WINDOW, 2),
         ];
-        let mut verdicts = Verdicts::new();
-        evaluate(&parts, now, &mut slots[..], &mut verdicts).unwrap();
-        let allowed: Vec<bool> = verdicts.iter().map(|verdict| verdict.allow).collect();
+        let mut replies = Verdicts::new();
+        evaluate(&parts, now, &mut slots[..], &mut replies).unwrap();
+        let allowed: Vec<bool> = replies.iter().map(|reply| reply.allow).collect();
         assert_eq!(allowed, [true, false]);
         assert_eq!(slots[0], before[0]);
         // Not run after the denial.

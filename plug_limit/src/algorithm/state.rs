@@ -54,7 +54,7 @@ pub(crate) struct Window {
 
 /// What a built-in answered, as its script's reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Verdict {
+pub(crate) struct Reply {
     pub(crate) allow: bool,
     pub(crate) headers: Fields,
     /// The units a batch's `~n` granted and the milliseconds left of their window, which its

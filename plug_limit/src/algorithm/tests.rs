@@ -9,7 +9,7 @@ pub(super) fn evaluate(
     cost: u32,
     now_ms: i64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, String> {
+) -> Result<Reply, String> {
     settle(limiter, opts, Charge::Take(cost), now_ms, slot)
 }
 
@@ -20,13 +20,13 @@ pub(super) fn settle(
     charge: Charge,
     now_ms: i64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, String> {
+) -> Result<Reply, String> {
     let Some(algorithm) = Builtin::from_name(limiter) else {
         return Err(format!("{limiter}: not a built-in limiter"));
     };
     let read_ahead = ReadAhead::of(Some(algorithm), opts);
     let mut ahead_slot = slot.clone();
-    let verdict = algorithm.evaluate(opts, charge, now_ms, slot);
+    let reply = algorithm.evaluate(opts, charge, now_ms, slot);
     if read_ahead.is_some() {
         // A limit that read its options when it was made decides as one read on each check.
         let ahead = algorithm.evaluate_leased(
@@ -39,7 +39,7 @@ pub(super) fn settle(
         );
         assert_eq!(
             format!("{ahead:?}"),
-            format!("{verdict:?}"),
+            format!("{reply:?}"),
             "{limiter} {opts:?}"
         );
         assert_eq!(
@@ -48,7 +48,7 @@ pub(super) fn settle(
             "{limiter} {opts:?}"
         );
     }
-    verdict.map_err(String::from)
+    reply.map_err(String::from)
 }
 
 /// Options read ahead for one built-in are never read for another: the twin of the limiter
@@ -64,7 +64,7 @@ fn options_read_ahead_for_another_built_in_are_not_read() {
     let mut slot = None;
     let mut allowed = Vec::new();
     for _ in 0..3 {
-        let verdict = Builtin::FixedWindow
+        let reply = Builtin::FixedWindow
             .evaluate_leased(
                 &opts,
                 other.as_ref(),
@@ -74,7 +74,7 @@ fn options_read_ahead_for_another_built_in_are_not_read() {
                 &mut slot,
             )
             .expect("a valid check");
-        allowed.push(verdict.allow);
+        allowed.push(reply.allow);
     }
     // fixed_window's own limit of 2, not token_bucket's 9.
     assert_eq!(allowed, [true, true, false]);

@@ -7,8 +7,8 @@
 
 use plug_limit_options::{Builtin, Refusal};
 
-use super::argv::{Argv, granted, int, verdict};
-use super::state::{State, Stored, Verdict};
+use super::argv::{Argv, granted, int, replied};
+use super::state::{Reply, State, Stored};
 use super::{Field, Fields};
 use crate::limit::Charge;
 
@@ -30,7 +30,7 @@ struct Bucket {
 }
 
 #[allow(clippy::cast_possible_truncation)] // the options are whole and within 1..=2^31-1
-pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Verdict, Refusal> {
+pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Reply, Refusal> {
     let [limit, window, burst] = argv.options(BUILTIN)?;
     let (cost, now) = argv.batch_cost_and_now(NAME, 3)?;
     let bucket = Bucket {
@@ -156,7 +156,7 @@ fn batch(
     now: f64,
     current: Option<Hash>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let mut state = Refilled::new(&bucket, now, Refilled::live(current, now));
     let Bucket {
         window,
@@ -211,7 +211,7 @@ fn refund(
     now: f64,
     current: Option<Hash>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let Some(live) = Refilled::live(current, now) else {
         return untouched(bucket);
     };
@@ -250,7 +250,7 @@ fn force(
     now: f64,
     current: Option<Hash>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let mut state = Refilled::new(&bucket, now, Refilled::live(current, now));
     state.tokens = (state.tokens - cost).max(-bucket.burst);
     state.remaining = (state.remaining - cost).max(-bucket.limit);
@@ -259,8 +259,8 @@ fn force(
 }
 
 /// A refund's answer when no bucket is left: a new window's, full.
-fn untouched(bucket: Bucket) -> Result<Verdict, Refusal> {
-    verdict(true, [bucket.policy, bucket.window_s, bucket.limit_s])
+fn untouched(bucket: Bucket) -> Result<Reply, Refusal> {
+    replied(true, [bucket.policy, bucket.window_s, bucket.limit_s])
 }
 
 /// The end of the block for a refund or a forced charge: the `HSET`, and the state after as
@@ -270,7 +270,7 @@ fn settled(
     state: &Refilled,
     allow: bool,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     state.store(slot);
     let (tokens, remaining, ttl) = (state.tokens, state.remaining, state.ttl);
     let mut headers = Fields::from([bucket.policy, int(ttl), int(remaining.max(0.0))]);
@@ -283,7 +283,7 @@ fn settled(
         }
         headers.push(int(retry));
     }
-    Ok(Verdict {
+    Ok(Reply {
         allow,
         headers,
         granted: None,
@@ -301,7 +301,7 @@ fn take(
     now: f64,
     current: Option<Hash>,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let need = if cost > 0.0 { cost } else { 1.0 };
     let Some((taken, remaining, last, expiry)) = current else {
         return start(bucket, cost, need, now, slot);
@@ -324,14 +324,14 @@ fn take(
             took(slot, tokens, remaining, now);
         }
         if tokens >= 1.0 {
-            return verdict(true, [policy, int(ttl), int(remaining)]);
+            return replied(true, [policy, int(ttl), int(remaining)]);
         }
         let retry = if refill > 0.0 {
             (window / refill).ceil().min(ttl)
         } else {
             ttl
         };
-        return verdict(true, [policy, int(ttl), int(remaining), int(retry)]);
+        return replied(true, [policy, int(ttl), int(remaining), int(retry)]);
     }
     // Counting only whole tokens left by the last take keeps cost 1 at the reference's value.
     let mut retry = ttl;
@@ -341,7 +341,7 @@ fn take(
             .abs()
             .min(ttl);
     }
-    verdict(
+    replied(
         false,
         [policy, int(ttl), int(remaining.max(0.0)), int(retry)],
     )
@@ -375,7 +375,7 @@ fn start(
     need: f64,
     now: f64,
     slot: &mut Option<Stored>,
-) -> Result<Verdict, Refusal> {
+) -> Result<Reply, Refusal> {
     let Bucket {
         limit,
         window,
@@ -390,7 +390,7 @@ fn start(
         if refill > 0.0 && limit >= need {
             retry = ((need - burst) * window / refill).ceil().min(window);
         }
-        return verdict(false, [policy, window_s, limit_s, int(retry)]);
+        return replied(false, [policy, window_s, limit_s, int(retry)]);
     }
     let (tokens, remaining, expiry) = (burst - need, limit - need, now + window * 1000.0);
     if cost > 0.0 {
@@ -404,14 +404,14 @@ fn start(
         });
     }
     if tokens >= 1.0 {
-        return verdict(true, [policy, window_s, int(remaining)]);
+        return replied(true, [policy, window_s, int(remaining)]);
     }
     let retry = if refill > 0.0 {
         (window / refill).ceil()
     } else {
         window
     };
-    verdict(true, [policy, window_s, int(remaining), int(retry)])
+    replied(true, [policy, window_s, int(remaining), int(retry)])
 }
 
 #[cfg(test)]

@@ -1,11 +1,11 @@
 //! What a backend answers a stack: each part's [`Answer`], Redis's reply read to an outcome
-//! or a twin's verdict checked as a reply is (a [`Twin`]), made an outcome only when the stack
+//! or a twin's reply checked as a reply is (a [`Twin`]), made an outcome only when the stack
 //! keeps it.
 
 use deadpool_redis::redis::Value;
 use smallvec::SmallVec;
 
-use crate::algorithm::{Field, Report, Verdict};
+use crate::algorithm::{Field, Reply, Report};
 use crate::error::{Error, ReplyError};
 use crate::outcome::{Decision, Names, Outcome, declared_name};
 
@@ -16,7 +16,7 @@ pub(crate) type Stacked = Result<Outcomes, Error>;
 /// Each stacked part's answer, a stack's few held inline.
 pub(crate) type Outcomes = SmallVec<[Option<Answer>; 4]>;
 
-/// What one part of a stack answered: Redis's reply, read to an outcome, or a twin's verdict,
+/// What one part of a stack answered: Redis's reply, read to an outcome, or a twin's reply,
 /// checked as a reply is and made an outcome only when the stack keeps it. Of a stack that
 /// allows, one limit speaks for all (in the legacy style): the others' outcomes, each an
 /// allocation, would be made only to be dropped.
@@ -51,7 +51,7 @@ impl Answer {
     }
 }
 
-/// A twin's verdict, checked as its script's reply would be: an outcome but for its names
+/// A twin's reply, checked as its script's reply would be: an outcome but for its names
 /// (see [`Answer`](super::Answer)).
 #[derive(Debug)]
 pub(crate) struct Twin {
@@ -63,15 +63,15 @@ pub(crate) struct Twin {
 }
 
 impl Twin {
-    /// `verdict`, its values checked as a reply's are against `declared`, its limiter's
+    /// `reply`, its values checked as a reply's are against `declared`, its limiter's
     /// header names: a name for each, then each a number after the first, which is a valid
     /// header value. A twin makes every value after the first a number by construction (its
     /// scenarios and the differential tests hold it to its script), so those are checked in
     /// debug builds only, where a script's reply, which a server may answer with anything, is
     /// checked always ([`Report::from_fields`]).
     #[inline(always)]
-    pub(super) fn checked(verdict: Verdict, declared: &Names) -> Result<Self, Error> {
-        let fields = verdict.headers;
+    pub(super) fn checked(reply: Reply, declared: &Names) -> Result<Self, Error> {
+        let fields = reply.headers;
         if fields.len() > declared.len() {
             // The first value without a name, as a reply's check names it.
             declared_name(declared, declared.len())?;
@@ -80,12 +80,12 @@ impl Twin {
         if !fields.first().is_none_or(Field::is_valid) {
             return Err(out_of_contract(0, "bytes not allowed in a header").into());
         }
-        let report = Report::unchecked(fields, verdict.window);
+        let report = Report::unchecked(fields, reply.window);
         debug_assert_eq!(report.check(), Ok(()), "a twin's values out of contract");
         Ok(Self {
-            allow: verdict.allow,
+            allow: reply.allow,
             report,
-            granted: verdict.granted,
+            granted: reply.granted,
         })
     }
 

@@ -10,7 +10,7 @@ use super::answer::{Answer, Outcomes, Twin};
 use super::call::{Call, StackPart, head_len, past_head};
 use super::digest::ClientMemo;
 use super::sharded::{self, Digest, FEW, KeyAt, LockedAll, Sharded};
-use crate::algorithm::{Builtin, Runtime, Stored, Verdict, stack};
+use crate::algorithm::{Builtin, Reply, Runtime, Stored, stack};
 use crate::clock::Clock;
 use crate::error::Error;
 use crate::outcome::{Names, Outcome};
@@ -55,19 +55,14 @@ impl MemoryBackend {
     pub(crate) fn eval(&self, call: Call<'_>) -> Result<Outcome, Error> {
         let algorithm = call.program.builtin_only()?;
         let key = call.keys.first_digest(self.head, self.states.digests());
-        let verdict = self.evaluate(algorithm, key, call);
+        let reply = self.evaluate(algorithm, key, call);
         outcome(
-            verdict.map_err(|refusal| Error::Input(refusal.into()))?,
+            reply.map_err(|refusal| Error::Input(refusal.into()))?,
             &call.program.headers,
         )
     }
 
-    fn evaluate(
-        &self,
-        algorithm: Builtin,
-        key: Digest,
-        call: Call<'_>,
-    ) -> Result<Verdict, Refusal> {
+    fn evaluate(&self, algorithm: Builtin, key: Digest, call: Call<'_>) -> Result<Reply, Refusal> {
         let (opts, read_ahead, cost, lease) = (call.opts, call.read_ahead, call.cost, call.lease);
         let now_ms = self.clock.now_ms();
         let mut shard = self.states.lock_digest(key);
@@ -276,24 +271,24 @@ impl stack::Slots for StackStates<'_, '_> {
     }
 }
 
-/// A stack's verdicts, each made its part's answer as it is reached, checked as a reply is.
+/// A stack's replies, each made its part's answer as it is reached, checked as a reply is.
 struct StackAnswers<'o, I> {
     /// The parts not yet answered, in order.
     parts: I,
     answers: &'o mut Outcomes,
-    /// The first verdict out of contract, and the parts refused that allowed: each gets back
+    /// The first reply out of contract, and the parts refused that allowed: each gets back
     /// what it took if a later part denies, as any other.
     refused: Option<(Error, SmallVec<[usize; 1]>)>,
 }
 
 impl<'p, I: Iterator<Item = StackPart<'p>>> stack::Heard for StackAnswers<'_, I> {
     #[inline]
-    fn push(&mut self, verdict: Verdict) {
+    fn push(&mut self, reply: Reply) {
         let Some(part) = self.parts.next() else {
             return;
         };
-        let allow = verdict.allow;
-        match Twin::checked(verdict, &part.program.headers) {
+        let allow = reply.allow;
+        match Twin::checked(reply, &part.program.headers) {
             Ok(twin) => self.answers.push(Some(Answer::Twin(twin))),
             Err(error) => {
                 let (_, allowed) = self.refused.get_or_insert((error, SmallVec::new()));
@@ -322,10 +317,10 @@ fn expires_at(slot: Option<&Stored>) -> i64 {
     slot.map_or(i64::MIN, |stored| stored.expires_at_ms)
 }
 
-/// A twin's verdict as the outcome its script's reply would parse to: its report, its values
+/// A twin's reply as the outcome its script's reply would parse to: its report, its values
 /// under the declared names, checked as a reply's are and made into headers only when read.
-fn outcome(verdict: Verdict, declared: &Names) -> Result<Outcome, Error> {
-    Ok(Twin::checked(verdict, declared)?.into_outcome(declared))
+fn outcome(reply: Reply, declared: &Names) -> Result<Outcome, Error> {
+    Ok(Twin::checked(reply, declared)?.into_outcome(declared))
 }
 
 impl fmt::Debug for MemoryBackend {
@@ -441,8 +436,8 @@ mod tests {
         // global part ran, it would evict that key, and the global limit would allow.
         let backend = one_shard(1);
         exhaust(&backend, "global", MINUTE);
-        let verdicts = stack(&backend, &[("client", HOUR), ("global", MINUTE)]);
-        assert_eq!(verdicts, [Some(true), Some(false)]);
+        let replies = stack(&backend, &[("client", HOUR), ("global", MINUTE)]);
+        assert_eq!(replies, [Some(true), Some(false)]);
         assert_eq!(check(&backend, "global", MINUTE), "0");
     }
 
@@ -451,8 +446,8 @@ mod tests {
         let backend = one_shard(2);
         assert_eq!(check(&backend, "a", MINUTE), "4");
         exhaust(&backend, "denier", HOUR);
-        let verdicts = stack(&backend, &[("a", MINUTE), ("new", HOUR), ("denier", HOUR)]);
-        assert_eq!(verdicts, [Some(true), Some(true), Some(false)]);
+        let replies = stack(&backend, &[("a", MINUTE), ("new", HOUR), ("denier", HOUR)]);
+        assert_eq!(replies, [Some(true), Some(true), Some(false)]);
         assert_eq!(check(&backend, "a", MINUTE), "3");
     }
 
@@ -465,8 +460,8 @@ mod tests {
         }
         exhaust(&backend, "denier", HOUR);
         assert_eq!(backend.len(), 8);
-        let verdicts = stack(&backend, &[("new", HOUR), ("denier", HOUR)]);
-        assert_eq!(verdicts, [Some(true), Some(false)]);
+        let replies = stack(&backend, &[("new", HOUR), ("denier", HOUR)]);
+        assert_eq!(replies, [Some(true), Some(false)]);
         // The new key was given back to nothing: nothing stored, nothing evicted.
         assert_eq!(backend.len(), 8);
         assert_eq!(check(&backend, "bystander", MINUTE), "3");

@@ -1,7 +1,5 @@
 //! How many units one evaluation takes or gives back.
 
-use std::convert::Infallible;
-
 /// What one evaluation does with its units.
 ///
 /// The engine asks in whole units (`Charge`, the default `u32`); a twin reads the same
@@ -18,16 +16,4 @@ pub(crate) enum Charge<N = u32, Batch = N> {
     /// Takes up to that many, as many as the key has left (fixed_window and token_bucket):
     /// `~n`, a local batch's reservation. The outcome's first extra value is the units taken.
     UpTo(Batch),
-}
-
-impl<N, Batch> Charge<N, Batch> {
-    /// The charge, unless it is a batch's `~n`: then that `n`.
-    pub(crate) fn plain(self) -> Result<Charge<N, Infallible>, Batch> {
-        match self {
-            Self::Take(n) => Ok(Charge::Take(n)),
-            Self::Refund(n) => Ok(Charge::Refund(n)),
-            Self::Force(n) => Ok(Charge::Force(n)),
-            Self::UpTo(n) => Err(n),
-        }
-    }
 }
