@@ -33,8 +33,8 @@ pub(super) struct Evaluation<'a> {
 
 impl<'a> Evaluation<'a> {
     /// `limit`, run by `entry`, counted under `keys`; `cached` when its limiter keeps a deny
-    /// cache (see the field).
-    #[inline]
+    /// cache (see the field). Inline always, so that it is made where it lands.
+    #[inline(always)]
     pub(super) fn new(
         entry: &'a Entry,
         limit: &LimitRef<'a>,
