@@ -526,6 +526,12 @@ struct FilePaths {
     reexports: Vec<(String, Vec<String>)>,
     /// The first names of the paths in its code.
     named: BTreeSet<String>,
+    /// The methods its inherent `impl` blocks define, each with its type's name.
+    methods: BTreeSet<(String, String)>,
+    /// The methods it calls on `self` within an inherent `impl`, or on a value named for its
+    /// type (`decider` for `Decider`): a type's `impl` split over files ties the files that
+    /// call each other's methods, which no path shows.
+    calls: BTreeSet<(String, String)>,
 }
 
 /// Walks one file for [`FilePaths`], keeping the module it is in.
@@ -534,6 +540,8 @@ struct PathReader {
     out: FilePaths,
     /// Whether the `use` item being read is visible outside the file.
     reexporting: bool,
+    /// The type of the inherent `impl` being read, if any.
+    within: Option<String>,
 }
 
 impl PathReader {
@@ -635,6 +643,55 @@ impl<'ast> Visit<'ast> for PathReader {
         }
     }
 
+    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+        let own = match (&item.trait_, &*item.self_ty) {
+            (None, syn::Type::Path(path)) => path.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        };
+        if let Some(own) = &own {
+            for inner in &item.items {
+                if let syn::ImplItem::Fn(method) = inner
+                    && !is_test_only(&method.attrs)
+                {
+                    let name = method.sig.ident.to_string();
+                    self.out.methods.insert((own.clone(), name));
+                }
+            }
+        }
+        let outer = std::mem::replace(&mut self.within, own);
+        syn::visit::visit_item_impl(self, item);
+        self.within = outer;
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        if let syn::Expr::Path(receiver) = &*call.receiver
+            && let Some(ident) = receiver.path.get_ident()
+        {
+            let ty = if ident == "self" {
+                self.within.clone()
+            } else {
+                Some(type_named(&ident.to_string()))
+            };
+            if let Some(ty) = ty {
+                self.out.calls.insert((ty, call.method.to_string()));
+            }
+        }
+        syn::visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // `crate::` and `super::` paths written in a macro's tokens, as the layering reader
+        // reads them.
+        let mut paths = Vec::new();
+        macro_paths(mac.tokens.clone(), &mut paths);
+        for (line, segments) in paths {
+            if let Some(absolute) = self.absolute(&segments) {
+                self.out.paths.push((line, absolute));
+            }
+        }
+        syn::visit::visit_macro(self, mac);
+    }
+
     fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
         self.reexporting = !matches!(item.vis, syn::Visibility::Inherited);
         self.use_tree(&mut Vec::new(), &item.tree);
@@ -655,6 +712,55 @@ impl<'ast> Visit<'ast> for PathReader {
         }
         syn::visit::visit_path(self, path);
     }
+}
+
+/// The paths `crate::a::b` and `super::a` written in a macro's tokens (`$crate` aside), each
+/// with its line.
+fn macro_paths(tokens: TokenStream, out: &mut Vec<(usize, Vec<String>)>) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, token) in tokens.iter().enumerate() {
+        match token {
+            TokenTree::Group(group) => macro_paths(group.stream(), out),
+            TokenTree::Ident(ident) if ident == "crate" || ident == "super" || ident == "self" => {
+                let after_dollar =
+                    i > 0 && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == '$');
+                if after_dollar {
+                    continue;
+                }
+                let mut segments = vec![ident.to_string()];
+                let mut j = i + 1;
+                while let (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)), Some(next)) =
+                    (tokens.get(j), tokens.get(j + 1), tokens.get(j + 2))
+                {
+                    if a.as_char() != ':' || b.as_char() != ':' {
+                        break;
+                    }
+                    match next {
+                        TokenTree::Ident(next) => segments.push(next.to_string()),
+                        _ => break,
+                    }
+                    j += 3;
+                }
+                if segments.len() > 1 {
+                    out.push((ident.span().start().line, segments));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The type a value of this name holds, by the crate's habit: `decider` is a `Decider`.
+fn type_named(snake: &str) -> String {
+    snake
+        .split('_')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars.next().map_or_else(String::new, |first| {
+                first.to_uppercase().chain(chars).collect()
+            })
+        })
+        .collect()
 }
 
 /// The file an absolute path lands in: down the modules that are files, then through the
@@ -738,13 +844,45 @@ fn file_edges(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             module: module.clone(),
             out: FilePaths::default(),
             reexporting: false,
+            within: None,
         };
         reader.visit_file(&syn::parse_file(&text).expect("a source file syn parses"));
         modules.insert(module, file.clone());
         files.insert(file, reader.out);
     }
+    // Where each method of a type whose inherent `impl` is split over files is defined.
+    let mut defined: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for (file, found) in &files {
+        for method in &found.methods {
+            defined
+                .entry(method.clone())
+                .or_default()
+                .insert(file.clone());
+        }
+    }
+    // Only a type whose `impl` is split over files ties files by its method calls: a value is
+    // known by its name alone (`decider`), which names a one-file type's values too loosely.
+    let mut files_of_type: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for ((ty, _), at) in &defined {
+        files_of_type
+            .entry(ty)
+            .or_default()
+            .extend(at.iter().map(String::as_str));
+    }
+    let split = |ty: &str| files_of_type.get(ty).is_some_and(|at| at.len() > 1);
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (file, found) in &files {
+        for call in found.calls.iter().filter(|(ty, _)| split(ty)) {
+            if let Some(at) = defined.get(call)
+                && let [target] = at.iter().collect::<Vec<_>>().as_slice()
+                && *target != file
+            {
+                edges
+                    .entry(file.clone())
+                    .or_default()
+                    .insert((*target).clone());
+            }
+        }
         let reexports = found
             .reexports
             .iter()
@@ -829,6 +967,53 @@ fn the_file_graph_follows_re_exports_to_the_file_that_defines() {
             "backend/mod.rs".to_owned(),
             "engine/cache.rs".to_owned(),
             "backend/mod.rs".to_owned()
+        ])
+    );
+}
+
+#[test]
+fn the_file_graph_ties_the_files_of_a_split_impl_that_call_each_other() {
+    let dir = std::env::temp_dir().join(format!("plug_limit_arch_calls_{}", std::process::id()));
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("lib.rs", "mod engine;\n");
+    write(
+        "engine/mod.rs",
+        "mod run;\nmod conclude;\nmod stack;\npub(crate) struct Decider;\n",
+    );
+    write(
+        "engine/run.rs",
+        "use super::Decider;\nimpl Decider {\n    fn run(&self) { self.conclude(); }\n}\n",
+    );
+    write(
+        "engine/conclude.rs",
+        "use super::Decider;\nimpl Decider {\n    fn conclude(&self) { self.run(); }\n}\n",
+    );
+    write(
+        "engine/stack.rs",
+        "fn f(decider: &super::Decider) {\n    decider.conclude();\n    \
+         tracing::debug!(\"{}\", crate::engine::run::X);\n}\n",
+    );
+    let edges = file_edges(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    let of = |file: &str| edges.get(file).cloned().unwrap_or_default();
+    assert_eq!(
+        of("engine/stack.rs"),
+        BTreeSet::from([
+            "engine/conclude.rs".to_owned(),
+            "engine/mod.rs".to_owned(),
+            "engine/run.rs".to_owned()
+        ])
+    );
+    assert_eq!(
+        circle(&edges),
+        Some(vec![
+            "engine/conclude.rs".to_owned(),
+            "engine/run.rs".to_owned(),
+            "engine/conclude.rs".to_owned()
         ])
     );
 }

@@ -59,7 +59,7 @@ pub(crate) fn script() -> &'static Arc<Lua> {
 }
 
 /// The replies of a stack's limits, in order: a stack's few held inline.
-pub(crate) type Verdicts = SmallVec<[Reply; 4]>;
+pub(crate) type Replies = SmallVec<[Reply; 4]>;
 
 /// Where a stack's states lie while it runs: each distinct key's, by its [`Part::slot`]. A
 /// store lends each where it holds it, as a single check's, so that no state is copied out
@@ -85,7 +85,7 @@ pub(crate) trait Heard {
     fn allowed(&self, part: usize) -> bool;
 }
 
-impl Heard for Verdicts {
+impl Heard for Replies {
     fn push(&mut self, reply: Reply) {
         Self::push(self, reply);
     }
@@ -232,7 +232,7 @@ mod tests {
             part(Builtin::TokenBucket, BUCKET, 1),
             part(Builtin::FixedWindow, WINDOW, 2),
         ];
-        let mut replies = Verdicts::new();
+        let mut replies = Replies::new();
         evaluate(&parts, now, &mut slots[..], &mut replies).unwrap();
         let allowed: Vec<bool> = replies.iter().map(|reply| reply.allow).collect();
         assert_eq!(allowed, [true, false]);

@@ -188,7 +188,7 @@ impl Builder {
             shadow: limiter.shadow.unwrap_or(self.shadow),
             shadow_denials: LogThrottle::new(),
             style,
-            rules: RuleSet::resolve(limiter.rules.as_ref(), &self.rules),
+            rules: RuleSet::merged(limiter.rules.as_ref(), &self.rules),
             hook: limiter.hook.or_else(|| self.hook.clone()),
         }
     }

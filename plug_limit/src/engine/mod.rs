@@ -2,11 +2,12 @@
 //!
 //! A request's check runs in one direction, a file per stage: preparing it (`prepare.rs`: the
 //! limiter, the rules, the key, into an [`Evaluation`](evaluation::Evaluation)), running it
-//! (`run.rs`: the deny cache, one backend dispatch, then the hook and the failure policy), and
-//! what an admitted request owes after its response (`debt.rs`, settled by `settle/`). A stack
+//! (`run.rs`: the deny cache, one backend dispatch), concluding it (`conclude.rs`: the hook
+//! and the failure policy), and what an admitted request owes after its response (`debt.rs`,
+//! settled by `settle/`). A stack
 //! (`stack.rs`), a limit with local batches (`batched.rs`, over `batch/`) and a wait for
-//! admission (`wait.rs`) each run their own type over the same stages; checks from code and
-//! the resets are `calls.rs`. [`Decider`] holds what they share and keeps it to this room.
+//! admission (`wait.rs`) each run their own type over the same stages; a check from code and
+//! the resets are `calls.rs` (a stack's from code, `stack.rs`). [`Decider`] holds what they share and keeps it to this room.
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicBool;
@@ -16,6 +17,8 @@ use std::time::{Duration, Instant};
 use crate::backend::{Backend, MemoryBackend};
 use crate::clock::{Clock, SystemClock};
 use crate::config::{Enabled, FailurePolicy, LogLevel};
+use crate::error::{BuildError, Error};
+use crate::limit::LimitRef;
 use crate::telemetry::Telemetry;
 
 pub(crate) use self::deny_cache::DenyCache;
@@ -28,6 +31,7 @@ pub(crate) use self::verdict::Verdict;
 pub(crate) mod batch;
 mod batched;
 mod calls;
+mod conclude;
 mod debt;
 mod deny_cache;
 mod evaluation;
@@ -71,11 +75,11 @@ pub(crate) struct Settings {
 pub(crate) struct Decider {
     enabled: Enabled,
     prefix: Box<str>,
-    /// For a limit naming no registered limiter.
+    /// For a limit naming no registered limiter, and a resolver that overruns the timeout.
     log_level: LogLevel,
-    /// For a limit naming no registered limiter.
+    /// For a limit naming no registered limiter, and a resolver that overruns the timeout.
     on_failure: FailurePolicy,
-    /// For a limit naming no registered limiter.
+    /// For a limit naming no registered limiter, and a resolver that overruns the timeout.
     failures: LogThrottle,
     /// Reading with what a request owes after its response: a refund lifts a cached denial.
     denials: Arc<DenyCache>,
@@ -141,7 +145,19 @@ impl Decider {
         self.enabled.is_enabled()
     }
 
-    /// The limiters it knows, for a layer to check its limits against when it is made.
+    /// Whether `limiter` is registered: the error a check of it would fail with, if not.
+    pub(crate) fn knows(&self, limiter: &str) -> Result<(), Error> {
+        self.registry.get(limiter).map(|_| ())
+    }
+
+    /// Whether a check of `limit` can run as it is written: the registry's
+    /// [`admits`](Registry::admits).
+    pub(crate) fn admits(&self, limit: LimitRef<'_>) -> Result<(), BuildError> {
+        self.registry.admits(limit)
+    }
+
+    /// The limiters it knows, for the unit tests of the rooms above.
+    #[cfg(test)]
     pub(crate) fn registry(&self) -> &Registry {
         &self.registry
     }

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
+use std::future::Future;
 use std::hash::BuildHasher;
 use std::sync::LazyLock;
 use std::sync::atomic::Ordering;
@@ -19,6 +20,7 @@ use super::ruling;
 use super::verdict::refuse_or_pass;
 use super::{Decider, Verdict};
 use crate::config::KeyFailure;
+use crate::error::Error;
 use crate::key::{self, Extracted, KeyExtractor, Reads};
 use crate::limit::{LimitRef, Opt};
 use crate::rejection::RateLimitRejection;
@@ -45,11 +47,11 @@ pub(super) struct Reading<'p> {
 }
 
 impl Decider {
-    /// A request's check up to its dispatch: the limiter, the rules, the key (with `shared`,
+    /// A request's check up to its dispatch: the limiter, the rules, the key (with `reading`,
     /// what a stack's limits share of reading the request: the route it matched, looked up
     /// once, and the header the limit before read, not read again);
-    /// then `then` of the request, handed over where it is made rather than moved out and in
-    /// again (the request is some three hundred bytes). [`Prepared::Pass`] or
+    /// then `then` of the evaluation, handed over where it is made rather than moved out and in
+    /// again (an evaluation is some three hundred bytes). [`Prepared::Pass`] or
     /// [`Prepared::Answered`] when the preparation settles the check.
     #[inline]
     pub(super) fn prepare<'a, T>(
@@ -183,4 +185,22 @@ pub(super) fn named<'a>(entry: &'a Entry, limit: &LimitRef<'a>) -> Named<'a> {
 pub(super) fn opts_id(opts: &[Opt]) -> u64 {
     static HASHER: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
     HASHER.hash_one(opts)
+}
+
+impl Decider {
+    /// Runs a limit's resolver within the check's timeout. One that overruns it fails like a
+    /// check that could not decide, by the handle's failure policy (no limiter is known yet to
+    /// have one of its own): a resolver waiting on a slow database must not hold every request
+    /// with it. `Err` holds the decision of a request no limit could be chosen for.
+    pub(crate) async fn within_timeout<L>(
+        &self,
+        resolver: impl Future<Output = Option<L>>,
+    ) -> Result<Option<L>, Verdict> {
+        let Ok(limit) = tokio::time::timeout(self.timeout, resolver).await else {
+            let error = Error::Timeout(self.timeout);
+            self.failures.log(self.log_level, "resolver", &error);
+            return Err(refuse_or_pass(self.on_failure, error));
+        };
+        Ok(limit)
+    }
 }

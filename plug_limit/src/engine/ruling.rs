@@ -32,7 +32,7 @@ pub(crate) enum Ruling {
 impl RuleSet {
     /// The rules of a limiter: its own over the global ones; `None` when nothing would ever
     /// skip or refuse a request. Lists were validated by `build`.
-    pub(crate) fn resolve(own: Option<&Rules>, global: &Rules) -> Option<Arc<Self>> {
+    pub(crate) fn merged(own: Option<&Rules>, global: &Rules) -> Option<Arc<Self>> {
         let rules = match own {
             Some(own) => own.over(global),
             None => global.clone(),
@@ -132,17 +132,17 @@ mod tests {
     }
 
     fn ruling(rules: &Rules, peer: Option<&str>) -> Ruling {
-        let set = RuleSet::resolve(None, rules).expect("rules");
+        let set = RuleSet::merged(None, rules).expect("rules");
         set.judge(&parts(peer, None))
     }
 
     #[test]
     fn no_rules_resolve_to_none() {
-        assert!(RuleSet::resolve(None, &Rules::new()).is_none());
+        assert!(RuleSet::merged(None, &Rules::new()).is_none());
         let empty = Rules::new()
             .allow_cidrs::<[&str; 0]>([])
             .ip_from(client_ip(ClientIpSource::ConnectInfo, &[]));
-        assert!(RuleSet::resolve(None, &empty).is_none());
+        assert!(RuleSet::merged(None, &empty).is_none());
     }
 
     #[test]
@@ -151,7 +151,7 @@ mod tests {
             .allow_cidrs(["10.0.0.0/8"])
             .deny_cidrs(["10.6.6.0/24"])
             .skip(|parts| parts.uri.path() == "/health");
-        let set = RuleSet::resolve(None, &rules).unwrap();
+        let set = RuleSet::merged(None, &rules).unwrap();
         assert_eq!(set.judge(&parts(Some("10.6.6.6"), None)), Ruling::Forbid);
         let health = |peer| {
             let mut parts = parts(Some(peer), None);
@@ -210,7 +210,7 @@ mod tests {
             .ip_from(client_ip(ClientIpSource::RightmostXForwardedFor, proxies))
             .deny_cidrs(["203.0.113.0/24"])
             .skip(|parts| parts.uri.path() == "/health");
-        let set = RuleSet::resolve(None, &rules).unwrap();
+        let set = RuleSet::merged(None, &rules).unwrap();
         let mut health = parts(Some("10.1.0.5"), None);
         health.uri = "/health".parse().unwrap();
         assert_eq!(set.judge(&health), Ruling::Pass);
@@ -233,7 +233,7 @@ mod tests {
             .ip_from(client_ip(ClientIpSource::RightmostXForwardedFor, proxies))
             .allow_cidrs(["10.0.0.0/8"])
             .deny_cidrs(["198.51.100.0/24"]);
-        let set = RuleSet::resolve(None, &rules).unwrap();
+        let set = RuleSet::merged(None, &rules).unwrap();
         let judge = |peer, xff| set.judge(&parts(Some(peer), Some(xff)));
         // Straight in, claiming an internal address: its own address decides.
         assert_eq!(judge("203.0.113.5", "10.0.0.1"), Ruling::Check);

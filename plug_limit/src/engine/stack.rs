@@ -31,12 +31,12 @@ use crate::telemetry::{self, DecisionLabel, Watch};
 
 impl Decider {
     /// Decides one request under every limit of `limits` at once.
-    pub(crate) async fn decide_all(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Verdict {
-        let step = match limits {
+    pub(crate) async fn check_request(&self, limits: &[LimitRef<'_>], parts: &Parts) -> Verdict {
+        let started = match limits {
             [limit] => self.start(limit, parts),
             limits => self.start_stack(limits, parts),
         };
-        match step {
+        match started {
             Started::Done(verdict) => verdict,
             Started::Waiting(call) => call.await,
         }
@@ -284,7 +284,7 @@ impl Stack<'_> {
         // The limits whose hooks hear the merged outcome, gathered only when one has a hook.
         let mut heard: Few<&Entry> = Few::new();
         // Made only when a limit is owed something: most stacks owe nothing.
-        let mut owed: Option<Vec<RequestDebt>> = None;
+        let mut debts: Option<Vec<RequestDebt>> = None;
         // Read in place: only the answer that speaks is moved out, and made an outcome.
         let mut tightest = Tightest::default();
         for (at, (evaluation, answer)) in self.evaluations.iter().zip(answers.iter()).enumerate() {
@@ -299,7 +299,7 @@ impl Stack<'_> {
                 // What an admitted stack owes each limit that settles after the response.
                 if evaluation.terms().owes() {
                     let caches_denials = evaluation.cached().is_some();
-                    owed.get_or_insert_with(Vec::new).push(decider.debt_of(
+                    debts.get_or_insert_with(Vec::new).push(decider.debt_of(
                         backend,
                         evaluation.call(),
                         evaluation.terms(),
@@ -336,7 +336,7 @@ impl Stack<'_> {
             });
             for_the_stack(speaking)
         };
-        let merged = match owed.and_then(RequestDebt::stacked) {
+        let merged = match debts.and_then(RequestDebt::stacked) {
             Some(debt) => merged.with_debt(debt),
             None => merged,
         };

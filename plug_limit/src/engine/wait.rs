@@ -1,6 +1,6 @@
 //! Waiting instead of refusing: a check retried after each denial, on the schedule of
 //! `pace.rs`, until admitted or out of time. [`Decider::acquire`] for a call,
-//! [`Decider::decide_waiting`] for a request.
+//! [`Decider::check_request_waiting`] for a request.
 //!
 //! The requests of one key at this instance wait in one line (`line.rs`), first come, first
 //! served: each takes its place before its first check (one that checked first could
@@ -54,15 +54,15 @@ impl Decider {
             .await
     }
 
-    /// Decides one request under `limits` as [`decide_all`](Self::decide_all) does, retrying a
+    /// Decides one request under `limits` as [`check_request`](Self::check_request) does, retrying a
     /// denial (the default 429, not a hook's own answer) for at most `bound` from now.
-    pub(crate) async fn decide_waiting(
+    pub(crate) async fn check_request_waiting(
         &self,
         limits: &[LimitRef<'_>],
         parts: &Parts,
         bound: Duration,
     ) -> Verdict {
-        let check = || self.decide_all(limits, parts);
+        let check = || self.check_request(limits, parts);
         let line = self.line_of(limits, parts);
         let refuse = |denial| Err(RateLimitRejection::denied(denial));
         let answers = (request_denied, request_admitted, refuse);

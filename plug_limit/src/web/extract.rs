@@ -121,7 +121,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let limits = PlugLimit::from_ref(state);
-        let outcome = limits.decider().decide_all(L::STACK, parts).await?;
+        let outcome = limits.decider().check_request(L::STACK, parts).await?;
         let settles = L::STACK.iter().any(|limit| limit.settle);
         Ok(Self::from_outcome(outcome, parts, settles))
     }

@@ -94,9 +94,9 @@ impl Breakers {
     /// the slot map is read again (see `Masters::failed`), since a failover or a slot move may
     /// be why.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
-    pub(super) fn failed(&self, opened: bool, connections: &Link, timeout: Duration) {
+    pub(super) fn failed(&self, opened: bool, link: &Link, timeout: Duration) {
         #[cfg(feature = "cluster")]
-        if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
+        if let (Self::Masters(masters), Some(current)) = (self, link.current()) {
             masters.failed(current, opened, timeout);
         }
     }
@@ -105,9 +105,9 @@ impl Breakers {
     /// have come from a replica promoted in its master's place, which is then a master with
     /// a breaker of its own.
     #[cfg_attr(not(feature = "cluster"), allow(unused_variables, clippy::unused_self))]
-    pub(super) fn closed(&self, connections: &Link, timeout: Duration) {
+    pub(super) fn closed(&self, link: &Link, timeout: Duration) {
         #[cfg(feature = "cluster")]
-        if let (Self::Masters(masters), Some(current)) = (self, connections.current()) {
+        if let (Self::Masters(masters), Some(current)) = (self, link.current()) {
             masters.read(current, timeout);
         }
     }

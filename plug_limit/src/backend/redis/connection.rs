@@ -1,4 +1,5 @@
-//! The one multiplexed connection every check shares, and when it is replaced.
+//! The link to one Redis: where its multiplexed connection comes from, checking one out,
+//! and when it is replaced.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -38,7 +39,7 @@ pub(crate) enum ConnectionSource {
 /// command at once (its driver is gone), never for one node's failure or silence, and it is
 /// not pinged when idle.
 pub(crate) struct Link {
-    pool: ConnectionSource,
+    source: ConnectionSource,
     current: Mutex<Option<Current>>,
     // Serialises checkouts, so a burst of first requests takes one connection, not one each.
     checkout: tokio::sync::Mutex<()>,
@@ -65,12 +66,12 @@ pub(crate) struct Current {
 
 impl Link {
     pub(crate) fn new(
-        pool: ConnectionSource,
+        source: ConnectionSource,
         response_timeout: Duration,
         eviction: Arc<Eviction>,
     ) -> Self {
         Self {
-            pool,
+            source,
             current: Mutex::new(None),
             checkout: tokio::sync::Mutex::new(()),
             response_timeout,
@@ -171,7 +172,7 @@ impl Link {
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        match self.pool {
+        match self.source {
             ConnectionSource::Single(_) | ConnectionSource::Own(_) => false,
             #[cfg(feature = "cluster")]
             ConnectionSource::Cluster(_) => true,
@@ -189,7 +190,7 @@ impl Link {
 
     /// The kind of connection, and the pool's status (none for the application's own).
     pub(crate) fn status(&self) -> (&'static str, Option<deadpool_redis::Status>) {
-        match &self.pool {
+        match &self.source {
             ConnectionSource::Single(pool) => ("single", Some(pool.status())),
             #[cfg(feature = "cluster")]
             ConnectionSource::Cluster(pool) => ("cluster", Some(pool.status())),
@@ -207,7 +208,7 @@ impl Link {
         if let Some(current) = self.lock().clone() {
             return Ok(current);
         }
-        let conn = match &self.pool {
+        let conn = match &self.source {
             ConnectionSource::Single(pool) => {
                 let mut conn = Connection::take(pool.get().await?);
                 conn.set_response_timeout(self.response_timeout);

@@ -60,7 +60,7 @@ mod multiplexed;
 
 /// Runs limiter scripts on Redis.
 pub(crate) struct RedisBackend {
-    connections: Link,
+    link: Link,
     /// The most a call may take, connection included.
     timeout: Duration,
     /// Set: built-ins decide by this clock instead of the server's `TIME`.
@@ -84,15 +84,15 @@ impl RedisBackend {
         // Twice the backend's timeout: the backend's fires first and is the one that counts.
         let response_timeout = settings.timeout.saturating_mul(2);
         let eviction = Eviction::new(settings.pool.clone(), settings.timeout);
-        let connections = Link::new(pool, response_timeout, eviction);
+        let link = Link::new(pool, response_timeout, eviction);
         let breakers = Breakers::new(
-            connections.is_cluster(),
+            link.is_cluster(),
             settings.breaker,
             settings.log_level,
             settings.pool,
         );
         Self {
-            connections,
+            link,
             timeout: settings.timeout,
             clock: settings.clock,
             breakers,
@@ -176,7 +176,7 @@ impl RedisBackend {
                 .then(|| SystemClock.now_ms()),
         };
         let mut outcomes: Outcomes = (0..parts.len()).map(|_| None).collect();
-        let groups = slot_groups(parts, self.connections.is_cluster());
+        let groups = slot_groups(parts, self.link.is_cluster());
         // A group on a master whose breaker is open would fail the stack: it fails before any
         // group counts, rather than after the groups before it counted for nothing.
         #[cfg(feature = "cluster")]
@@ -274,7 +274,7 @@ impl RedisBackend {
         keep: &(dyn Fn(&[u8]) -> bool + Sync),
     ) -> Result<u64, Error> {
         #[cfg(feature = "cluster")]
-        if self.connections.is_cluster() {
+        if self.link.is_cluster() {
             return self.delete_matching_on_cluster(pattern, keep).await;
         }
         let first = self.send(&Command::Plain(scan(0, pattern))).await?;
@@ -355,7 +355,7 @@ impl RedisBackend {
 
     /// What is known of the server's `maxmemory-policy`.
     pub(crate) fn eviction(&self) -> EvictionPolicy {
-        self.connections.eviction().policy()
+        self.link.eviction().policy()
     }
 
     /// The most a call may take, connection included.
@@ -388,30 +388,30 @@ impl RedisBackend {
         // Which connection the call used, and how many replies had arrived before it: a call
         // that times out on a connection that answered nothing since is not kept waiting on it.
         let used = AtomicU64::new(u64::MAX);
-        let replies = self.connections.replies();
+        let replies = self.link.replies();
         let call = async {
-            let mut current = self.connections.get().await?;
+            let mut current = self.link.get().await?;
             used.store(current.generation, Ordering::Relaxed);
             self.breakers.using(&current, self.timeout);
             let reply = match refused_at_once(command.run(&mut current.conn)).await {
                 Sent(reply) => reply,
                 // The connection is known dead and took nothing: a fresh one may carry it.
                 Refused => {
-                    self.connections.forget(&current);
-                    current = self.connections.get().await?;
+                    self.link.forget(&current);
+                    current = self.link.get().await?;
                     used.store(current.generation, Ordering::Relaxed);
                     command.run(&mut current.conn).await
                 }
             };
             match &reply {
-                Ok(_) => self.connections.replied(),
-                Err(err) if is_broken_connection(err) => self.connections.failed(&current),
+                Ok(_) => self.link.replied(),
+                Err(err) if is_broken_connection(err) => self.link.failed(&current),
                 Err(_) => {}
             }
             Ok::<_, Error>(reply?)
         };
         let result = tokio::time::timeout(left, call).await.unwrap_or_else(|_| {
-            self.connections
+            self.link
                 .forget_if_silent(used.load(Ordering::Relaxed), replies);
             Err(Error::Timeout(self.timeout))
         });
@@ -419,13 +419,12 @@ impl RedisBackend {
         match &result {
             Err(error) if is_outage(error) => {
                 let opened = breaker.failed(admit, Instant::now());
-                self.breakers
-                    .failed(opened, &self.connections, self.timeout);
+                self.breakers.failed(opened, &self.link, self.timeout);
             }
             // Redis answered, if only with a script error: it is up.
             _ => {
                 if breaker.succeeded(admit) {
-                    self.breakers.closed(&self.connections, self.timeout);
+                    self.breakers.closed(&self.link, self.timeout);
                 }
             }
         }
@@ -506,12 +505,12 @@ fn is_outage(error: &Error) -> bool {
 
 impl fmt::Debug for RedisBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (kind, status) = self.connections.status();
+        let (kind, status) = self.link.status();
         f.debug_struct("RedisBackend")
             .field("kind", &kind)
             .field("pool", &status)
             .field("timeout", &self.timeout)
-            .field("connected", &self.connections.is_connected())
+            .field("connected", &self.link.is_connected())
             .finish_non_exhaustive()
     }
 }

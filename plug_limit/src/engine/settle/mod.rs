@@ -122,25 +122,25 @@ impl RequestDebt {
         if parts.is_empty() {
             return None;
         }
-        let mut owed: Vec<Claim> = parts
+        let mut claims: Vec<Claim> = parts
             .into_iter()
             .flat_map(|mut part| std::mem::take(&mut part.0))
             .collect();
-        let shared = owed.iter().find_map(|owed| owed.usage.clone());
-        for owed in &mut owed {
-            if owed.usage.is_some() {
-                owed.usage.clone_from(&shared);
+        let shared = claims.iter().find_map(|claim| claim.usage.clone());
+        for claim in &mut claims {
+            if claim.usage.is_some() {
+                claim.usage.clone_from(&shared);
             }
         }
-        (!owed.is_empty()).then_some(Self(owed))
+        (!claims.is_empty()).then_some(Self(claims))
     }
 
     /// The same debt, its lease (if it holds one) renewed every third of its life until it is
     /// given back: a request in flight longer than its lease keeps its units.
     pub(crate) fn renewing(mut self) -> Self {
-        for owed in &mut self.0 {
-            if owed.admission.lease.is_some() {
-                owed.renewal = Renewal::start(Arc::clone(&owed.admission), owed.reserved);
+        for claim in &mut self.0 {
+            if claim.admission.lease.is_some() {
+                claim.renewal = Renewal::start(Arc::clone(&claim.admission), claim.reserved);
             }
         }
         self
@@ -150,14 +150,14 @@ impl RequestDebt {
 impl Debt for RequestDebt {
     /// The response's status, for [`Terms::count_if`]; the first one given stands.
     fn responded(&self, status: StatusCode) {
-        for owed in &self.0 {
-            let _ = owed.status.set(status);
+        for claim in &self.0 {
+            let _ = claim.status.set(status);
         }
     }
 
     /// Where the handler reports what the request used, for a cost that is an estimate.
     fn usage(&self) -> Option<&Usage> {
-        self.0.iter().find_map(|owed| owed.usage.as_ref())
+        self.0.iter().find_map(|claim| claim.usage.as_ref())
     }
 }
 

@@ -57,7 +57,7 @@ impl<L: Limits> RateLimitLayer<L> {
     #[must_use]
     pub fn new(limits: PlugLimit) -> Self {
         for limit in L::STACK {
-            if let Err(error) = limits.decider().registry().get(limit.limiter) {
+            if let Err(error) = limits.decider().knows(limit.limiter) {
                 tracing::error!(target: "plug_limit", "RateLimitLayer: {error}");
             }
         }

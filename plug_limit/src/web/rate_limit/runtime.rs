@@ -90,7 +90,7 @@ impl RateLimitLayer<RuntimeLimit> {
     /// # }
     /// ```
     pub fn runtime(limits: PlugLimit, limit: RuntimeLimit) -> Result<Self, BuildError> {
-        limits.decider().registry().admits(limit.as_ref())?;
+        limits.decider().admits(limit.as_ref())?;
         Ok(Self::resolve(limits, move |_| Some(limit.clone())))
     }
 
@@ -210,7 +210,7 @@ where
             if !decider.is_enabled() {
                 return unlimited(inner.call(request).await);
             }
-            match decider.resolve(limit).await {
+            match decider.within_timeout(limit).await {
                 Ok(Some(limit)) => limited(&limits, wait, &[limit.as_ref()], request, inner).await,
                 Ok(None) | Err(Ok(_)) => unlimited(inner.call(request).await),
                 Err(Err(rejection)) => Ok(grpc::refuse(request.headers(), rejection)),

@@ -117,11 +117,15 @@ where
 {
     let (parts, body) = request.into_parts();
     let decider = limits.decider();
-    let decided = match wait {
-        None => decider.decide_all(limits_of, &parts).await,
-        Some(bound) => decider.decide_waiting(limits_of, &parts, bound).await,
+    let verdict = match wait {
+        None => decider.check_request(limits_of, &parts).await,
+        Some(bound) => {
+            decider
+                .check_request_waiting(limits_of, &parts, bound)
+                .await
+        }
     };
-    let mut outcome = match decided {
+    let mut outcome = match verdict {
         Ok(outcome) => outcome,
         Err(rejection) => return Ok(grpc::refuse(&parts.headers, rejection)),
     };

@@ -1,4 +1,4 @@
-//! [`SendHeaders`], the service a [`SendHeadersLayer`](crate::SendHeadersLayer)(super::SendHeadersLayer) wraps around
+//! [`SendHeaders`], the service a [`SendHeadersLayer`](crate::SendHeadersLayer) wraps around
 //! another, and the slot an extractor leaves its outcome in for it.
 
 use std::fmt;
