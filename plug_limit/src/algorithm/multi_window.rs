@@ -27,11 +27,7 @@ pub(super) fn evaluate(argv: &Argv<'_>, slot: &mut Option<Stored>) -> Result<Rep
     // The cost and `now` follow the rates.
     let (units, now) = argv.cost_and_now(NAME, count)?;
     match units {
-        Charge::Refund(cost) => {
-            read(&mut limits, slot.as_ref(), now, cost);
-            refund(slot, &mut limits, cost, now);
-            reply(&limits, now, false, 1.0, true)
-        }
+        Charge::Refund(cost) => refund(&mut limits, cost, now, slot),
         Charge::Force(cost) => force(&mut limits, cost, now, slot),
         Charge::Take(cost) => take(&mut limits, cost, now, slot),
     }
@@ -80,6 +76,20 @@ fn read(limits: &mut [Limit], slot: Option<&Stored>, now: f64, need: f64) -> (bo
         denied |= l.count + need > l.limit;
     }
     (denied, started)
+}
+
+/// The script's refund: every window counting something gives back up to `cost`; always
+/// allowed, the headers of the state after.
+fn refund(
+    limits: &mut [Limit],
+    cost: f64,
+    now: f64,
+    slot: &mut Option<Stored>,
+) -> Result<Reply, Refusal> {
+    // Whether a limit would deny is no matter to a refund.
+    read(limits, slot.as_ref(), now, cost);
+    give_back(slot, limits, cost, now);
+    reply(limits, now, false, 1.0, true)
 }
 
 /// The script's forced charge: every window counts `cost` more, up to [`CAP`], written as an
@@ -190,11 +200,12 @@ fn consume(slot: &mut Option<Stored>, limits: &[Limit], cost: f64, started: bool
     }
 }
 
+
 /// HSET of the count of every window that counts something, less `cost` (never below 0);
 /// HDEL of a window begun at `now` and given back in full, and the key goes with its last
 /// window.
 #[allow(clippy::cast_possible_truncation)] // values stay below 2^53
-fn refund(slot: &mut Option<Stored>, limits: &mut [Limit], cost: f64, now: f64) {
+fn give_back(slot: &mut Option<Stored>, limits: &mut [Limit], cost: f64, now: f64) {
     let Some(Stored {
         state: State::MultiWindow { windows },
         ..
