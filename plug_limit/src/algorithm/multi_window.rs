@@ -200,7 +200,6 @@ fn consume(slot: &mut Option<Stored>, limits: &[Limit], cost: f64, started: bool
     }
 }
 
-
 /// HSET of the count of every window that counts something, less `cost` (never below 0);
 /// HDEL of a window begun at `now` and given back in full, and the key goes with its last
 /// window.

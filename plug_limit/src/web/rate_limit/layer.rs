@@ -5,7 +5,10 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use tower_layer::Layer;
+
 use super::resolver::Resolver;
+use super::service::RateLimit;
 use crate::handle::PlugLimit;
 use crate::limit::Limits;
 
@@ -126,5 +129,13 @@ impl<L> fmt::Debug for RateLimitLayer<L> {
             .field("limits", &self.limits)
             .field("wait", &self.wait)
             .finish()
+    }
+}
+
+impl<S, L> Layer<S> for RateLimitLayer<L> {
+    type Service = RateLimit<S, L>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit::new(inner, self.limits.clone(), self.resolver.clone(), self.wait)
     }
 }

@@ -182,9 +182,9 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let (parts, body) = request.into_parts();
-        let limits = self.layer.limits.clone();
-        let wait = self.layer.wait;
-        let limit = match &self.layer.resolver {
+        let limits = self.limits.clone();
+        let wait = self.wait;
+        let limit = match &self.resolver {
             Some(Resolver::Sync(resolver)) => {
                 let limit = resolver(&parts);
                 let request = Request::from_parts(parts, body);

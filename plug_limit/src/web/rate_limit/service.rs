@@ -1,7 +1,9 @@
-//! [`RateLimit`], the service a [`RateLimitLayer`] wraps around another: each request checked
-//! by its typed limit, then answered by the inner service, or refused.
+//! [`RateLimit`], the service a [`RateLimitLayer`](crate::RateLimitLayer) wraps around
+//! another: each request checked by its typed limit, then answered by the inner service, or
+//! refused.
 
 use std::fmt;
+use std::marker::PhantomData;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -10,34 +12,41 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use http::Request;
-use tower_layer::Layer;
 use tower_service::Service;
 
 use super::grpc;
-use super::layer::RateLimitLayer;
+use super::resolver::Resolver;
 use crate::engine::settle;
 use crate::handle::PlugLimit;
 use crate::limit::{LimitRef, Limits};
 use crate::outcome::Outcome;
 
-impl<S, L> Layer<S> for RateLimitLayer<L> {
-    type Service = RateLimit<S, L>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        RateLimit {
-            inner,
-            layer: self.clone(),
-        }
-    }
-}
-
-/// The middleware built by [`RateLimitLayer`].
+/// The middleware built by [`RateLimitLayer`](crate::RateLimitLayer).
 pub struct RateLimit<S, L> {
-    pub(crate) inner: S,
-    pub(crate) layer: RateLimitLayer<L>,
+    pub(super) inner: S,
+    pub(super) limits: PlugLimit,
+    pub(super) resolver: Option<Resolver>,
+    pub(super) wait: Option<Duration>,
+    _limit: PhantomData<fn() -> L>,
 }
 
 impl<S, L> RateLimit<S, L> {
+    /// `inner` under the layer's limits (`L`, or `resolver`'s choice), waiting up to `wait`.
+    pub(super) fn new(
+        inner: S,
+        limits: PlugLimit,
+        resolver: Option<Resolver>,
+        wait: Option<Duration>,
+    ) -> Self {
+        Self {
+            inner,
+            limits,
+            resolver,
+            wait,
+            _limit: PhantomData,
+        }
+    }
+
     /// The inner service.
     pub fn get_ref(&self) -> &S {
         &self.inner
@@ -58,7 +67,10 @@ impl<S: Clone, L> Clone for RateLimit<S, L> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            layer: self.layer.clone(),
+            limits: self.limits.clone(),
+            resolver: self.resolver.clone(),
+            wait: self.wait,
+            _limit: PhantomData,
         }
     }
 }
@@ -94,8 +106,8 @@ where
         // polled ready and leave a fresh clone in its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let limits = self.layer.limits.clone();
-        let wait = self.layer.wait;
+        let limits = self.limits.clone();
+        let wait = self.wait;
         Box::pin(async move { limited(&limits, wait, L::STACK, request, inner).await })
     }
 }
