@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Decider;
-use super::evaluation::Evaluation;
+use super::prepare::Evaluation;
 use super::prepare::opts_id;
 use super::verdict::{StartedCheck, Verdict, waiting};
 use crate::backend::RedisBackend;

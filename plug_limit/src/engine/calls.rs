@@ -4,8 +4,8 @@
 use tracing::Instrument;
 
 use super::Decider;
-use super::evaluation::lease_for;
 use super::keys::{self, Keys};
+use super::prepare::lease_for;
 use super::prepare::named;
 use super::registry::Entry;
 use super::settle::Terms;

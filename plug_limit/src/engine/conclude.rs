@@ -3,7 +3,7 @@
 //! policy; the one place each happens.
 
 use super::Decider;
-use super::evaluation::Evaluation;
+use super::prepare::Evaluation;
 use super::verdict::{Verdict, refuse_or_pass};
 use crate::backend::Started;
 use crate::config::FailurePolicy;

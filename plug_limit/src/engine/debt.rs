@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::Decider;
-use super::evaluation::Evaluation;
+use super::prepare::Evaluation;
 use super::settle::{Deadline, RequestDebt, Terms};
 use crate::algorithm::Report;
 use crate::backend::{Backend, Call};

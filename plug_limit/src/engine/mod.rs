@@ -1,7 +1,7 @@
 //! The engine: every check, from a request or from a call, from start to end.
 //!
 //! A request's check runs in one direction, a file per stage: preparing it (`prepare.rs`: the
-//! limiter, the rules, the key, into an [`Evaluation`](evaluation::Evaluation)), running it
+//! limiter, the rules, the key, into an [`Evaluation`](prepare::Evaluation)), running it
 //! (`run.rs`: the deny cache, one backend dispatch), concluding it (`conclude.rs`: the hook
 //! and the failure policy), and what an admitted request owes after its response (`debt.rs`,
 //! settled by `settle/`). A stack
@@ -34,7 +34,6 @@ mod calls;
 mod conclude;
 mod debt;
 mod deny_cache;
-mod evaluation;
 mod keys;
 mod line;
 mod log_throttle;

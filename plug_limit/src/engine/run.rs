@@ -4,7 +4,7 @@
 
 use super::Decider;
 use super::batched::Batched;
-use super::evaluation::Evaluation;
+use super::prepare::Evaluation;
 use super::prepare::Prepared;
 use super::verdict::{StartedCheck, Verdict, waiting};
 use crate::backend::{Backend, Started};

@@ -11,7 +11,7 @@ use http::request::Parts;
 use smallvec::SmallVec;
 use tracing::Instrument;
 
-use super::evaluation::{Evaluation, styled};
+use super::prepare::{Evaluation, styled};
 use super::prepare::{Prepared, Reading};
 use super::verdict::refuse_or_pass;
 use super::verdict::{StartedCheck, Verdict, waiting};
