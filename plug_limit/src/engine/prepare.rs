@@ -120,26 +120,10 @@ impl Decider {
         let extractor = limit.key.unwrap_or(&*entry.key);
         let (key, scope) = match key::extract(extractor, parts, reads) {
             Ok(key) => (key, Cow::Borrowed(route_scope)),
-            Err(error) => {
-                tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
-                if matches!(error, key::KeyError::NoPeerAddress) {
-                    self.warn_no_peer();
-                }
-                let by_peer = match entry.on_key_failure {
-                    KeyFailure::PeerIp => key::peer_ip().extract(parts).ok().map(Extracted::Owned),
-                    KeyFailure::Reject | KeyFailure::Pass => None,
-                };
-                let Some(peer) = by_peer else {
-                    watch.failed(telemetry::KEY_CAUSE);
-                    watch.undecided();
-                    if entry.on_key_failure == KeyFailure::Pass {
-                        return Prepared::Pass;
-                    }
-                    return Prepared::Answered(Err(RateLimitRejection::KeyRejected(error)));
-                };
-                // A budget of its own: the extractor's keys and the peer's never meet.
-                (peer, Cow::Owned(format!("{route_scope}\0peer")))
-            }
+            Err(error) => match self.key_failed(entry, parts, route_scope, error, &watch) {
+                Ok(by_peer) => by_peer,
+                Err(prepared) => return prepared,
+            },
         };
         // Made where `then` takes it, not moved out and in again: it is some three hundred bytes.
         Prepared::Check(then(Evaluation {
@@ -158,6 +142,39 @@ impl Decider {
             },
             watch,
         }))
+    }
+
+    /// What a check whose key could not be read comes to: keyed by the peer's address in a
+    /// budget of its own, let through, or refused, as the limiter's `KeyFailure` says.
+    #[cold]
+    fn key_failed<'a, T>(
+        &self,
+        entry: &Entry,
+        parts: &'a Parts,
+        route_scope: &str,
+        error: key::KeyError,
+        watch: &Watch<'_>,
+    ) -> Result<(Extracted<'a>, Cow<'a, str>), Prepared<T>> {
+        tracing::debug!(target: "plug_limit", limiter = %entry.name(), %error, "no rate limit key");
+        if matches!(error, key::KeyError::NoPeerAddress) {
+            self.warn_no_peer();
+        }
+        let by_peer = match entry.on_key_failure {
+            KeyFailure::PeerIp => key::peer_ip().extract(parts).ok().map(Extracted::Owned),
+            KeyFailure::Reject | KeyFailure::Pass => None,
+        };
+        let Some(peer) = by_peer else {
+            watch.failed(telemetry::KEY_CAUSE);
+            watch.undecided();
+            if entry.on_key_failure == KeyFailure::Pass {
+                return Err(Prepared::Pass);
+            }
+            return Err(Prepared::Answered(Err(RateLimitRejection::KeyRejected(
+                error,
+            ))));
+        };
+        // A budget of its own: the extractor's keys and the peer's never meet.
+        Ok((peer, Cow::Owned(format!("{route_scope}\0peer"))))
     }
 
     /// Says once, at `WARN`, that requests come without a peer address: a server made without

@@ -39,11 +39,7 @@ impl Drop for Reserver {
         }
         // Never left reserving: the key's requests would wait on a call nobody makes.
         let error = Error::Timeout(self.inner.timeout);
-        let mut state = self.slot.state();
-        state.reserving = None;
-        state.probing = false;
-        state.answer_all(|| Served::Failed(error.duplicate()));
-        state.failed = Some((error, Instant::now()));
+        self.slot.state().reservation_failed(error, Instant::now());
     }
 }
 
@@ -126,10 +122,7 @@ impl Reserver {
         }) {
             Ok(landed) => landed,
             Err(error) => {
-                state.reserving = None;
-                state.probing = false;
-                state.answer_all(|| Served::Failed(error.duplicate()));
-                state.failed = Some((error, now));
+                state.reservation_failed(error, now);
                 // A denial past its time, which this reservation was to follow, holds no more.
                 if state
                     .denial
@@ -146,8 +139,7 @@ impl Reserver {
         state.measured(now.saturating_duration_since(sent_at));
         if state.held.is_forgotten() {
             // Units of a window a reset ended: each request takes one of the new window.
-            state.reserving = None;
-            state.probing = false;
+            state.reservation_ended();
             state.answer_all(|| Served::Exact);
             return Landed::Done;
         }
@@ -188,8 +180,22 @@ impl Reserver {
                 sent_at,
             );
         }
-        state.reserving = None;
-        state.probing = false;
+        state.reservation_ended();
+        self.give_back_leftover(state, generation, now, sent_at, window_left);
+        Landed::Done
+    }
+
+    /// What the grant `generation` left unspent at `now` goes back to Redis while its window
+    /// (`window_left` after `sent_at`) outlasts the give-back's way there; else the key's
+    /// batch is watched, to give back what it holds once it goes unused.
+    fn give_back_leftover(
+        &self,
+        state: &mut State,
+        generation: u64,
+        now: Instant,
+        sent_at: Instant,
+        window_left: Duration,
+    ) {
         let leftover = state.held.leftover(generation, now);
         let owner = || give_back::Owner {
             inner: Arc::clone(&self.inner),
@@ -207,7 +213,6 @@ impl Reserver {
         } else if state.held.holds(generation) {
             owner().watch(Arc::clone(&self.slot), generation);
         }
-        Landed::Done
     }
 
     /// Answers every waiting request with `denial` (a denial of this limit Redis answered for
@@ -230,8 +235,7 @@ impl Reserver {
         let mut denial = Denial::new(self.opts_id, denial, now, until);
         state.answer_all(|| Served::Answer(denial.answer(now)));
         state.denial = Some(denial);
-        state.reserving = None;
-        state.probing = false;
+        state.reservation_ended();
     }
 }
 

@@ -99,6 +99,20 @@ pub(super) enum Served {
 }
 
 impl State {
+    /// No reservation is on its way any more, nor a probe of a failing Redis.
+    pub(super) fn reservation_ended(&mut self) {
+        self.reserving = None;
+        self.probing = false;
+    }
+
+    /// The reservation failed with `error` at `now`: every waiting request is answered with
+    /// it, and the key remembers it.
+    pub(super) fn reservation_failed(&mut self, error: Error, now: Instant) {
+        self.reservation_ended();
+        self.answer_all(|| Served::Failed(error.duplicate()));
+        self.failed = Some((error, now));
+    }
+
     /// The held denial's answer to a request of the limit `opts`, while it holds: until its
     /// time, and past it while the reservation sent ahead of that time is on its way (what it
     /// brings replaces the denial; a request meanwhile would only wait to learn it).
