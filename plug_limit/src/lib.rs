@@ -120,6 +120,7 @@
 //! |---|---|---|
 //! | `macros` | the `#[rate_limit]` handler attribute | yes |
 //! | `cluster` | Redis Cluster: a cluster pool as the [`Store`] of [`PlugLimit::builder`] | no |
+//! | `sentinel` | Redis Sentinel: a Sentinel pool as the [`Store`] of [`PlugLimit::builder`], its primary found again after a failover | no |
 //! | `metrics` | decisions, failures, fallbacks, breaker state, script reloads and latency through the `metrics` crate (module `metrics`) | no |
 //! | `tonic` | the default key (and every key or rule that reads the TCP peer) finds the peer address tonic's server gives a call, for a [`RateLimitLayer`] around a tonic service (see the [guide](guide::limiting#grpc-one-budget-with-tonic)) | no |
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -51,6 +51,7 @@ mod rules;
 mod runtime_limits;
 mod scripts;
 mod send_headers;
+mod sentinel;
 mod shadow;
 mod stacked;
 mod streaming_bodies;

@@ -8,7 +8,7 @@ use axum::{Router, routing::get};
 use futures_util::future::join_all;
 use plug_limit::{CircuitBreaker, Error, FixedWindow, Opt, PlugLimit, RateLimited, key};
 use plug_limit_tests::limit;
-use plug_limit_tests::{Fault, FaultProxy, Logs, RedisServer, get as send_get, pool, stored_key};
+use plug_limit_tests::{Fault, FaultProxy, Logs, RedisServer, counted_at, get as send_get, pool};
 
 const OPTS: [Opt; 2] = [Opt::Int(100), Opt::Int(600)];
 
@@ -21,21 +21,9 @@ fn through(proxy: &FaultProxy, timeout: Duration) -> PlugLimit {
         .unwrap()
 }
 
-/// What Redis counted for the programmatic key `k`, read directly (not through the proxy).
+/// What Redis counted for the programmatic key `client`, read directly (not through the proxy).
 async fn counted(redis: &RedisServer, client: &str) -> i64 {
-    let mut conn = redis.connection().await;
-    plug_limit::redis::cmd("GET")
-        .arg(stored_key(
-            "plug_limit",
-            "fixed_window",
-            "100,600",
-            "",
-            client,
-        ))
-        .query_async::<Option<i64>>(&mut conn)
-        .await
-        .unwrap()
-        .unwrap_or(0)
+    counted_at(&redis.url(), "fixed_window", "100,600", client).await
 }
 
 #[tokio::test]

@@ -31,3 +31,19 @@ pub fn opts_text(opts: &[plug_limit::Opt]) -> String {
     let texts: Vec<String> = opts.iter().map(ToString::to_string).collect();
     texts.join(",")
 }
+
+/// What the Redis at `url` counted for a programmatic check of `limiter` with `opts` (as
+/// [`stored_key`] writes them) by `client`, without a scope: the counter, read directly.
+pub async fn counted_at(url: &str, limiter: &str, opts: &str, client: &str) -> i64 {
+    let mut conn = deadpool_redis::redis::Client::open(url)
+        .expect("redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to the test redis-server");
+    deadpool_redis::redis::cmd("GET")
+        .arg(stored_key("plug_limit", limiter, opts, "", client))
+        .query_async::<Option<i64>>(&mut conn)
+        .await
+        .expect("GET of a counter")
+        .unwrap_or(0)
+}

@@ -19,16 +19,18 @@ mod ports;
 mod readme;
 mod redis_server;
 mod requests;
+mod sentinel;
 
 pub use backends::{backends, pool, unique_prefix};
 pub use cluster::RedisCluster;
 pub use fault_proxy::{Fault, FaultProxy};
-pub use keys::{opts_text, stored_key};
+pub use keys::{counted_at, opts_text, stored_key};
 pub use load::{Sent, open_loop};
 pub use logs::Logs;
 pub use ports::{dead_url, free_port};
 pub use redis_server::RedisServer;
 pub use requests::{Reply, get, send, with_peer};
+pub use sentinel::{MASTER_NAME, SentinelSet};
 
 /// The limit of `limiter` with `opts`, as the programmatic checks take it, with the options
 /// left for the backend to judge, as the tests of its refusals need.

@@ -6,7 +6,8 @@ use deadpool_redis::redis::aio::ConnectionLike;
 use crate::backend::ConnectionSource;
 
 /// Where limits are kept, for [`PlugLimit::builder`](crate::PlugLimit::builder): a Redis pool
-/// (a `deadpool_redis::Pool` converts), a Redis Cluster pool (feature `cluster`), a connection
+/// (a `deadpool_redis::Pool` converts), a Redis Cluster pool (feature `cluster`), a Redis
+/// Sentinel pool (feature `sentinel`), a connection
 /// the application already holds ([`connection`](Self::connection)), or this process's memory
 /// ([`memory`](Self::memory)).
 ///
@@ -96,5 +97,17 @@ impl From<Pool> for Store {
 impl From<deadpool_redis::cluster::Pool> for Store {
     fn from(pool: deadpool_redis::cluster::Pool) -> Self {
         Self(Kind::Redis(ConnectionSource::Cluster(pool)))
+    }
+}
+
+/// One Redis with replicas under Sentinel (feature `sentinel`): each connection the pool makes
+/// asks Sentinel for the current primary. After a failover the connection to the old primary
+/// breaks (it is gone, or Sentinel closed its clients as it made it a replica), and the next
+/// check takes a connection to the promoted one (see the failures guide).
+#[cfg(feature = "sentinel")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sentinel")))]
+impl From<deadpool_redis::sentinel::Pool> for Store {
+    fn from(pool: deadpool_redis::sentinel::Pool) -> Self {
+        Self(Kind::Redis(ConnectionSource::Sentinel(pool)))
     }
 }

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 #[cfg(feature = "cluster")]
 use deadpool_redis::cluster;
 use deadpool_redis::redis::Value;
+#[cfg(feature = "sentinel")]
+use deadpool_redis::sentinel;
 use deadpool_redis::{Connection, Pool};
 
 use super::eviction::Eviction;
@@ -25,6 +27,9 @@ pub(crate) enum ConnectionSource {
     Single(Pool),
     #[cfg(feature = "cluster")]
     Cluster(cluster::Pool),
+    /// A pool whose every connection goes to the primary Sentinel names at the time.
+    #[cfg(feature = "sentinel")]
+    Sentinel(sentinel::Pool),
     Own(Box<dyn OwnConnection>),
 }
 
@@ -176,6 +181,8 @@ impl Link {
             ConnectionSource::Single(_) | ConnectionSource::Own(_) => false,
             #[cfg(feature = "cluster")]
             ConnectionSource::Cluster(_) => true,
+            #[cfg(feature = "sentinel")]
+            ConnectionSource::Sentinel(_) => false,
         }
     }
 
@@ -194,6 +201,8 @@ impl Link {
             ConnectionSource::Single(pool) => ("single", Some(pool.status())),
             #[cfg(feature = "cluster")]
             ConnectionSource::Cluster(pool) => ("cluster", Some(pool.status())),
+            #[cfg(feature = "sentinel")]
+            ConnectionSource::Sentinel(pool) => ("sentinel", Some(pool.status())),
             ConnectionSource::Own(_) => ("own connection", None),
         }
     }
@@ -217,6 +226,13 @@ impl Link {
             #[cfg(feature = "cluster")]
             ConnectionSource::Cluster(pool) => {
                 Multiplexed::Cluster(cluster::Connection::take(pool.get().await?))
+            }
+            // Made afresh, so Sentinel names the primary of the moment.
+            #[cfg(feature = "sentinel")]
+            ConnectionSource::Sentinel(pool) => {
+                let mut conn = sentinel::Connection::take(pool.get().await?);
+                conn.set_response_timeout(self.response_timeout);
+                Multiplexed::Single(conn)
             }
             // Its own reconnection, if any, is its own: the backend's timeout bounds each call.
             ConnectionSource::Own(conn) => Multiplexed::Own(conn.clone()),
