@@ -174,13 +174,11 @@ where
     type Future = BoxFuture<'static, Result<Response, S::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.get_mut().poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // As in `RateLimit`: the service polled ready serves this request.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = self.take_ready();
         let (parts, body) = request.into_parts();
         let limits = self.limits.clone();
         let wait = self.wait;

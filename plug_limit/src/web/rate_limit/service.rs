@@ -23,7 +23,7 @@ use crate::outcome::Outcome;
 
 /// The middleware built by [`RateLimitLayer`](crate::RateLimitLayer).
 pub struct RateLimit<S, L> {
-    pub(super) inner: S,
+    inner: S,
     pub(super) limits: PlugLimit,
     pub(super) resolver: Option<Resolver>,
     pub(super) wait: Option<Duration>,
@@ -60,6 +60,16 @@ impl<S, L> RateLimit<S, L> {
     /// Consumes the middleware, returning the inner service.
     pub fn into_inner(self) -> S {
         self.inner
+    }
+
+    /// The inner service that was polled ready, for the request being called, a fresh clone
+    /// left in its place: the check is awaited before the inner service runs.
+    pub(super) fn take_ready(&mut self) -> S
+    where
+        S: Clone,
+    {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
     }
 }
 
@@ -102,10 +112,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        // The check is awaited before the inner service runs: take the service that was
-        // polled ready and leave a fresh clone in its place.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
+        let inner = self.take_ready();
         let limits = self.limits.clone();
         let wait = self.wait;
         Box::pin(async move { limited(&limits, wait, L::STACK, request, inner).await })
