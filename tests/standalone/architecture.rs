@@ -128,6 +128,44 @@ fn is_test_only(attrs: &[syn::Attribute]) -> bool {
     })
 }
 
+/// Whether `item` is compiled for unit tests only (`#[cfg(test)]`).
+fn is_test_only_item(item: &syn::Item) -> bool {
+    let attrs = match item {
+        syn::Item::Const(i) => &i.attrs,
+        syn::Item::Enum(i) => &i.attrs,
+        syn::Item::Fn(i) => &i.attrs,
+        syn::Item::Impl(i) => &i.attrs,
+        syn::Item::Macro(i) => &i.attrs,
+        syn::Item::Mod(i) => &i.attrs,
+        syn::Item::Static(i) => &i.attrs,
+        syn::Item::Struct(i) => &i.attrs,
+        syn::Item::Trait(i) => &i.attrs,
+        syn::Item::Type(i) => &i.attrs,
+        syn::Item::Union(i) => &i.attrs,
+        syn::Item::Use(i) => &i.attrs,
+        _ => return false,
+    };
+    is_test_only(attrs)
+}
+
+/// `segments` as written in the module `module`, made absolute from the crate root; `None` for
+/// a path into another crate or a name of the module alone.
+fn absolute(module: &[String], segments: &[String]) -> Option<Vec<String>> {
+    let mut at: Vec<String> = match segments.first().map(String::as_str) {
+        Some("crate") => Vec::new(),
+        Some("super") => module[..module.len().saturating_sub(1)].to_vec(),
+        Some("self") => module.to_vec(),
+        _ => return None,
+    };
+    let mut rest = &segments[1..];
+    while rest.first().is_some_and(|s| s == "super") {
+        at.pop();
+        rest = &rest[1..];
+    }
+    at.extend(rest.iter().cloned());
+    Some(at)
+}
+
 /// Walks one file, keeping the module it is in (inline modules included).
 struct Reader<'a> {
     module: Vec<String>,
@@ -138,22 +176,16 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// A path of `segments` (as written, `crate`/`super`/`self` included) at `span`; `tail`
+    /// A path of `segments` (as written, `crate`/`super`/`self` included) at `line`; `tail`
     /// is what follows the written segments in a `use` tree: the names of a group, or a glob.
-    fn path(&mut self, segments: &[String], span: Span, tail: Option<&[String]>) {
-        let line = span.start().line;
-        let mut at: Vec<String> = match segments.first().map(String::as_str) {
-            Some("crate") => Vec::new(),
-            Some("super") => self.module[..self.module.len().saturating_sub(1)].to_vec(),
-            // `self::` stays in its module; other paths name another crate.
-            _ => return,
-        };
-        let mut rest = &segments[1..];
-        while rest.first().is_some_and(|s| s == "super") {
-            at.pop();
-            rest = &rest[1..];
+    fn path(&mut self, segments: &[String], line: usize, tail: Option<&[String]>) {
+        // `self::` stays in its module; other paths name another crate.
+        if segments.first().is_some_and(|first| first == "self") {
+            return;
         }
-        at.extend(rest.iter().cloned());
+        let Some(at) = absolute(&self.module, segments) else {
+            return;
+        };
         let firsts: Vec<String> = match (at.first(), tail) {
             (Some(first), _) => vec![first.clone()],
             (None, Some(names)) => names.to_vec(),
@@ -185,17 +217,17 @@ impl Reader<'_> {
             }
             syn::UseTree::Name(name) => {
                 prefix.push(name.ident.to_string());
-                self.path(prefix, name.ident.span(), None);
+                self.path(prefix, name.ident.span().start().line, None);
                 prefix.pop();
             }
             syn::UseTree::Rename(rename) => {
                 prefix.push(rename.ident.to_string());
-                self.path(prefix, rename.ident.span(), None);
+                self.path(prefix, rename.ident.span().start().line, None);
                 prefix.pop();
             }
             syn::UseTree::Glob(glob) => {
                 let star = ["*".to_owned()];
-                self.path(prefix, glob.star_token.span, Some(&star));
+                self.path(prefix, glob.star_token.span.start().line, Some(&star));
             }
             syn::UseTree::Group(group) => {
                 for item in &group.items {
@@ -207,58 +239,17 @@ impl Reader<'_> {
 
     /// `crate::a` and `super::a` written in a macro's tokens (`$crate` aside).
     fn tokens(&mut self, tokens: TokenStream) {
-        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
-        for (i, token) in tokens.iter().enumerate() {
-            match token {
-                TokenTree::Group(group) => self.tokens(group.stream()),
-                TokenTree::Ident(ident) if ident == "crate" || ident == "super" => {
-                    let after_dollar = i > 0
-                        && matches!(&tokens[i - 1], TokenTree::Punct(p) if p.as_char() == '$');
-                    if after_dollar {
-                        continue;
-                    }
-                    let mut segments = vec![ident.to_string()];
-                    let mut j = i + 1;
-                    while let (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)), Some(next)) =
-                        (tokens.get(j), tokens.get(j + 1), tokens.get(j + 2))
-                    {
-                        if a.as_char() != ':' || b.as_char() != ':' {
-                            break;
-                        }
-                        match next {
-                            TokenTree::Ident(next) => segments.push(next.to_string()),
-                            _ => break,
-                        }
-                        j += 3;
-                    }
-                    if segments.len() > 1 {
-                        self.path(&segments, ident.span(), None);
-                    }
-                }
-                _ => {}
-            }
+        let mut paths = Vec::new();
+        macro_paths(tokens, &mut paths);
+        for (line, segments) in paths {
+            self.path(&segments, line, None);
         }
     }
 }
 
 impl<'ast> Visit<'ast> for Reader<'_> {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Const(i) => &i.attrs,
-            syn::Item::Enum(i) => &i.attrs,
-            syn::Item::Fn(i) => &i.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Macro(i) => &i.attrs,
-            syn::Item::Mod(i) => &i.attrs,
-            syn::Item::Static(i) => &i.attrs,
-            syn::Item::Struct(i) => &i.attrs,
-            syn::Item::Trait(i) => &i.attrs,
-            syn::Item::Type(i) => &i.attrs,
-            syn::Item::Union(i) => &i.attrs,
-            syn::Item::Use(i) => &i.attrs,
-            _ => return syn::visit::visit_item(self, item),
-        };
-        if !is_test_only(attrs) {
+        if !is_test_only_item(item) {
             syn::visit::visit_item(self, item);
         }
     }
@@ -280,7 +271,7 @@ impl<'ast> Visit<'ast> for Reader<'_> {
                 .segments
                 .first()
                 .map_or_else(Span::call_site, |s| s.ident.span());
-            self.path(&segments, span, None);
+            self.path(&segments, span.start().line, None);
         }
         syn::visit::visit_path(self, path);
     }
@@ -545,22 +536,9 @@ struct PathReader {
 }
 
 impl PathReader {
-    /// `segments` as written, made absolute; `None` for a path into another crate or a name
-    /// of this module alone.
+    /// `segments` as written here, made absolute (see [`absolute`]).
     fn absolute(&self, segments: &[String]) -> Option<Vec<String>> {
-        let mut at: Vec<String> = match segments.first().map(String::as_str) {
-            Some("crate") => Vec::new(),
-            Some("super") => self.module[..self.module.len().saturating_sub(1)].to_vec(),
-            Some("self") => self.module.clone(),
-            _ => return None,
-        };
-        let mut rest = &segments[1..];
-        while rest.first().is_some_and(|s| s == "super") {
-            at.pop();
-            rest = &rest[1..];
-        }
-        at.extend(rest.iter().cloned());
-        Some(at)
+        absolute(&self.module, segments)
     }
 
     fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
@@ -614,22 +592,7 @@ impl PathReader {
 
 impl<'ast> Visit<'ast> for PathReader {
     fn visit_item(&mut self, item: &'ast syn::Item) {
-        let attrs = match item {
-            syn::Item::Const(i) => &i.attrs,
-            syn::Item::Enum(i) => &i.attrs,
-            syn::Item::Fn(i) => &i.attrs,
-            syn::Item::Impl(i) => &i.attrs,
-            syn::Item::Macro(i) => &i.attrs,
-            syn::Item::Mod(i) => &i.attrs,
-            syn::Item::Static(i) => &i.attrs,
-            syn::Item::Struct(i) => &i.attrs,
-            syn::Item::Trait(i) => &i.attrs,
-            syn::Item::Type(i) => &i.attrs,
-            syn::Item::Union(i) => &i.attrs,
-            syn::Item::Use(i) => &i.attrs,
-            _ => return syn::visit::visit_item(self, item),
-        };
-        if !is_test_only(attrs) {
+        if !is_test_only_item(item) {
             syn::visit::visit_item(self, item);
         }
     }
