@@ -14,21 +14,20 @@ const OPTS: [Opt; 2] = [Opt::Int(100_000), Opt::Int(600)];
 const TIMEOUT: Duration = Duration::from_millis(250);
 const OPEN_FOR: Duration = Duration::from_millis(500);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_primary_is_replaced_and_checks_are_decided_again() {
-    let mut set = SentinelSet::start();
+/// Limits on `set`'s Sentinel pool, with `client` checked `times` (each admitted) and copied to
+/// the replica before anything fails.
+async fn checked_and_copied(set: &SentinelSet, client: &str, times: usize) -> PlugLimit {
     let limits = PlugLimit::builder(set.pool())
         .timeout(TIMEOUT)
         .circuit_breaker(CircuitBreaker::new(3, OPEN_FOR))
         .build()
         .unwrap();
-    for _ in 0..5 {
+    for _ in 0..times {
         limits
-            .check(limit("fixed_window", &OPTS), "k")
+            .check(limit("fixed_window", &OPTS), client)
             .await
             .unwrap();
     }
-    // The replica holds the five before the primary goes.
     let mut primary = set.primary.connection().await;
     let synced: i64 = plug_limit::redis::cmd("WAIT")
         .arg(1)
@@ -37,6 +36,20 @@ async fn a_killed_primary_is_replaced_and_checks_are_decided_again() {
         .await
         .unwrap();
     assert_eq!(synced, 1);
+    limits
+}
+
+/// What the server on `port` counted for the programmatic key `client`.
+async fn counted(port: u16, client: &str) -> i64 {
+    let url = format!("redis://127.0.0.1:{port}/");
+    counted_at(&url, "fixed_window", "100000,600", client).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_primary_is_replaced_and_checks_are_decided_again() {
+    let mut set = SentinelSet::start();
+    // The replica holds the five before the primary goes.
+    let limits = checked_and_copied(&set, "k", 5).await;
     let promoted_port = set.replica.port();
 
     set.primary.stop();
@@ -96,8 +109,7 @@ async fn a_killed_primary_is_replaced_and_checks_are_decided_again() {
     );
     // Counted once or not at all: the promoted replica holds the five, every admitted check,
     // and at most the timed-out ones.
-    let url = format!("redis://127.0.0.1:{promoted_port}/");
-    let counted = counted_at(&url, "fixed_window", "100000,600", "k").await;
+    let counted = counted(promoted_port, "k").await;
     assert!(
         (5 + admitted..=5 + admitted + may_have_counted).contains(&counted),
         "counted {counted}, admitted {admitted}, timed out {may_have_counted}"
@@ -107,25 +119,7 @@ async fn a_killed_primary_is_replaced_and_checks_are_decided_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_demoted_to_replica_is_left_for_the_promoted_one() {
     let set = SentinelSet::start();
-    let limits = PlugLimit::builder(set.pool())
-        .timeout(TIMEOUT)
-        .circuit_breaker(CircuitBreaker::new(3, OPEN_FOR))
-        .build()
-        .unwrap();
-    for _ in 0..3 {
-        limits
-            .check(limit("fixed_window", &OPTS), "d")
-            .await
-            .unwrap();
-    }
-    let mut primary = set.primary.connection().await;
-    let synced: i64 = plug_limit::redis::cmd("WAIT")
-        .arg(1)
-        .arg(2000)
-        .query_async(&mut primary)
-        .await
-        .unwrap();
-    assert_eq!(synced, 1);
+    let limits = checked_and_copied(&set, "d", 3).await;
     let promoted_port = set.replica.port();
 
     // The old primary keeps serving, as a replica; Sentinel closes its clients as it demotes
@@ -161,16 +155,12 @@ async fn a_primary_demoted_to_replica_is_left_for_the_promoted_one() {
         decided_at.saturating_duration_since(demoted_at)
     );
     // Every check from now on is counted once, on the promoted replica.
-    let url = format!("redis://127.0.0.1:{promoted_port}/");
-    let before = counted_at(&url, "fixed_window", "100000,600", "d").await;
+    let before = counted(promoted_port, "d").await;
     for _ in 0..5 {
         limits
             .check(limit("fixed_window", &OPTS), "d")
             .await
             .unwrap();
     }
-    assert_eq!(
-        counted_at(&url, "fixed_window", "100000,600", "d").await,
-        before + 5
-    );
+    assert_eq!(counted(promoted_port, "d").await, before + 5);
 }

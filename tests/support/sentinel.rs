@@ -99,14 +99,7 @@ impl SentinelSet {
     /// Until then a pool finds no primary, whatever `GET-MASTER-ADDR-BY-NAME` says.
     #[must_use]
     pub fn serves_as_primary(&self, port: u16) -> bool {
-        let Some(mut conn) = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .ok()
-            .and_then(|client| {
-                client
-                    .get_connection_with_timeout(Duration::from_millis(500))
-                    .ok()
-            })
-        else {
+        let Some(mut conn) = connect(self.port) else {
             return false;
         };
         // `SENTINEL MASTERS`, as the client reads it, not `SENTINEL MASTER`.
@@ -148,10 +141,7 @@ impl SentinelSet {
 
     /// A Sentinel command's reply, flattened to text; `None` when it answered an error.
     fn sentinel_query(&self, args: &[&str]) -> Option<String> {
-        let mut conn = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port))
-            .ok()?
-            .get_connection_with_timeout(Duration::from_millis(500))
-            .ok()?;
+        let mut conn = connect(self.port)?;
         let mut cmd = redis::cmd(args[0]);
         for arg in &args[1..] {
             cmd.arg(*arg);
@@ -169,15 +159,17 @@ impl Drop for SentinelSet {
     }
 }
 
+/// A connection to the server (or Sentinel) on loopback `port`, if it answers within 500 ms.
+fn connect(port: u16) -> Option<redis::Connection> {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .ok()?
+        .get_connection_with_timeout(Duration::from_millis(500))
+        .ok()
+}
+
 /// `INFO section` of the server on `port`, or nothing when it does not answer.
 fn info(port: u16, section: &str) -> String {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .ok()
-        .and_then(|client| {
-            client
-                .get_connection_with_timeout(Duration::from_millis(500))
-                .ok()
-        })
+    connect(port)
         .and_then(|mut conn| {
             redis::cmd("INFO")
                 .arg(section)
