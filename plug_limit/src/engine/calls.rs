@@ -1,6 +1,8 @@
 //! Checks from code rather than from a request: [`Decider::check`] and the resets, through
 //! the same dispatch, every error returned to the caller.
 
+use std::future::Future;
+
 use tracing::Instrument;
 
 use super::Decider;
@@ -9,7 +11,7 @@ use super::prepare::lease_for;
 use super::prepare::named;
 use super::registry::Entry;
 use super::settle::Terms;
-use crate::backend::{Call, ClientKeys};
+use crate::backend::{Backend, Call, ClientKeys};
 use crate::error::Error;
 use crate::limit::{Charge, LimitRef};
 use crate::outcome::Outcome;
@@ -91,60 +93,45 @@ impl Decider {
             }
         };
         forget_here();
-        let (mut deleted, mut first_error) = (0, None);
-        // One failing store does not keep the other from being cleared.
         let client = ClientKeys {
             prefix: &self.prefix,
             tag,
             limiter: name,
             part: &part,
         };
-        for backend in std::iter::once(self.backend(entry)).chain(self.fallback.get()) {
-            match backend.clear_client(client).await {
-                Ok(count) => deleted += count,
-                Err(error) => first_error = first_error.or(Some(error)),
-            }
-        }
+        let backends = std::iter::once(self.backend(entry)).chain(self.fallback.get());
+        let deleted = cleared(backends, |backend| backend.clear_client(client)).await;
         // Again: a denial cached, or a batch reserved, while the keys went would outlive them.
         forget_here();
-        first_error.map_or(Ok(deleted), Err)
+        deleted
     }
 
     /// Forgets everything every limiter counted, in every backend (the limiters' own pools and
     /// the memory fallback included) and in this instance's deny cache.
     pub(crate) async fn reset_all(&self) -> Result<u64, Error> {
-        self.denials.clear();
-        for batches in self
-            .registry
-            .entries()
-            .filter_map(|entry| entry.batches.as_ref())
-        {
-            batches.clear();
-        }
+        let forget_here = || {
+            self.denials.clear();
+            for batches in self
+                .registry
+                .entries()
+                .filter_map(|entry| entry.batches.as_ref())
+            {
+                batches.clear();
+            }
+        };
+        forget_here();
         let own = self
             .registry
             .entries()
             .filter_map(|entry| entry.backend.as_ref());
-        let fallback = self.fallback.get();
-        let (mut deleted, mut first_error) = (0, None);
-        // One failing Redis does not keep the others, or memory, from being cleared.
-        for backend in std::iter::once(&self.backend).chain(own).chain(fallback) {
-            match backend.clear(&self.prefix).await {
-                Ok(count) => deleted += count,
-                Err(error) => first_error = first_error.or(Some(error)),
-            }
-        }
+        let backends = std::iter::once(&self.backend)
+            .chain(own)
+            .chain(self.fallback.get());
+        let deleted = cleared(backends, |backend| backend.clear(&self.prefix)).await;
         // Again: a denial cached, or a batch reserved, while the keys went would outlive the
         // reset.
-        self.denials.clear();
-        for batches in self
-            .registry
-            .entries()
-            .filter_map(|entry| entry.batches.as_ref())
-        {
-            batches.clear();
-        }
-        first_error.map_or(Ok(deleted), Err)
+        forget_here();
+        deleted
     }
 
     /// The keys a programmatic check of `limit` counts `client` under: those of a request
@@ -158,4 +145,23 @@ impl Decider {
         let scope = limit.scope.unwrap_or_default();
         Keys::of_client(client, &self.prefix, named(entry, &limit), scope)
     }
+}
+
+/// How many keys `clear` deleted from every one of `backends`, or the first error: one failing
+/// store (a Redis down) does not keep the others, or memory, from being cleared.
+async fn cleared<'b, F>(
+    backends: impl Iterator<Item = &'b Backend>,
+    clear: impl Fn(&'b Backend) -> F,
+) -> Result<u64, Error>
+where
+    F: Future<Output = Result<u64, Error>>,
+{
+    let (mut deleted, mut first_error) = (0, None);
+    for backend in backends {
+        match clear(backend).await {
+            Ok(count) => deleted += count,
+            Err(error) => first_error = first_error.or(Some(error)),
+        }
+    }
+    first_error.map_or(Ok(deleted), Err)
 }
