@@ -2,6 +2,7 @@
 //! for itself (`plug_limit_tests::RedisCluster`), healthy and with a master down.
 
 mod decisions;
+mod fault_matrix;
 #[path = "../support/metric_values.rs"]
 mod metric_values;
 mod outages;

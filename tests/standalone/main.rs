@@ -19,6 +19,7 @@ mod deny_cache;
 mod differential;
 mod docs_catalogue;
 mod failures;
+mod fault_matrix;
 mod fault_proxy;
 mod fixed_window;
 mod grpc;

@@ -54,9 +54,16 @@ pub enum Fault {
     /// Pass requests to Redis, so they run, but drop Redis's reply and close the client's
     /// connection: the reply lost after Redis ran the script.
     DropReplies,
+    /// As [`Fault::DropReplies`], but a connection's first reply passes: a client's handshake
+    /// completes, so it reconnects, and each command it then sends runs and loses its reply.
+    DropLaterReplies,
     /// Accept and read, but pass nothing on and answer nothing, as across a network that drops
     /// every packet. Open connections stall too; what crosses them meanwhile is lost.
     Blackhole,
+    /// A network partition as TCP lives it: accept and read, deliver nothing either way while
+    /// it lasts, then deliver everything held, in order, once the fault changes (TCP resends
+    /// what the network dropped; it never loses bytes on a connection that stays open).
+    Partition,
     /// Close every connection at once, open or new. New ones are accepted, then closed: the
     /// client sees its connection end before any reply.
     Refuse,
@@ -211,14 +218,16 @@ enum Action {
 /// The faults, as what each does to a chunk going either way.
 fn action(fault: Fault, direction: Direction) -> Action {
     match (fault, direction) {
-        (Fault::Forward, _)
-        | (Fault::Delay(_) | Fault::DropReplies, Direction::ToRedis)
+        // A partition's chunks are held by `deliver` until it ends.
+        (Fault::Forward | Fault::Partition, _)
+        | (Fault::Delay(_) | Fault::DropReplies | Fault::DropLaterReplies, Direction::ToRedis)
         | (Fault::DelayRequests(_), Direction::ToClient) => Action::Pass,
         (Fault::Delay(delay), Direction::ToClient)
         | (Fault::DelayRequests(delay), Direction::ToRedis) => Action::PassAfter(delay),
         (Fault::Latency(delay), _) => Action::DueAfter(delay),
         (Fault::Blackhole, _) => Action::Swallow,
-        (Fault::DropReplies, Direction::ToClient) | (Fault::Refuse, _) => Action::Close,
+        (Fault::DropReplies | Fault::DropLaterReplies, Direction::ToClient)
+        | (Fault::Refuse, _) => Action::Close,
     }
 }
 
@@ -233,7 +242,7 @@ async fn pipe(
     direction: Direction,
 ) {
     let (queue, queued) = mpsc::channel(IN_FLIGHT);
-    let writing = deliver(queued, to);
+    let writing = deliver(queued, to, fault.clone());
     tokio::pin!(writing);
     tokio::select! {
         // Dropping `queue` (with `read_chunks`) lets `deliver` end once it has written the rest.
@@ -279,13 +288,18 @@ async fn read_chunks(
     direction: Direction,
 ) -> End {
     let mut buf = vec![0; CHUNK];
+    let mut first = true;
     loop {
         let read = match next_chunk(&mut from, &mut buf, &mut fault).await {
             Ok(read) => read,
             Err(end) => return end,
         };
         let read_at = Instant::now();
-        let current = *fault.borrow();
+        let current = match *fault.borrow() {
+            Fault::DropLaterReplies if first => Fault::Forward,
+            current => current,
+        };
+        first = false;
         let due = match action(current, direction) {
             Action::Close => return End::Now,
             Action::Swallow => continue,
@@ -303,12 +317,21 @@ async fn read_chunks(
     }
 }
 
-/// The writing side of a [`pipe`]: writes each queued chunk to `to` when due, in order. Ends
-/// once the queue is closed and empty, or on a write error.
-async fn deliver(mut queued: mpsc::Receiver<Queued>, mut to: OwnedWriteHalf) {
+/// The writing side of a [`pipe`]: writes each queued chunk to `to` when due, in order, none
+/// during a [`Fault::Partition`]. Ends once the queue is closed and empty, or on a write error.
+async fn deliver(
+    mut queued: mpsc::Receiver<Queued>,
+    mut to: OwnedWriteHalf,
+    mut fault: watch::Receiver<Fault>,
+) {
     while let Some((due, chunk)) = queued.recv().await {
         if let Some(due) = due {
             tokio::time::sleep_until(due).await;
+        }
+        while *fault.borrow_and_update() == Fault::Partition {
+            if fault.changed().await.is_err() {
+                return;
+            }
         }
         if to.write_all(&chunk).await.is_err() {
             return;

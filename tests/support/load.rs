@@ -18,6 +18,8 @@ use crate::requests::send;
 pub struct Sent {
     /// Which app of the slice sent it.
     pub instance: usize,
+    /// The client it was sent as (its `x-client`).
+    pub client: String,
     /// Its scheduled send time, from the run's start.
     pub at: Duration,
     /// From its scheduled send time to its full reply, body included.
@@ -49,6 +51,21 @@ pub async fn open_loop(
     per_second: u32,
     for_how_long: Duration,
 ) -> Vec<Sent> {
+    open_loop_as(apps, uri, |_| client.to_owned(), per_second, for_how_long).await
+}
+
+/// [`open_loop`], request `i` sent as client `client(i)`.
+///
+/// # Panics
+///
+/// As [`open_loop`].
+pub async fn open_loop_as(
+    apps: &[axum::Router],
+    uri: &str,
+    client: impl Fn(u32) -> String,
+    per_second: u32,
+    for_how_long: Duration,
+) -> Vec<Sent> {
     assert!(!apps.is_empty(), "an open-loop run needs an app");
     assert!(per_second > 0, "an open-loop run needs a positive rate");
     let start = Instant::now();
@@ -60,8 +77,9 @@ pub async fn open_loop(
         }
         let instance = i as usize % apps.len();
         let app = apps[instance].clone();
+        let client = client(i);
         let request = http::Request::get(uri)
-            .header("x-client", client)
+            .header("x-client", &client)
             .body(axum::body::Body::empty())
             .expect("request");
         requests.spawn(async move {
@@ -70,6 +88,7 @@ pub async fn open_loop(
             let reply = send(&app, request).await;
             Sent {
                 instance,
+                client,
                 at,
                 latency: due.elapsed(),
                 status: reply.status,

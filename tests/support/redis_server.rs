@@ -153,6 +153,30 @@ impl RedisServer {
         }
     }
 
+    /// Stops the server (`SIGSTOP`): it holds its connections and answers nothing, as a
+    /// paused VM would, until [`resume`](Self::resume).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a server stopped by [`pause`](Self::pause) run again (`SIGCONT`).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("a running server");
+        let status = std::process::Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(
+            status.success(),
+            "kill {signal} the server on port {}",
+            self.port
+        );
+    }
+
     /// Kills the server and starts a new one on the same port: an empty Redis, as after a
     /// restart without persistence.
     pub fn restart(&mut self) {

@@ -1,0 +1,269 @@
+//! The servers of one run, and the incident done to them on the plan's schedule.
+
+use std::time::Duration;
+
+use deadpool_redis::redis;
+use plug_limit::Store;
+use tokio::time::Instant;
+
+use super::deployment::CLIENT;
+use super::plan::{Incident, Plan, Topology};
+use crate::{Fault, FaultProxy, RedisCluster, RedisServer, SentinelSet, pool, stored_key};
+
+/// Where a run takes place: fresh servers for each run, so no run inherits another's state.
+#[derive(Debug)]
+pub enum Lab {
+    /// One server behind a fault proxy; a second, empty one for [`Incident::ReadOnly`].
+    Single {
+        /// The server.
+        server: RedisServer,
+        /// The proxy every instance reaches it through.
+        proxy: FaultProxy,
+        /// The empty primary the server is made a replica of.
+        decoy: Option<RedisServer>,
+    },
+    /// A cluster whose first master holds the client's slot.
+    Cluster(RedisCluster),
+    /// A primary, its replica and a Sentinel.
+    Sentinel(SentinelSet),
+}
+
+/// When the incident began and ended (the store known to serve again), from the start of
+/// the load, and the keys evicted meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeline {
+    /// The incident's start.
+    pub began: Duration,
+    /// Its end.
+    pub ended: Duration,
+    /// Keys the server evicted.
+    pub evicted: u64,
+}
+
+impl Lab {
+    /// Starts the servers `plan` needs; a cluster's client slot is moved to the first master,
+    /// the one the cluster incidents kill.
+    pub async fn start(plan: &Plan, prefix: &str) -> Self {
+        match plan.topology() {
+            Topology::Single => {
+                let server = tokio::task::block_in_place(RedisServer::start);
+                let proxy = FaultProxy::start(server.addr());
+                Self::Single {
+                    server,
+                    proxy,
+                    decoy: None,
+                }
+            }
+            Topology::Cluster => {
+                let cluster = tokio::task::block_in_place(|| {
+                    if plan.incident == Incident::ReplicaPromoted {
+                        RedisCluster::start_with_replica()
+                    } else {
+                        RedisCluster::start()
+                    }
+                });
+                let first = cluster.ports()[0];
+                let mut node = cluster.node(first).await;
+                let slot: u16 = redis::cmd("CLUSTER")
+                    .arg("KEYSLOT")
+                    .arg(stored_key(prefix, "any", "", "", CLIENT))
+                    .query_async(&mut node)
+                    .await
+                    .expect("CLUSTER KEYSLOT");
+                tokio::task::block_in_place(|| cluster.move_slot(slot, first));
+                Self::Cluster(cluster)
+            }
+            Topology::Sentinel => Self::Sentinel(tokio::task::block_in_place(SentinelSet::start)),
+        }
+    }
+
+    /// A store for one instance: a pool of its own.
+    #[must_use]
+    pub fn store(&self) -> Store {
+        match self {
+            Self::Single { proxy, .. } => Store::from(pool(&proxy.url())),
+            Self::Cluster(cluster) => Store::from(cluster.pool()),
+            Self::Sentinel(set) => Store::from(set.pool()),
+        }
+    }
+
+    /// Does `plan`'s incident at its time from `start`, then undoes it, and returns once the
+    /// store is known to serve again.
+    pub async fn stage(&mut self, plan: &Plan, start: Instant) -> Timeline {
+        tokio::time::sleep_until(start + plan.incident_at).await;
+        let began = start.elapsed();
+        let until = start + plan.incident_at + plan.incident_for;
+        let mut evicted = 0;
+        match self {
+            Self::Single {
+                server,
+                proxy,
+                decoy,
+            } => match plan.incident {
+                Incident::Nothing => tokio::time::sleep_until(until).await,
+                Incident::Latency(delay) => {
+                    proxy.set(Fault::Latency(delay));
+                    tokio::time::sleep_until(until).await;
+                }
+                Incident::Jitter => {
+                    for (step, delay) in plan.jitter.iter().enumerate() {
+                        proxy.set(Fault::Latency(*delay));
+                        let next = start
+                            + plan.incident_at
+                            + Duration::from_millis(25) * (step as u32 + 1);
+                        tokio::time::sleep_until(next.min(until)).await;
+                    }
+                    tokio::time::sleep_until(until).await;
+                }
+                Incident::Resets | Incident::Partition | Incident::LostReplies => {
+                    proxy.set(match plan.incident {
+                        Incident::Resets => Fault::Refuse,
+                        Incident::Partition => Fault::Partition,
+                        _ => Fault::DropLaterReplies,
+                    });
+                    tokio::time::sleep_until(until).await;
+                }
+                Incident::Pause => {
+                    server.pause();
+                    tokio::time::sleep_until(until).await;
+                    server.resume();
+                }
+                Incident::KillRestart => {
+                    tokio::task::block_in_place(|| server.stop());
+                    tokio::time::sleep_until(until).await;
+                    tokio::task::block_in_place(|| server.restart());
+                }
+                Incident::ScriptFlush => {
+                    let mut conn = server.connection().await;
+                    while Instant::now() < until {
+                        let _: redis::RedisResult<()> = redis::cmd("SCRIPT")
+                            .arg("FLUSH")
+                            .query_async(&mut conn)
+                            .await;
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                }
+                Incident::OutOfMemory => {
+                    let mut conn = server.connection().await;
+                    config_set(&mut conn, "maxmemory", "1").await;
+                    tokio::time::sleep_until(until).await;
+                    config_set(&mut conn, "maxmemory", "0").await;
+                }
+                Incident::ReadOnly => {
+                    let primary = tokio::task::block_in_place(RedisServer::start);
+                    let mut conn = server.connection().await;
+                    let _: () = redis::cmd("REPLICAOF")
+                        .arg("127.0.0.1")
+                        .arg(primary.port())
+                        .query_async(&mut conn)
+                        .await
+                        .expect("REPLICAOF");
+                    *decoy = Some(primary);
+                    tokio::time::sleep_until(until).await;
+                    let _: () = redis::cmd("REPLICAOF")
+                        .arg("NO")
+                        .arg("ONE")
+                        .query_async(&mut conn)
+                        .await
+                        .expect("REPLICAOF NO ONE");
+                }
+                Incident::Eviction => evicted = evict_until(server, until).await,
+                other => unreachable!("{other:?} does not run on a single server"),
+            },
+            Self::Cluster(cluster) => {
+                let first = cluster.ports()[0];
+                tokio::task::block_in_place(|| cluster.stop(first));
+                if plan.incident == Incident::ReplicaPromoted {
+                    let replica = cluster.replica().expect("a cluster with a replica");
+                    wait_until(|| cluster.is_master(replica)).await;
+                    // Promoted, and serving its slots: the cluster agrees.
+                    tokio::task::block_in_place(|| cluster.wait_serving(replica));
+                } else {
+                    tokio::time::sleep_until(until).await;
+                    tokio::task::block_in_place(|| {
+                        cluster.restart(first);
+                        cluster.wait_serving(first);
+                    });
+                }
+            }
+            Self::Sentinel(set) => {
+                let promoted = set.replica.port();
+                tokio::task::block_in_place(|| set.primary.stop());
+                wait_until(|| set.serves_as_primary(promoted)).await;
+            }
+        }
+        if let Self::Single { proxy, .. } = self {
+            proxy.set(Fault::Forward);
+        }
+        Timeline {
+            began,
+            ended: start.elapsed(),
+            evicted,
+        }
+    }
+}
+
+async fn config_set(conn: &mut redis::aio::MultiplexedConnection, name: &str, value: &str) {
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg(name)
+        .arg(value)
+        .query_async(conn)
+        .await
+        .expect("CONFIG SET");
+}
+
+/// Lets the server evict any key (`allkeys-random`) under a `maxmemory` just above what it
+/// uses, and fills it until `until`: keys go, perhaps the client's. Returns how many went.
+async fn evict_until(server: &RedisServer, until: Instant) -> u64 {
+    let mut conn = server.connection().await;
+    let stat = |info: &str, field: &str| -> u64 {
+        info.lines()
+            .find_map(|line| line.strip_prefix(field))
+            .and_then(|value| value.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let reader = conn.clone();
+    let read = |section: &'static str| {
+        let mut conn = reader.clone();
+        async move {
+            redis::cmd("INFO")
+                .arg(section)
+                .query_async::<String>(&mut conn)
+                .await
+                .expect("INFO")
+        }
+    };
+    let before = stat(&read("stats").await, "evicted_keys:");
+    let used = stat(&read("memory").await, "used_memory:");
+    config_set(&mut conn, "maxmemory-policy", "allkeys-random").await;
+    config_set(&mut conn, "maxmemory", &(used + 256 * 1024).to_string()).await;
+    let filler = "x".repeat(4 * 1024);
+    let mut next = 0_u64;
+    while Instant::now() < until {
+        for _ in 0..16 {
+            let _: redis::RedisResult<()> = redis::cmd("SET")
+                .arg(format!("filler:{next}"))
+                .arg(&filler)
+                .query_async(&mut conn)
+                .await;
+            next += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    config_set(&mut conn, "maxmemory", "0").await;
+    config_set(&mut conn, "maxmemory-policy", "noeviction").await;
+    stat(&read("stats").await, "evicted_keys:") - before
+}
+
+/// Polls `ready` every 50 ms, for up to 30 s.
+async fn wait_until(mut ready: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !tokio::task::block_in_place(&mut ready) {
+        assert!(
+            Instant::now() < deadline,
+            "the store did not serve again within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
