@@ -109,10 +109,12 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
     for sent in &seen.sent {
         let answered = sent.at + sent.latency;
         let shared = sent.client == CLIENT;
+        let local_share = plan.policy == FailurePolicy::LocalShare;
         match (sent.status.as_u16(), sent.limited) {
             (200, true) if shared => admitted += 1,
             (200 | 429, true) => {}
-            (200 | 503, false) => {
+            // `LocalShare` denies what its share does not cover with a bare 429.
+            (200 | 503, false) | (429, false) if sent.status != 429 || local_share => {
                 undecided += u64::from(shared);
                 // Nothing passed or refused by the policy while the store answers in time.
                 if !fails {

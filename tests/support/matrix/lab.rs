@@ -6,9 +6,8 @@ use deadpool_redis::redis;
 use plug_limit::Store;
 use tokio::time::Instant;
 
-use super::deployment::CLIENT;
 use super::plan::{Incident, Plan, Topology};
-use crate::{Fault, FaultProxy, RedisCluster, RedisServer, SentinelSet, pool, stored_key};
+use crate::{Fault, FaultProxy, RedisCluster, RedisServer, SentinelSet, pool};
 
 /// Where a run takes place: fresh servers for each run, so no run inherits another's state.
 #[derive(Debug)]
@@ -22,7 +21,7 @@ pub enum Lab {
         /// The empty primary the server is made a replica of.
         decoy: Option<RedisServer>,
     },
-    /// A cluster whose first master holds the client's slot.
+    /// A cluster whose first master holds the shared client's slot.
     Cluster(RedisCluster),
     /// A primary, its replica and a Sentinel.
     Sentinel(SentinelSet),
@@ -41,9 +40,8 @@ pub struct Timeline {
 }
 
 impl Lab {
-    /// Starts the servers `plan` needs; a cluster's client slot is moved to the first master,
-    /// the one the cluster incidents kill.
-    pub async fn start(plan: &Plan, prefix: &str) -> Self {
+    /// Starts the servers `plan` needs.
+    pub async fn start(plan: &Plan) -> Self {
         match plan.topology() {
             Topology::Single => {
                 let server = tokio::task::block_in_place(RedisServer::start);
@@ -62,15 +60,6 @@ impl Lab {
                         RedisCluster::start()
                     }
                 });
-                let first = cluster.ports()[0];
-                let mut node = cluster.node(first).await;
-                let slot: u16 = redis::cmd("CLUSTER")
-                    .arg("KEYSLOT")
-                    .arg(stored_key(prefix, "any", "", "", CLIENT))
-                    .query_async(&mut node)
-                    .await
-                    .expect("CLUSTER KEYSLOT");
-                tokio::task::block_in_place(|| cluster.move_slot(slot, first));
                 Self::Cluster(cluster)
             }
             Topology::Sentinel => Self::Sentinel(tokio::task::block_in_place(SentinelSet::start)),

@@ -20,8 +20,8 @@ pub use deployment::{CLIENT, Deployment, URI};
 pub use judge::{Observed, Report, fails_calls, judge, latency_bound};
 pub use lab::{Lab, Timeline};
 pub use plan::{
-    CLUSTER, Incident, Mode, OPEN_FOR, Plan, SENTINEL, SINGLE, TIMEOUT, Topology, modes,
-    policies, recovery_bound, topology,
+    CLUSTER, Incident, Mode, OPEN_FOR, Plan, SENTINEL, SINGLE, TIMEOUT, Topology, modes, policies,
+    recovery_bound, topology,
 };
 pub use table::Table;
 
@@ -32,7 +32,7 @@ use crate::{open_loop_as, unique_prefix};
 /// Needs a multi-threaded Tokio runtime: starting and killing servers blocks its thread.
 pub async fn run(plan: &Plan) -> Report {
     let prefix = unique_prefix("matrix");
-    let mut lab = Lab::start(plan, &prefix).await;
+    let mut lab = Lab::start(plan).await;
     let deployment = Deployment::new(plan, &prefix, || lab.store());
     let start = tokio::time::Instant::now();
     let (sent, timeline) = {
