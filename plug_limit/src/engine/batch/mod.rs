@@ -32,6 +32,8 @@ mod denial;
 mod give_back;
 mod held;
 mod inner;
+#[cfg(all(test, plug_limit_loom))]
+mod interleavings;
 mod reserver;
 mod share;
 mod slot;
