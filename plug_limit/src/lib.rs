@@ -148,6 +148,7 @@ mod zone;
 mod algorithm;
 mod backend;
 mod engine;
+mod sync;
 mod telemetry;
 #[cfg(feature = "metrics")]
 mod text;

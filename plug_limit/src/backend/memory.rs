@@ -466,4 +466,110 @@ mod tests {
         assert_eq!(backend.len(), 8);
         assert_eq!(check(&backend, "bystander", MINUTE), "3");
     }
+
+    /// The memory backend's shards under every interleaving of the threads that meet at them
+    /// (see the guide, "What is proved about threads").
+    #[cfg(plug_limit_loom)]
+    mod interleavings {
+        use std::sync::Arc;
+
+        use loom::thread;
+
+        use super::*;
+
+        const THREE: &[Opt] = &[Opt::Int(3), Opt::Int(60)];
+        const ONE: &[Opt] = &[Opt::Int(1), Opt::Int(60)];
+
+        /// One fixed-window request of `key` taking `cost` (0: a peek): its outcome.
+        fn take(backend: &MemoryBackend, key: &str, opts: &[Opt], cost: u32) -> Outcome {
+            let program = Program::builtin(Builtin::FixedWindow);
+            let keys = [key.to_owned()];
+            backend
+                .eval(Call {
+                    program: &program,
+                    keys: &keys,
+                    opts,
+                    read_ahead: None,
+                    cost: Charge::Take(cost),
+                    lease: None,
+                })
+                .unwrap()
+        }
+
+        /// What `key`'s window has counted, read by a peek (which answers as a request of 1
+        /// would) under a limit of 100 it never reaches: a window keeps its count and its
+        /// end, whatever the limit it is read by.
+        fn counted(backend: &MemoryBackend, key: &str) -> u64 {
+            const HUNDRED: &[Opt] = &[Opt::Int(100), Opt::Int(60)];
+            99 - take(backend, key, HUNDRED, 0).remaining().unwrap()
+        }
+
+        #[test]
+        fn threads_charging_one_key_never_admit_past_its_limit_and_count_what_they_admit() {
+            loom::model(|| {
+                let backend = Arc::new(one_shard(8));
+                // Costs of 1, 1 and 2 against a limit of 3: which take is refused depends on
+                // the order the lock is taken in.
+                let takers: Vec<_> = [1, 1, 2]
+                    .into_iter()
+                    .map(|cost| {
+                        let backend = Arc::clone(&backend);
+                        thread::spawn(move || {
+                            let admitted = take(&backend, "k", THREE, cost).is_allowed();
+                            if admitted { u64::from(cost) } else { 0 }
+                        })
+                    })
+                    .collect();
+                let admitted: u64 = takers.into_iter().map(|t| t.join().unwrap()).sum();
+                assert!(admitted <= 3, "admitted {admitted} of 3");
+                // Two of the three always fit: a refused take counts nothing.
+                assert!(admitted >= 2, "admitted {admitted}");
+                assert_eq!(counted(&backend, "k"), admitted);
+            });
+        }
+
+        #[test]
+        fn stacks_locking_two_shards_in_either_order_count_all_or_nothing() {
+            loom::model(|| {
+                let backend = Arc::new(MemoryBackend {
+                    states: Sharded::bounded(2, NonZeroUsize::new(8).unwrap()),
+                    clock: Arc::new(ManualClock::new(1_700_000_000_000)),
+                    head: 0,
+                });
+                // A key of each shard, found anew each run (the hash keys are drawn per map).
+                let of_shard = |shard: usize| {
+                    (0..)
+                        .map(|i| format!("key{i}"))
+                        .find(|key| backend.states.shard_of(key) == shard)
+                        .unwrap()
+                };
+                let (a, b) = (of_shard(0), of_shard(1));
+                // Two stacks naming the shards in opposite orders, and a lone check of one key,
+                // each limit of one request: exactly one of the three is admitted.
+                let run = |parts: Vec<String>| {
+                    let backend = Arc::clone(&backend);
+                    thread::spawn(move || {
+                        let limits: Vec<(&str, &[Opt])> =
+                            parts.iter().map(|key| (key.as_str(), ONE)).collect();
+                        if let [(key, _)] = limits[..] {
+                            return take(&backend, key, ONE, 1).is_allowed();
+                        }
+                        stack(&backend, &limits)
+                            .iter()
+                            .all(|part| *part == Some(true))
+                    })
+                };
+                let forward = run(vec![a.clone(), b.clone()]);
+                let backward = run(vec![b.clone(), a.clone()]);
+                let lone = run(vec![a.clone()]);
+                let [forward, backward, lone] =
+                    [forward, backward, lone].map(|t| t.join().unwrap());
+                let stacked = u64::from(forward) + u64::from(backward);
+                assert_eq!(stacked + u64::from(lone), 1, "{forward} {backward} {lone}");
+                assert_eq!(counted(&backend, &a), 1);
+                // A denied stack gave back what its earlier part took.
+                assert_eq!(counted(&backend, &b), stacked);
+            });
+        }
+    }
 }

@@ -5,7 +5,7 @@
 use std::marker::PhantomData;
 use std::num::NonZeroUsize;
 use std::ops::DerefMut;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -13,6 +13,7 @@ use smallvec::SmallVec;
 use super::call::KeyText;
 pub(crate) use super::digest::Digest;
 use super::digest::KeyDigests;
+use crate::sync::{Mutex, MutexGuard};
 
 /// A shard sweeps after at least this many operations: below it a sweep costs more than the
 /// memory it frees.
@@ -134,6 +135,13 @@ impl<V> Sharded<V> {
     #[cfg(test)]
     pub(crate) fn lock(&self, key: &str) -> Locked<'_, V> {
         self.lock_text(key.as_bytes())
+    }
+
+    /// The shard that holds `key`: a model picks keys of known shards by it, the same in each
+    /// of its runs, whatever hash keys each run draws.
+    #[cfg(all(test, plug_limit_loom))]
+    pub(crate) fn shard_of(&self, key: &str) -> usize {
+        shard_index(self.digests.of_text(key.as_bytes()), self.shards.len())
     }
 
     /// The locked shard that holds `key` (a composed key past its head), ready for operations

@@ -343,4 +343,114 @@ mod tests {
         assert!(cache.get(&key("k"), 0, 1, t0).is_none());
         assert!(cache.get(&key("j"), 0, 1, t0).is_none());
     }
+
+    /// The deny cache under every interleaving of the threads that record and read denials
+    /// (see the guide, "What is proved about threads").
+    #[cfg(plug_limit_loom)]
+    mod interleavings {
+        use std::sync::Arc;
+
+        use loom::thread;
+
+        use super::*;
+
+        const T0: i64 = 1_700_000_000_000;
+
+        /// Runs `f` on `cache` in a thread of the model.
+        fn on_thread<T: Send + 'static>(
+            cache: &Arc<DenyCache>,
+            f: impl FnOnce(&DenyCache) -> T + Send + 'static,
+        ) -> thread::JoinHandle<T> {
+            let cache = Arc::clone(cache);
+            thread::spawn(move || f(&cache))
+        }
+
+        /// The `retry-after` a cached denial of `client` under `opts` answers at `now_ms`.
+        fn retry_after(cache: &DenyCache, client: &str, opts: u64, now_ms: i64) -> Option<String> {
+            let denial = cache.get(&key(client), opts, 1, now_ms)?;
+            Some(header(&denial, "retry-after").to_owned())
+        }
+
+        #[test]
+        fn a_denial_one_thread_records_is_never_served_past_its_end_nor_for_another_key() {
+            loom::model(|| {
+                let cache = Arc::new(DenyCache::new(NonZeroUsize::new(8).unwrap(), "p"));
+                let recorder = on_thread(&cache, |cache| {
+                    cache.insert(&key("k"), 1, 1, &denied(Some("3"), "50"), T0);
+                });
+                // Before the record, nothing; after it, its wait counted down, or nothing once
+                // a reader whose clock is past its end has dropped it: it has ended.
+                let within = on_thread(&cache, |cache| retry_after(cache, "k", 1, T0 + 1_500));
+                let past_and_others = on_thread(&cache, |cache| {
+                    [
+                        retry_after(cache, "k", 1, T0 + 3_000),
+                        retry_after(cache, "k", 2, T0 + 1_500),
+                        retry_after(cache, "j", 1, T0 + 1_500),
+                    ]
+                });
+                recorder.join().unwrap();
+                let within = within.join().unwrap();
+                assert!(matches!(within.as_deref(), None | Some("2")), "{within:?}");
+                assert_eq!(past_and_others.join().unwrap(), [None, None, None]);
+            });
+        }
+
+        #[test]
+        fn readers_in_other_seconds_never_share_an_answer_made_for_another() {
+            loom::model(|| {
+                let cache = Arc::new(DenyCache::new(NonZeroUsize::new(8).unwrap(), "p"));
+                cache.insert(&key("k"), 1, 1, &denied(Some("3"), "50"), T0);
+                // Each reader's answer is made once a second and kept for the next reader in
+                // that second: one in another second must make its own.
+                let readers: Vec<_> = [1_500, 2_500, 1_700]
+                    .into_iter()
+                    .map(|elapsed| {
+                        on_thread(&cache, move |cache| {
+                            retry_after(cache, "k", 1, T0 + elapsed)
+                        })
+                    })
+                    .collect();
+                let read: Vec<_> = readers.into_iter().map(|t| t.join().unwrap()).collect();
+                let expected = ["2", "1", "2"].map(|retry| Some(retry.to_owned()));
+                assert_eq!(read, expected);
+            });
+        }
+
+        #[test]
+        fn denials_of_two_limits_recorded_at_once_under_one_key_are_both_kept() {
+            loom::model(|| {
+                let cache = Arc::new(DenyCache::new(NonZeroUsize::new(8).unwrap(), "p"));
+                let recorders: Vec<_> = [(1, "3"), (2, "5")]
+                    .into_iter()
+                    .map(|(opts, retry)| {
+                        on_thread(&cache, move |cache| {
+                            cache.insert(&key("k"), opts, 1, &denied(Some(retry), "50"), T0);
+                        })
+                    })
+                    .collect();
+                recorders.into_iter().for_each(|t| t.join().unwrap());
+                assert_eq!(retry_after(&cache, "k", 1, T0).as_deref(), Some("3"));
+                assert_eq!(retry_after(&cache, "k", 2, T0).as_deref(), Some("5"));
+            });
+        }
+
+        #[test]
+        fn a_reset_leaves_no_denial_recorded_before_it() {
+            loom::model(|| {
+                let cache = Arc::new(DenyCache::new(NonZeroUsize::new(8).unwrap(), "p"));
+                cache.insert(&key("k"), 1, 1, &denied(Some("3"), "50"), T0);
+                let recorder = on_thread(&cache, |cache| {
+                    cache.insert(&key("k"), 2, 1, &denied(Some("5"), "50"), T0);
+                });
+                let reset = on_thread(&cache, |cache| cache.remove(&key("k")));
+                recorder.join().unwrap();
+                reset.join().unwrap();
+                // The reset came after the first denial: it is gone, whichever way the second
+                // one's record and the reset met. The second holds only if recorded after.
+                assert_eq!(retry_after(&cache, "k", 1, T0), None);
+                let second = retry_after(&cache, "k", 2, T0);
+                assert!(matches!(second.as_deref(), None | Some("5")), "{second:?}");
+            });
+        }
+    }
 }

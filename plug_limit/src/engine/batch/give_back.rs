@@ -2,7 +2,7 @@
 //! spend them, else once the batch goes idle, always before the window can have ended.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Slot;
 use super::held::GiveBack;
@@ -32,26 +32,17 @@ impl Owner {
             let (every, timeout) = (self.inner.settings.every, self.inner.timeout);
             loop {
                 tokio::time::sleep(every).await;
-                let units = {
-                    let mut state = slot.state();
-                    let held = &mut state.held;
-                    let now = Instant::now();
-                    match held.give_back(generation, now, every, timeout) {
-                        GiveBack::Later => continue,
-                        GiveBack::Units(units) => {
-                            // The key's limit has these units again: a denial it holds from
-                            // when the batch emptied the limit no longer says so.
-                            state.denial = None;
-                            units
-                        }
-                        // Spent, replaced, or too near its window's end for a refund to land:
-                        // what it holds is spent until its time, never given back to a window
-                        // that may be over.
-                        GiveBack::Done => return,
+                match look(&slot, generation, Instant::now(), every, timeout) {
+                    GiveBack::Later => {}
+                    GiveBack::Units(units) => {
+                        self.send(units).await;
+                        return;
                     }
-                };
-                self.send(units).await;
-                return;
+                    // Spent, replaced, or too near its window's end for a refund to land:
+                    // what it holds is spent until its time, never given back to a window
+                    // that may be over.
+                    GiveBack::Done => return,
+                }
             }
         });
     }
@@ -71,4 +62,24 @@ impl Owner {
             tracing::debug!(target: "plug_limit", limiter = %self.inner.program.name, %error, units, "a local batch's units were not given back");
         }
     }
+}
+
+/// One look of a watch at batch `generation` of `slot` at `now`, under the slot's lock: the
+/// units to give back, taken out of the batch, once it went unspent for `every` (see
+/// [`Held::give_back`](super::held::Held::give_back)).
+pub(super) fn look(
+    slot: &Slot,
+    generation: u64,
+    now: Instant,
+    every: Duration,
+    timeout: Duration,
+) -> GiveBack {
+    let mut state = slot.state();
+    let look = state.held.give_back(generation, now, every, timeout);
+    if let GiveBack::Units(_) = look {
+        // The key's limit has these units again: a denial it holds from when the batch
+        // emptied the limit no longer says so.
+        state.denial = None;
+    }
+    look
 }

@@ -312,6 +312,12 @@ impl Held {
         self.spent = self.spent.wrapping_sub(1);
     }
 
+    /// The units its batches hold, the one reserved ahead included.
+    #[cfg(all(test, plug_limit_loom))]
+    pub(super) fn units(&self) -> u32 {
+        self.current.units + self.next.as_ref().map_or(0, |next| next.units)
+    }
+
     /// Units spent so far (wrapping): what a share reads its rate from.
     pub(super) fn spent(&self) -> u64 {
         self.spent

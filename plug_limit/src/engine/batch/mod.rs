@@ -32,6 +32,8 @@ mod denial;
 mod give_back;
 mod held;
 mod inner;
+#[cfg(all(test, plug_limit_loom))]
+mod interleavings;
 mod reserver;
 mod share;
 mod slot;
@@ -151,7 +153,8 @@ impl Batches {
         let timeout = self.inner.timeout;
         let arrived = Instant::now();
         let deadline = arrived + timeout;
-        let receiver = match self.join(&slot, redis, call, opts, arrived) {
+        let start = || self.reserver(Arc::clone(&slot), redis, call, opts).start();
+        let receiver = match self.join(&slot, opts, arrived, start) {
             Joined::Answered(outcome) => return Ok(outcome),
             Joined::Failed(error) => return Err(error),
             Joined::Exact => return exact_take(redis, call, timeout).await,
@@ -193,16 +196,9 @@ impl Batches {
         }
     }
 
-    /// Joins the requests waiting on `slot` for the limit `opts`, starting its reservation if
-    /// none is on its way; or answers at once.
-    fn join(
-        &self,
-        slot: &Arc<Slot>,
-        redis: &Arc<RedisBackend>,
-        call: Call<'_>,
-        opts: u64,
-        now: Instant,
-    ) -> Joined {
+    /// Joins the requests waiting on `slot` for the limit `opts`, starting its reservation
+    /// (`start`, called with the slot's lock let go) if none is on its way; or answers at once.
+    fn join(&self, slot: &Slot, opts: u64, now: Instant, start: impl FnOnce()) -> Joined {
         let mut state = slot.state();
         // Another request's reservation may have landed since this one looked.
         if let Some(outcome) = state.held.take(opts, now) {
@@ -228,7 +224,7 @@ impl Batches {
                     state.reserving = Some((opts, now));
                     state.probing = true;
                     drop(state);
-                    self.reserver(Arc::clone(slot), redis, call, opts).start();
+                    start();
                 }
                 return Joined::Failed(error);
             }
@@ -245,7 +241,7 @@ impl Batches {
         if state.reserving.is_none() {
             state.reserving = Some((opts, now));
             drop(state);
-            self.reserver(Arc::clone(slot), redis, call, opts).start();
+            start();
         }
         Joined::Waiting(receiver)
     }

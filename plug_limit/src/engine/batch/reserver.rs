@@ -44,11 +44,36 @@ impl Drop for Reserver {
 }
 
 /// What became of one reservation.
-enum Landed {
-    /// Every waiting request is answered, and the slot has no reservation on its way.
-    Done,
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Landed {
+    /// Every waiting request is answered, and the slot has no reservation on its way; then
+    /// what the grant left goes back.
+    Done(Leftover),
     /// Requests still wait and the limit has units left: reserve again for them.
     Again,
+}
+
+/// What a landed grant leaves to give back to Redis, once the slot's lock is let go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Leftover {
+    /// Nothing held, or nothing whose give-back could land within its window.
+    Nothing,
+    /// Units whose window ends too soon to spend them here, taken out of the batch: given back
+    /// now.
+    Refund(u32),
+    /// The grant of this number still holds units: watched, to give back what it holds once
+    /// it goes unused.
+    Watch(u64),
+}
+
+/// What a reservation's landing reads of it: the part of a [`Reserver`] that decides, under
+/// the slot's lock, apart from the call to Redis and the tasks that give units back, so that
+/// it runs without a store or a runtime.
+pub(super) struct Landing<'r> {
+    pub(super) inner: &'r BatchesInner,
+    /// The limit's options as batches tell limits apart.
+    pub(super) opts_id: u64,
+    pub(super) refill: &'r Refill,
 }
 
 impl Reserver {
@@ -97,18 +122,44 @@ impl Reserver {
             let result = self.redis.eval(call).await;
             let landed = {
                 let mut state = self.slot.state();
-                self.landed(&mut state, result, size, sent_at)
+                self.landing().landed(&mut state, result, size, sent_at)
             };
-            if let Landed::Done = landed {
+            if let Landed::Done(leftover) = landed {
                 self.done = true;
+                self.give_back(leftover);
                 return;
             }
         }
     }
 
+    fn landing(&self) -> Landing<'_> {
+        Landing {
+            inner: &self.inner,
+            opts_id: self.opts_id,
+            refill: &self.refill,
+        }
+    }
+
+    /// Gives back what a grant left, in the background.
+    fn give_back(&self, leftover: Leftover) {
+        let owner = || give_back::Owner {
+            inner: Arc::clone(&self.inner),
+            redis: Arc::clone(&self.redis),
+            key: self.key.clone(),
+            opts: self.opts.clone(),
+        };
+        match leftover {
+            Leftover::Nothing => {}
+            Leftover::Refund(units) => owner().refund(units),
+            Leftover::Watch(generation) => owner().watch(Arc::clone(&self.slot), generation),
+        }
+    }
+}
+
+impl Landing<'_> {
     /// Answers the waiting requests by what the reservation of `size` sent at `sent_at` came
     /// back with.
-    fn landed(
+    pub(super) fn landed(
         &self,
         state: &mut State,
         result: Result<Outcome, Error>,
@@ -131,7 +182,7 @@ impl Reserver {
                 {
                     state.denial = None;
                 }
-                return Landed::Done;
+                return Landed::Done(Leftover::Nothing);
             }
         };
         state.failed = None;
@@ -141,7 +192,7 @@ impl Reserver {
             // Units of a window a reset ended: each request takes one of the new window.
             state.reservation_ended();
             state.answer_all(|| Served::Exact);
-            return Landed::Done;
+            return Landed::Done(Leftover::Nothing);
         }
         let window_left = Duration::from_millis(window_ms);
         if granted == 0 {
@@ -153,7 +204,7 @@ impl Reserver {
                 window_left,
                 sent_at,
             );
-            return Landed::Done;
+            return Landed::Done(Leftover::Nothing);
         }
         let generation = state
             .held
@@ -181,38 +232,32 @@ impl Reserver {
             );
         }
         state.reservation_ended();
-        self.give_back_leftover(state, generation, now, sent_at, window_left);
-        Landed::Done
+        Landed::Done(self.leftover(state, generation, now, sent_at, window_left))
     }
 
     /// What the grant `generation` left unspent at `now` goes back to Redis while its window
     /// (`window_left` after `sent_at`) outlasts the give-back's way there; else the key's
     /// batch is watched, to give back what it holds once it goes unused.
-    fn give_back_leftover(
+    fn leftover(
         &self,
         state: &mut State,
         generation: u64,
         now: Instant,
         sent_at: Instant,
         window_left: Duration,
-    ) {
+    ) -> Leftover {
         let leftover = state.held.leftover(generation, now);
-        let owner = || give_back::Owner {
-            inner: Arc::clone(&self.inner),
-            redis: Arc::clone(&self.redis),
-            key: self.key.clone(),
-            opts: self.opts.clone(),
-        };
         if leftover > 0 {
             // Units of a window that may have ended by the time they land are not given back.
             if now + self.inner.timeout < sent_at + window_left {
-                owner().refund(leftover);
                 // The limit has them again: a denial of the partial grant no longer holds.
                 state.denial = None;
+                return Leftover::Refund(leftover);
             }
         } else if state.held.holds(generation) {
-            owner().watch(Arc::clone(&self.slot), generation);
+            return Leftover::Watch(generation);
         }
+        Leftover::Nothing
     }
 
     /// Answers every waiting request with `denial` (a denial of this limit Redis answered for

@@ -5,7 +5,7 @@
 //! the one reservation on its way (`reserver.rs`); nothing here waits or calls Redis.
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -15,6 +15,7 @@ use super::held::Held;
 use super::share::Share;
 use crate::error::Error;
 use crate::outcome::Outcome;
+use crate::sync::{Mutex, MutexGuard};
 
 /// A key's batch is forgotten this long after it was last used or could be spent.
 const FORGET: Duration = Duration::from_secs(10);
