@@ -6,7 +6,9 @@ use std::time::Duration;
 use plug_limit::FailurePolicy;
 
 use super::deployment::{BATCH, CLIENT, ESTIMATE, USED};
-use super::plan::{Incident, Mode, Plan, SCHEDULING, TIMEOUT, Topology, recovery_bound};
+use super::plan::{
+    FAILURES, Incident, Mode, OPEN_FOR, Plan, SCHEDULING, TIMEOUT, Topology, recovery_bound,
+};
 use crate::Sent;
 
 /// What a run saw, beyond its plan.
@@ -119,8 +121,9 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
                 // Nothing passed or refused by the policy while the store answers in time.
                 if !fails {
                     violations.push(format!(
-                        "answered by the failure policy ({}) at {:?}, the store answering",
-                        sent.status, sent.at
+                        "answered by the failure policy ({}, instance {}, in {:?}) at {:?}, the \
+                         store answering",
+                        sent.status, sent.instance, sent.latency, sent.at
                     ));
                 } else if answered < seen.began {
                     violations.push(format!(
@@ -257,9 +260,12 @@ fn counted(
     };
     let mut most = admitted * per_admitted + undecided * per_undecided;
     if plan.mode == Mode::Batches && fails {
-        // A reservation whose reply was lost stays counted, a batch per instance at most for
-        // each failure its requests saw.
-        most += u64::from(BATCH) * plan.instances as u64 * (undecided + 1);
+        // A reservation whose reply was lost keeps its units counted, never handed out: a
+        // batch for each failed call, which the breaker bounds per instance (its failures in
+        // a row, then a probe an interval; one more either side of the incident).
+        let probes = (plan.incident_for.as_millis() / OPEN_FOR.as_millis()) as u64 + 2;
+        let failed_calls = u64::from(FAILURES) + probes;
+        most += u64::from(BATCH) * plan.instances as u64 * failed_calls;
     }
     let over_counts_allowed = plan.topology() == Topology::Cluster;
     let least = match plan.mode {
