@@ -115,6 +115,9 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
         match (sent.status.as_u16(), sent.limited) {
             (200, true) if shared => admitted += 1,
             (200 | 429, true) => {}
+            // A batched key's request its instance could not serve in time, before the key's
+            // first grant there: the limit's denial, with no numbers yet to give.
+            (429, false) if plan.mode == Mode::Batches && !local_share => {}
             // `LocalShare` denies what its share does not cover with a bare 429.
             (200 | 503, false) | (429, false) if sent.status != 429 || local_share => {
                 undecided += u64::from(shared);
