@@ -1,13 +1,12 @@
-//! A fixed seed of the fault matrix's cluster incident (`plug_limit_tests::matrix`): the
-//! master of the key's slot killed and started again, checked against the invariants the
-//! failures guide states.
+//! Fixed seeds of the fault matrix's cluster incidents (`plug_limit_tests::matrix`): the
+//! master of the key's slot killed and started again, and killed and replaced by its replica,
+//! each run checked against the invariants the failures guide states.
 
 use plug_limit_tests::matrix::{CLUSTER, Incident, Plan, run};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fixed_seed_of_a_killed_master_breaks_nothing() {
-    let plan = Plan::new(0, &CLUSTER);
-    assert_eq!(plan.incident, Incident::ClusterMasterKilled);
+async fn breaks_nothing(seed: u64, incident: Incident) {
+    let plan = Plan::new(seed, &CLUSTER);
+    assert_eq!(plan.incident, incident);
     let report = run(&plan).await;
     assert!(
         report.violations.is_empty(),
@@ -15,4 +14,14 @@ async fn a_fixed_seed_of_a_killed_master_breaks_nothing() {
         &report.violations[..report.violations.len().min(3)],
         plan.replay()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_seed_of_a_killed_master_breaks_nothing() {
+    breaks_nothing(0, Incident::ClusterMasterKilled).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_seed_of_a_promoted_replica_breaks_nothing() {
+    breaks_nothing(1, Incident::ReplicaPromoted).await;
 }

@@ -49,6 +49,10 @@ pub struct Report {
     pub requests: usize,
 }
 
+/// How far apart the load's clock and the incident's may start: each is read as its task
+/// first runs, microseconds apart.
+const CLOCKS_APART: Duration = Duration::from_millis(1);
+
 /// Whether the incident makes the store fail calls (not merely slow, or answering alike).
 #[must_use]
 pub fn fails_calls(incident: Incident) -> bool {
@@ -128,7 +132,7 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
                          store answering",
                         sent.status, sent.instance, sent.latency, sent.at
                     ));
-                } else if answered < seen.began {
+                } else if answered + CLOCKS_APART < seen.began {
                     violations.push(format!(
                         "answered by the failure policy ({}) at {answered:?}, before the \
                          incident began at {:?}",
