@@ -123,7 +123,7 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
             // first grant there: the limit's denial, with no numbers yet to give.
             (429, false) if plan.mode == Mode::Batches && !local_share => {}
             // `LocalShare` denies what its share does not cover with a bare 429.
-            (200 | 503, false) | (429, false) if sent.status != 429 || local_share => {
+            (200 | 503 | 429, false) if sent.status != 429 || local_share => {
                 undecided += u64::from(shared);
                 // Nothing passed or refused by the policy while the store answers in time.
                 if !fails {
