@@ -263,15 +263,13 @@ const RECOVERED_FOR: Duration = Duration::from_millis(300);
 /// How soon after an incident ends every check is decided again, as the guide states it: a
 /// breaker opened by it lets one probe through after [`OPEN_FOR`], which may wait out one
 /// [`TIMEOUT`] on a connection the incident left behind, then the next check is decided
-/// (another timeout at most). Under Sentinel, a client finds the promoted primary up to one
-/// more probe interval after Sentinel announces it; on a cluster, the slot map is read again
-/// at most once a second after failed calls. Plus 100 ms of scheduling on a loaded two-core
-/// machine.
+/// (another timeout at most); under Sentinel, from the promotion Sentinel announces. On a
+/// cluster, the slot map is read again at most once a second after failed calls. Plus 100 ms
+/// of scheduling on a loaded two-core machine.
 #[must_use]
 pub fn recovery_bound(incident: Incident) -> Duration {
     let base = OPEN_FOR + TIMEOUT * 2 + Duration::from_millis(100);
     match incident {
-        Incident::SentinelFailover => base + OPEN_FOR,
         Incident::ClusterMasterKilled | Incident::ReplicaPromoted => base + Duration::from_secs(1),
         _ => base,
     }
