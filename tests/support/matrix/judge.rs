@@ -26,7 +26,7 @@ pub struct Observed {
     pub own_keys: Vec<Option<Vec<u64>>>,
     /// The most requests inside a handler at once.
     pub most_at_once: usize,
-    /// Keys the server evicted during the run.
+    /// Keys of the shared client's the server evicted during the run.
     pub evicted: u64,
 }
 
@@ -172,6 +172,7 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
         slack += limit;
     }
     if plan.incident == Incident::Eviction {
+        // Each eviction of the shared client's own keys forgets what they counted.
         slack += limit * seen.evicted;
     }
     if fails {
@@ -206,6 +207,19 @@ pub fn judge(plan: &Plan, seen: &Observed) -> Report {
         match held {
             None => violations.push(format!("the key of {} could not be read", sent.client)),
             Some(held) => counted_once(plan, sent, held, fails, &mut violations),
+        }
+        // A fresh key's one request is admitted whenever the store answers: a limiter that
+        // denied everything would break no other invariant.
+        let answered = sent.at + sent.latency;
+        let store_answers = !fails
+            || answered + CLOCKS_APART < seen.began
+            || sent.at > seen.ended + recovery_bound(plan.incident);
+        if store_answers && !(sent.status == 200 && sent.limited) {
+            violations.push(format!(
+                "{}'s one request, a fresh key, answered {} (headers {}) at {:?}, the store \
+                 answering",
+                sent.client, sent.status, sent.limited, sent.at
+            ));
         }
     }
 
@@ -274,14 +288,18 @@ fn counted(
         let failed_calls = u64::from(FAILURES) + probes;
         most += u64::from(BATCH) * plan.instances as u64 * failed_calls;
     }
-    let over_counts_allowed = plan.topology() == Topology::Cluster;
+    // On a cluster the client resends by itself after a connection error: each request may
+    // count twice, never more.
+    if plan.topology() == Topology::Cluster {
+        most *= 2;
+    }
     let least = match plan.mode {
         Mode::Settle => admitted * u64::from(USED),
         _ => admitted,
     };
     let store_decides_all = store_kept(plan, fails);
     for (index, &units) in held.iter().enumerate() {
-        if units > most && !over_counts_allowed {
+        if units > most {
             violations.push(format!(
                 "limit {index}: the store holds {units} units; the answers account for {most} \
                  at most ({admitted} admitted, {undecided} answered by the policy): counted twice"
@@ -320,6 +338,12 @@ fn counted_once(plan: &Plan, sent: &Sent, held: &[u64], fails: bool, violations:
         Mode::Settle => (u64::from(USED), u64::from(USED)),
         Mode::Batches if fails => (u64::from(BATCH), 1),
         _ => (1, 1),
+    };
+    // A cluster client's own resend after a connection error: twice at most.
+    let most = if plan.topology() == Topology::Cluster {
+        most * 2
+    } else {
+        most
     };
     let kept = store_kept(plan, fails);
     for (index, &units) in held.iter().enumerate() {

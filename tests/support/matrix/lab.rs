@@ -1,11 +1,14 @@
 //! The servers of one run, and the incident done to them on the plan's schedule.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use deadpool_redis::redis;
+use deadpool_redis::redis::{self, PushInfo, PushKind};
 use plug_limit::Store;
 use tokio::time::Instant;
 
+use super::deployment::CLIENT;
 use super::plan::{Incident, Plan, Topology};
 use crate::{Fault, FaultProxy, RedisCluster, RedisServer, SentinelSet, pool};
 
@@ -28,14 +31,14 @@ pub enum Lab {
 }
 
 /// When the incident began and ended (the store known to serve again), from the start of
-/// the load, and the keys evicted meanwhile.
+/// the load, and the shared client's keys evicted meanwhile.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeline {
     /// The incident's start.
     pub began: Duration,
     /// Its end.
     pub ended: Duration,
-    /// Keys the server evicted.
+    /// Keys of the shared client's the server evicted.
     pub evicted: u64,
 }
 
@@ -203,9 +206,33 @@ async fn config_set(conn: &mut redis::aio::MultiplexedConnection, name: &str, va
 }
 
 /// Lets the server evict any key (`allkeys-random`) under a `maxmemory` just above what it
-/// uses, and fills it until `until`: keys go, perhaps the client's. Returns how many went.
+/// uses, and fills it until `until`: keys go, perhaps the shared client's. Returns how many of
+/// the shared client's went, as the server's keyspace notifications name them (the filler's
+/// and the one-request clients' evictions give the shared client no budget).
 async fn evict_until(server: &RedisServer, until: Instant) -> u64 {
     let mut conn = server.connection().await;
+    config_set(&mut conn, "notify-keyspace-events", "Ee").await;
+    let shared_evicted = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&shared_evicted);
+    let config = redis::AsyncConnectionConfig::new().set_push_sender(move |push: PushInfo| {
+        let shared = push.kind == PushKind::Message
+            && matches!(push.data.get(1), Some(redis::Value::BulkString(key))
+                if key.windows(CLIENT.len()).any(|part| part == CLIENT.as_bytes()));
+        if shared {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok::<(), redis::aio::SendError>(())
+    });
+    // Pushes need RESP3.
+    let mut events = redis::Client::open(format!("{}?protocol=resp3", server.url()))
+        .expect("redis url")
+        .get_multiplexed_async_connection_with_config(&config)
+        .await
+        .expect("a connection for keyspace notifications");
+    events
+        .subscribe("__keyevent@0__:evicted")
+        .await
+        .expect("SUBSCRIBE to evictions");
     let stat = |info: &str, field: &str| -> u64 {
         info.lines()
             .find_map(|line| line.strip_prefix(field))
@@ -242,7 +269,16 @@ async fn evict_until(server: &RedisServer, until: Instant) -> u64 {
     }
     config_set(&mut conn, "maxmemory", "0").await;
     config_set(&mut conn, "maxmemory-policy", "noeviction").await;
-    stat(&read("stats").await, "evicted_keys:") - before
+    // Every notification was written before this reply: one more round trip on the events'
+    // connection reads them all.
+    let _: () = redis::cmd("PING")
+        .query_async(&mut events)
+        .await
+        .expect("PING");
+    let evicted = stat(&read("stats").await, "evicted_keys:") - before;
+    let shared = shared_evicted.load(Ordering::Relaxed);
+    assert!(shared <= evicted, "{shared} of {evicted} evictions");
+    shared
 }
 
 /// Polls `ready` every 50 ms, for up to 30 s.
