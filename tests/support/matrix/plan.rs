@@ -30,8 +30,8 @@ pub enum Incident {
     Jitter,
     /// Every connection closed, and new ones closed on accept.
     Resets,
-    /// A network partition: nothing passes either way while it lasts; TCP delivers what was
-    /// held, in order, once it ends.
+    /// A blackhole, as TCP lives a network partition: nothing passes either way while it
+    /// lasts; TCP delivers what was held, in order, once it ends.
     Partition,
     /// Commands reach Redis and run; their replies are lost with the connection.
     LostReplies,
@@ -288,7 +288,7 @@ impl fmt::Display for Incident {
             Self::Latency(_) => f.write_str("latency, 3 round trips > timeout"),
             Self::Jitter => f.write_str("jitter 0-60 ms"),
             Self::Resets => f.write_str("connection resets"),
-            Self::Partition => f.write_str("partition"),
+            Self::Partition => f.write_str("blackhole (a partition)"),
             Self::LostReplies => f.write_str("lost replies"),
             Self::Pause => f.write_str("SIGSTOP"),
             Self::KillRestart => f.write_str("SIGKILL, restart"),
