@@ -288,11 +288,7 @@ fn counted(
         let failed_calls = u64::from(FAILURES) + probes;
         most += u64::from(BATCH) * plan.instances as u64 * failed_calls;
     }
-    // On a cluster the client resends by itself after a connection error: each request may
-    // count twice, never more.
-    if plan.topology() == Topology::Cluster {
-        most *= 2;
-    }
+    let most = with_cluster_resends(plan, most);
     let least = match plan.mode {
         Mode::Settle => admitted * u64::from(USED),
         _ => admitted,
@@ -321,6 +317,17 @@ fn counted(
     }
 }
 
+/// The most units `most` stands for once a cluster client's own resends are counted: on a
+/// cluster the client resends by itself after a connection error, so each request may count
+/// twice, never more.
+fn with_cluster_resends(plan: &Plan, most: u64) -> u64 {
+    if plan.topology() == Topology::Cluster {
+        most * 2
+    } else {
+        most
+    }
+}
+
 /// One request sent as a client of its own: its key holds what that one request was
 /// charged, once or not at all (a settled request: what it used, or its estimate when the
 /// settle failed; a batched one: what its batch kept when a give-back failed); an admitted
@@ -339,12 +346,7 @@ fn counted_once(plan: &Plan, sent: &Sent, held: &[u64], fails: bool, violations:
         Mode::Batches if fails => (u64::from(BATCH), 1),
         _ => (1, 1),
     };
-    // A cluster client's own resend after a connection error: twice at most.
-    let most = if plan.topology() == Topology::Cluster {
-        most * 2
-    } else {
-        most
-    };
+    let most = with_cluster_resends(plan, most);
     let kept = store_kept(plan, fails);
     for (index, &units) in held.iter().enumerate() {
         if units > most {
